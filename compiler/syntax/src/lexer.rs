@@ -1,0 +1,715 @@
+//! The lexer: source text to tokens, comments and lexical diagnostics.
+//!
+//! Two things happen here rather than in the parser, because they make recovery simple and
+//! errors precise. Delimiters are balanced: a missing or stray closer is reported once, at the
+//! opener, and the token stream is repaired so the parser never sees an unbalanced file. And line
+//! breaks are kept only where they separate entries (inside `{ }` and at the top level, between
+//! two tokens that could not continue one expression), so `a +` at the end of a line continues on
+//! the next one while `a` followed by `b: …` starts a new entry.
+
+use crate::ast::Comment;
+use crate::diagnostic::Diagnostic;
+use crate::span::Span;
+use crate::token::{Keyword, Token};
+
+/// The lexer's output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lexed {
+    /// The tokens with their spans; delimiters balanced, separating line breaks as [`Token::Newline`].
+    pub tokens: Vec<(Token, Span)>,
+    /// Every comment, in source order.
+    pub comments: Vec<Comment>,
+    /// Lexical problems (unterminated strings, bad escapes, stray characters, unbalanced delimiters).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delim {
+    Brace,
+    Bracket,
+    Paren,
+    Interp,
+    Str,
+}
+
+impl Delim {
+    fn open_text(self) -> &'static str {
+        match self {
+            Delim::Brace => "{",
+            Delim::Bracket => "[",
+            Delim::Paren => "(",
+            Delim::Interp => "${",
+            Delim::Str => "\"",
+        }
+    }
+
+    fn close_text(self) -> &'static str {
+        match self {
+            Delim::Brace | Delim::Interp => "}",
+            Delim::Bracket => "]",
+            Delim::Paren => ")",
+            Delim::Str => "\"",
+        }
+    }
+
+    fn close_token(self) -> Token {
+        match self {
+            Delim::Brace => Token::RBrace,
+            Delim::Bracket => Token::RBracket,
+            Delim::Paren => Token::RParen,
+            Delim::Interp => Token::InterpClose,
+            Delim::Str => Token::StrEnd,
+        }
+    }
+}
+
+/// Lexes `src`. Never fails: problems become diagnostics and the tokens are repaired.
+pub fn lex(src: &str) -> Lexed {
+    let mut lexer = Lexer {
+        src,
+        pos: 0,
+        raw: Vec::new(),
+        comments: Vec::new(),
+        diagnostics: Vec::new(),
+        stack: Vec::new(),
+        line_start: true,
+    };
+    lexer.run();
+    Lexed {
+        tokens: filter_newlines(lexer.raw),
+        comments: lexer.comments,
+        diagnostics: lexer.diagnostics,
+    }
+}
+
+struct Lexer<'a> {
+    src: &'a str,
+    pos: usize,
+    raw: Vec<(Token, Span)>,
+    comments: Vec<Comment>,
+    diagnostics: Vec<Diagnostic>,
+    stack: Vec<(Delim, Span)>,
+    /// Whether only white space stands between the last line break and `pos`.
+    line_start: bool,
+}
+
+impl<'a> Lexer<'a> {
+    fn peek(&self) -> Option<char> {
+        self.src[self.pos..].chars().next()
+    }
+
+    fn peek_at(&self, n: usize) -> Option<char> {
+        self.src[self.pos..].chars().nth(n)
+    }
+
+    fn push(&mut self, token: Token, start: usize) {
+        self.raw.push((token, Span::new(start, self.pos)));
+    }
+
+    fn newline_significant(&self) -> bool {
+        matches!(self.stack.last(), None | Some((Delim::Brace, _)))
+    }
+
+    fn run(&mut self) {
+        while self.pos < self.src.len() {
+            if matches!(self.stack.last(), Some((Delim::Str, _))) {
+                self.string_body();
+            } else {
+                self.token();
+            }
+        }
+        if let Some((Delim::Str, _)) = self.stack.last() {
+            self.string_body();
+        }
+        if !self.stack.is_empty() {
+            let at = self.src.len();
+            self.close_all_unclosed(at, None);
+        }
+    }
+
+    /// Reports the delimiters still open and closes them with empty tokens at `at`.
+    fn close_all_unclosed(&mut self, at: usize, reason: Option<(Span, &str)>) {
+        let open: Vec<(Delim, Span)> = self.stack.drain(..).rev().collect();
+        let Some(&(innermost, innermost_span)) = open.first() else {
+            return;
+        };
+        let mut diag = Diagnostic::error(
+            "syntax.unclosed-delimiter",
+            innermost_span,
+            format!("`{}` is never closed", innermost.open_text()),
+        )
+        .with_label("opened here")
+        .with_help(format!(
+            "add `{}` where this block ends",
+            innermost.close_text()
+        ));
+        for (delim, span) in open.iter().skip(1) {
+            diag = diag.with_secondary(
+                *span,
+                format!("`{}` is not closed either", delim.open_text()),
+            );
+        }
+        if let Some((span, msg)) = reason {
+            diag = diag.with_secondary(span, msg);
+        }
+        self.diagnostics.push(diag);
+        for (delim, _) in open {
+            self.raw.push((delim.close_token(), Span::new(at, at)));
+        }
+    }
+
+    fn string_body(&mut self) {
+        let start = self.pos;
+        let mut text = String::new();
+        loop {
+            let Some(c) = self.peek() else {
+                self.unterminated_string(start, text);
+                return;
+            };
+            match c {
+                '"' => {
+                    self.flush_text(start, text);
+                    let s = self.pos;
+                    self.pos += 1;
+                    self.push(Token::StrEnd, s);
+                    self.stack.pop();
+                    return;
+                }
+                '\n' => {
+                    self.unterminated_string(start, text);
+                    return;
+                }
+                '$' if self.peek_at(1) == Some('{') => {
+                    self.flush_text(start, text);
+                    let s = self.pos;
+                    self.pos += 2;
+                    self.push(Token::InterpOpen, s);
+                    self.stack.push((Delim::Interp, Span::new(s, self.pos)));
+                    return;
+                }
+                '\\' => {
+                    let s = self.pos;
+                    self.pos += 1;
+                    match self.peek() {
+                        Some('"') => text.push('"'),
+                        Some('\\') => text.push('\\'),
+                        Some('n') => text.push('\n'),
+                        Some('t') => text.push('\t'),
+                        Some('$') => text.push('$'),
+                        Some('\n') | None => {
+                            text.push('\\');
+                            continue;
+                        }
+                        Some(other) => {
+                            self.diagnostics.push(
+                                Diagnostic::error(
+                                    "syntax.invalid-escape",
+                                    Span::new(s, s + 1 + other.len_utf8()),
+                                    format!("unknown escape `\\{other}` in a string"),
+                                )
+                                .with_label("not an escape")
+                                .with_help(
+                                    "the escapes are \\\" \\\\ \\n \\t \\$; write \\\\ for a backslash",
+                                ),
+                            );
+                            text.push('\\');
+                            text.push(other);
+                        }
+                    }
+                    self.pos += self.peek().map_or(0, char::len_utf8);
+                }
+                other => {
+                    text.push(other);
+                    self.pos += other.len_utf8();
+                }
+            }
+        }
+    }
+
+    fn flush_text(&mut self, start: usize, text: String) {
+        if self.pos > start {
+            self.raw
+                .push((Token::StrText(text), Span::new(start, self.pos)));
+        }
+    }
+
+    fn unterminated_string(&mut self, start: usize, text: String) {
+        self.flush_text(start, text);
+        let open = self.stack.last().map(|(_, s)| *s).unwrap_or_default();
+        self.diagnostics.push(
+            Diagnostic::error(
+                "syntax.unterminated-string",
+                Span::new(open.start as usize, self.pos),
+                "this string is not closed before the end of its line",
+            )
+            .with_label("the string starts here")
+            .with_help("add the closing `\"`; a string ends on the line it starts (use \\n for a line break)"),
+        );
+        self.raw
+            .push((Token::StrEnd, Span::new(self.pos, self.pos)));
+        self.stack.pop();
+    }
+
+    fn token(&mut self) {
+        let Some(c) = self.peek() else { return };
+        let start = self.pos;
+        if c == '\n' {
+            self.pos += 1;
+            if self.newline_significant() {
+                self.push(Token::Newline, start);
+            }
+            self.line_start = true;
+            return;
+        }
+        if c.is_whitespace() {
+            self.pos += c.len_utf8();
+            return;
+        }
+        let at_line_start = std::mem::replace(&mut self.line_start, false);
+        if c == '/' && self.peek_at(1) == Some('/') {
+            self.comment();
+            self.line_start = at_line_start;
+            return;
+        }
+        if c.is_ascii_digit() {
+            self.number();
+            return;
+        }
+        if c.is_alphabetic() || c == '_' {
+            if at_line_start && !self.stack.is_empty() && self.declaration_starts_here() {
+                let here = Span::new(start, start);
+                self.close_all_unclosed(start, Some((here, "a new declaration starts here")));
+            }
+            self.word();
+            return;
+        }
+        let two = |a: char, b: char| c == a && self.peek_at(1) == Some(b);
+        let (token, len) = if two('?', '.') {
+            (Token::QuestionDot, 2)
+        } else if two('?', '?') {
+            (Token::QuestionQuestion, 2)
+        } else if two('=', '=') {
+            (Token::EqEq, 2)
+        } else if two('!', '=') {
+            (Token::NotEq, 2)
+        } else if two('<', '=') {
+            (Token::Le, 2)
+        } else if two('>', '=') {
+            (Token::Ge, 2)
+        } else if two('&', '&') {
+            (Token::AndAnd, 2)
+        } else if two('|', '|') {
+            (Token::OrOr, 2)
+        } else {
+            let t = match c {
+                '"' => {
+                    self.pos += 1;
+                    self.push(Token::StrStart, start);
+                    self.stack.push((Delim::Str, Span::new(start, start + 1)));
+                    return;
+                }
+                '{' | '[' | '(' => {
+                    let (tok, delim) = match c {
+                        '{' => (Token::LBrace, Delim::Brace),
+                        '[' => (Token::LBracket, Delim::Bracket),
+                        _ => (Token::LParen, Delim::Paren),
+                    };
+                    self.pos += 1;
+                    self.push(tok, start);
+                    self.stack.push((delim, Span::new(start, start + 1)));
+                    return;
+                }
+                '}' | ']' | ')' => {
+                    self.closer(c);
+                    return;
+                }
+                '?' => Token::Question,
+                '=' => Token::Assign,
+                '!' => Token::Bang,
+                '<' => Token::Lt,
+                '>' => Token::Gt,
+                '+' => Token::Plus,
+                '-' => Token::Minus,
+                '*' => Token::Star,
+                '/' => Token::Slash,
+                '%' => Token::Percent,
+                ',' => Token::Comma,
+                ':' => Token::Colon,
+                '.' => Token::Dot,
+                other => {
+                    self.pos += other.len_utf8();
+                    let help = match other {
+                        '&' => "write `&&` for logical and",
+                        '|' => "write `||` for logical or",
+                        '\'' => "strings are written in double quotes",
+                        ';' => "entries are separated by commas or line breaks",
+                        '#' => "comments start with `//`",
+                        _ => "remove it",
+                    };
+                    self.diagnostics.push(
+                        Diagnostic::error(
+                            "syntax.unexpected-character",
+                            Span::new(start, self.pos),
+                            format!("unexpected character `{other}`"),
+                        )
+                        .with_label("not part of the language")
+                        .with_help(help),
+                    );
+                    return;
+                }
+            };
+            (t, 1)
+        };
+        self.pos += len;
+        self.push(token, start);
+    }
+
+    /// Whether `flow NAME {` or `tool NAME {` starts at `pos`.
+    fn declaration_starts_here(&self) -> bool {
+        let rest = &self.src[self.pos..];
+        let word_end = |s: &str| {
+            s.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(s.len())
+        };
+        let w = word_end(rest);
+        if !matches!(&rest[..w], "flow" | "tool") {
+            return false;
+        }
+        let rest = rest[w..].trim_start_matches([' ', '\t']);
+        let n = word_end(rest);
+        if n == 0 {
+            return false;
+        }
+        rest[n..].trim_start_matches([' ', '\t']).starts_with('{')
+    }
+
+    fn closer(&mut self, c: char) {
+        let start = self.pos;
+        self.pos += 1;
+        let want = match c {
+            '}' => [Delim::Brace, Delim::Interp],
+            ']' => [Delim::Bracket, Delim::Bracket],
+            _ => [Delim::Paren, Delim::Paren],
+        };
+        match self.stack.last() {
+            Some((d, _)) if want.contains(d) => {
+                let d = *d;
+                self.stack.pop();
+                self.push(d.close_token(), start);
+            }
+            _ => {
+                let here = Span::new(start, self.pos);
+                match self.stack.iter().rposition(|(d, _)| want.contains(d)) {
+                    Some(depth) => {
+                        // The delimiters opened after the one this closes were never closed.
+                        let (inner, inner_span) = self.stack[self.stack.len() - 1];
+                        self.diagnostics.push(
+                            Diagnostic::error(
+                                "syntax.unclosed-delimiter",
+                                inner_span,
+                                format!("`{}` is never closed", inner.open_text()),
+                            )
+                            .with_label("opened here")
+                            .with_secondary(here, format!("`{c}` closes an outer block here"))
+                            .with_help(format!("add `{}` before `{c}`", inner.close_text())),
+                        );
+                        while self.stack.len() > depth + 1 {
+                            let (d, _) = self.stack.pop().expect("stack is deeper than depth");
+                            self.raw.push((d.close_token(), Span::new(start, start)));
+                        }
+                        let (d, _) = self
+                            .stack
+                            .pop()
+                            .expect("the matching opener is on the stack");
+                        self.push(d.close_token(), start);
+                    }
+                    None => self.diagnostics.push(
+                        Diagnostic::error(
+                            "syntax.unmatched-delimiter",
+                            here,
+                            format!("`{c}` closes nothing"),
+                        )
+                        .with_label("no block is open here")
+                        .with_help("remove it, or add the opening delimiter it was meant to close"),
+                    ),
+                }
+            }
+        }
+    }
+
+    fn comment(&mut self) {
+        let start = self.pos;
+        let end = self.src[start..]
+            .find('\n')
+            .map_or(self.src.len(), |n| start + n);
+        let raw = &self.src[start..end];
+        let doc = raw.starts_with("///") && !raw.starts_with("////");
+        let body = if doc { &raw[3..] } else { &raw[2..] };
+        let body = body.strip_prefix(' ').unwrap_or(body);
+        self.comments.push(Comment {
+            span: Span::new(start, end),
+            text: body.trim_end().to_string(),
+            doc,
+        });
+        self.pos = end;
+    }
+
+    fn number(&mut self) {
+        let start = self.pos;
+        let digits_end = |s: &str, from: usize| {
+            s[from..]
+                .find(|c: char| !c.is_ascii_digit())
+                .map_or(s.len(), |n| from + n)
+        };
+        let mut end = digits_end(self.src, start);
+        let mut is_float = false;
+        if self.src[end..].starts_with('.')
+            && self.src[end + 1..].starts_with(|c: char| c.is_ascii_digit())
+        {
+            is_float = true;
+            end = digits_end(self.src, end + 1);
+        }
+        let unit_end = self.src[end..]
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(self.src.len(), |n| end + n);
+        let text = &self.src[start..end];
+        let unit = &self.src[end..unit_end];
+        self.pos = unit_end;
+        let span = Span::new(start, unit_end);
+        if !unit.is_empty() {
+            let known = matches!(unit, "ms" | "s" | "m" | "h" | "d");
+            if known && !is_float {
+                self.push(Token::Duration(format!("{text}{unit}")), start);
+                return;
+            }
+            let (message, help) = if known {
+                (
+                    format!("a duration is a whole number of units, not `{text}{unit}`"),
+                    "use a smaller unit: 1500ms rather than 1.5s".to_string(),
+                )
+            } else {
+                (
+                    format!("unknown duration unit `{unit}`"),
+                    "the units are ms, s, m, h and d (250ms, 10s, 5m, 2h, 7d)".to_string(),
+                )
+            };
+            self.diagnostics.push(
+                Diagnostic::error("syntax.invalid-duration", span, message)
+                    .with_label("not a duration")
+                    .with_help(help),
+            );
+            self.raw.push((Token::Duration(format!("0{unit}")), span));
+            return;
+        }
+        if is_float {
+            self.push(Token::Float(text.to_string()), start);
+            return;
+        }
+        match text.parse::<i64>() {
+            Ok(n) => self.push(Token::Int(n), start),
+            Err(_) => {
+                self.diagnostics.push(
+                    Diagnostic::error(
+                        "syntax.invalid-number",
+                        span,
+                        format!("`{text}` does not fit in a 64-bit integer"),
+                    )
+                    .with_label("too large")
+                    .with_help("integers range from -9223372036854775808 to 9223372036854775807; write a float for larger numbers"),
+                );
+                self.push(Token::Int(0), start);
+            }
+        }
+    }
+
+    fn word(&mut self) {
+        let start = self.pos;
+        let end = self.src[start..]
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map_or(self.src.len(), |n| start + n);
+        let word = &self.src[start..end];
+        self.pos = end;
+        let token = match Keyword::from_word(word) {
+            Some(k) => Token::Kw(k),
+            None => Token::Ident(word.to_string()),
+        };
+        self.push(token, start);
+    }
+}
+
+/// Whether an expression may continue after `t` (so a line break after it separates nothing).
+///
+/// `>` is left out: it ends a type (`list<string>`) far more often than a line ends in `a >`.
+fn continues_after(t: &Token) -> bool {
+    use Token::*;
+    matches!(
+        t,
+        LBrace
+            | LBracket
+            | LParen
+            | InterpOpen
+            | Comma
+            | Colon
+            | Dot
+            | QuestionDot
+            | QuestionQuestion
+            | Assign
+            | EqEq
+            | NotEq
+            | Lt
+            | Le
+            | Ge
+            | Plus
+            | Minus
+            | Star
+            | Slash
+            | Percent
+            | Bang
+            | AndAnd
+            | OrOr
+            | Newline
+            | Kw(Keyword::If | Keyword::Then | Keyword::Else | Keyword::For | Keyword::In)
+    )
+}
+
+/// Whether `t`, first on a line, continues what the line before began.
+fn continues_before(t: &Token, next: Option<&Token>) -> bool {
+    use Token::*;
+    match t {
+        RBrace | RBracket | RParen | InterpClose | Dot | QuestionDot | QuestionQuestion | EqEq
+        | NotEq | Lt | Le | Gt | Ge | Plus | Minus | Star | Slash | Percent | AndAnd | OrOr
+        | Assign | Comma | Colon | Question | LBrace => true,
+        // `then`/`else`/`in` on a new line continue an `if` or a comprehension, unless they are a key.
+        Kw(Keyword::Then | Keyword::Else | Keyword::In) => next != Some(&Colon),
+        _ => false,
+    }
+}
+
+fn filter_newlines(raw: Vec<(Token, Span)>) -> Vec<(Token, Span)> {
+    let mut out: Vec<(Token, Span)> = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i].0 != Token::Newline {
+            out.push(raw[i].clone());
+            i += 1;
+            continue;
+        }
+        let first = i;
+        while i < raw.len() && raw[i].0 == Token::Newline {
+            i += 1;
+        }
+        let prev = out.last().map(|(t, _)| t);
+        let next = raw.get(i).map(|(t, _)| t);
+        let after_next = raw.get(i + 1).map(|(t, _)| t);
+        let keep = match (prev, next) {
+            (Some(p), Some(n)) => !continues_after(p) && !continues_before(n, after_next),
+            _ => false,
+        };
+        if keep {
+            out.push(raw[first].clone());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(src: &str) -> Vec<Token> {
+        lex(src).tokens.into_iter().map(|(t, _)| t).collect()
+    }
+
+    #[test]
+    fn interpolation_nests_tokens_inside_strings() {
+        use Token::*;
+        assert_eq!(
+            kinds(r#""a ${x.y} \"b\" \$""#),
+            vec![
+                StrStart,
+                StrText("a ".into()),
+                InterpOpen,
+                Ident("x".into()),
+                Dot,
+                Ident("y".into()),
+                InterpClose,
+                StrText(" \"b\" $".into()),
+                StrEnd
+            ]
+        );
+    }
+
+    #[test]
+    fn line_breaks_separate_only_where_an_entry_can_start() {
+        use Token::*;
+        let t = kinds("{ a: 1\n b: x +\n 2\n c: y\n  ?? z }");
+        let newlines = t.iter().filter(|t| **t == Newline).count();
+        assert_eq!(newlines, 2, "{t:?}");
+        assert!(!kinds("[1,\n2\n]").contains(&Newline));
+    }
+
+    #[test]
+    fn durations_and_numbers() {
+        use Token::*;
+        assert_eq!(
+            kinds("250ms 10s 1.5 42"),
+            vec![
+                Duration("250ms".into()),
+                Duration("10s".into()),
+                Float("1.5".into()),
+                Int(42)
+            ]
+        );
+        assert_eq!(lex("10x").diagnostics[0].code, "syntax.invalid-duration");
+        assert_eq!(
+            lex("99999999999999999999").diagnostics[0].code,
+            "syntax.invalid-number"
+        );
+    }
+
+    #[test]
+    fn unbalanced_delimiters_are_repaired_and_reported_once() {
+        let l = lex("flow a {\n step x = f { a: [1, 2 }\n}");
+        assert_eq!(l.diagnostics.len(), 1, "{:?}", l.diagnostics);
+        assert_eq!(l.diagnostics[0].code, "syntax.unclosed-delimiter");
+        let opens = l.tokens.iter().filter(|(t, _)| t.is_open()).count();
+        let closes = l
+            .tokens
+            .iter()
+            .filter(|(t, _)| {
+                matches!(
+                    t,
+                    Token::RBrace
+                        | Token::RBracket
+                        | Token::RParen
+                        | Token::InterpClose
+                        | Token::StrEnd
+                )
+            })
+            .count();
+        assert_eq!(opens, closes);
+    }
+
+    #[test]
+    fn a_missing_brace_before_the_next_declaration_is_caught_there() {
+        let l = lex("flow a {\n step x = 1\n\nflow b {\n}\n");
+        assert_eq!(l.diagnostics.len(), 1);
+        assert_eq!(l.diagnostics[0].primary.span, Span::new(7, 8));
+    }
+
+    #[test]
+    fn unterminated_strings_end_at_the_line() {
+        let l = lex("\"abc\nx");
+        assert_eq!(l.diagnostics[0].code, "syntax.unterminated-string");
+        assert!(l.tokens.iter().any(|(t, _)| *t == Token::Ident("x".into())));
+    }
+
+    #[test]
+    fn comments_are_kept_aside() {
+        let l = lex("/// doc\n// plain\nx // trailing\n");
+        assert_eq!(l.comments.len(), 3);
+        assert!(l.comments[0].doc);
+        assert_eq!(l.comments[0].text, "doc");
+        assert!(!l.comments[1].doc);
+    }
+}

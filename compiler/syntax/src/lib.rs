@@ -1,0 +1,13 @@
+//! Reel's syntax: lexer, parser, syntax tree and formatter. Knows nothing of salsa, types or LSP.
+
+pub mod ast;
+pub mod diagnostic;
+mod docs;
+pub mod lexer;
+pub mod parser;
+pub mod span;
+pub mod token;
+
+pub use diagnostic::{Diagnostic, Label, Severity};
+pub use parser::{Parsed, parse};
+pub use span::{LineCol, LineIndex, Span};

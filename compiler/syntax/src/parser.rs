@@ -1,0 +1,841 @@
+//! The parser (chumsky): tokens to the syntax tree, recovering at declaration, entry and delimiter level.
+//!
+//! The lexer hands over balanced delimiters, so recovery can always skip one whole entry: up to
+//! the next separating line break or comma at the same depth. One mistake gives one diagnostic
+//! and the rest of the file is still parsed.
+
+use chumsky::input::{Input as _, ValueInput};
+use chumsky::pratt::{infix, left, prefix, right};
+use chumsky::prelude::*;
+
+use crate::ast::{self, *};
+use crate::diagnostic::Diagnostic;
+use crate::lexer::lex;
+use crate::span::Span;
+use crate::token::{Keyword, Token};
+
+type Sp = SimpleSpan;
+type Extra<'t> = extra::Err<Rich<'t, Token, Sp>>;
+
+/// A parsed file and every lexical and syntax diagnostic found on the way.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Parsed {
+    /// The syntax tree (with `Error` nodes where the source was broken).
+    pub file: File,
+    /// Lexical and syntax diagnostics, in source order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Parses a whole source file. Never fails and never panics.
+pub fn parse(src: &str) -> Parsed {
+    let lexed = lex(src);
+    let tokens: Vec<(Token, Sp)> = lexed
+        .tokens
+        .into_iter()
+        .map(|(t, s)| (t, Sp::from(s.range())))
+        .collect();
+    let eoi = Sp::from(src.len()..src.len());
+    let (items, errors) = file_parser()
+        .parse(tokens[..].split_token_span(eoi))
+        .into_output_errors();
+    let mut diagnostics = lexed.diagnostics;
+    // A stray token right after a lexical error is that error's echo: report the first only.
+    for err in errors {
+        let d = to_diagnostic(&err);
+        let echo = diagnostics
+            .iter()
+            .any(|l| l.primary.span.end == d.primary.span.start && l.code.starts_with("syntax."));
+        if !echo {
+            diagnostics.push(d);
+        }
+    }
+    diagnostics.sort_by_key(|d| (d.primary.span.start, d.primary.span.end));
+    diagnostics.dedup_by(|a, b| a.primary.span == b.primary.span && a.message == b.message);
+    let mut file = File {
+        items: items.unwrap_or_default(),
+        comments: lexed.comments,
+    };
+    crate::docs::attach_doc_comments(&mut file, src);
+    Parsed { file, diagnostics }
+}
+
+fn to_diagnostic(err: &Rich<'_, Token, Sp>) -> Diagnostic {
+    let span = Span::new(err.span().start, err.span().end);
+    let found = match err.found() {
+        Some(Token::StrStart) => "string".to_string(),
+        Some(t) => t.to_string(),
+        None => "end of file".to_string(),
+    };
+    if let chumsky::error::RichReason::Custom(msg) = err.reason() {
+        let d = Diagnostic::error("syntax.unexpected-token", span, msg.to_string());
+        return if msg.starts_with("expected an expression") {
+            d.with_label("the expression is incomplete")
+        } else {
+            d.with_label("not part of the entry before it")
+                .with_help("separate entries with a line break or a comma, or remove this text")
+        };
+    }
+    let mut expected: Vec<String> = err
+        .expected()
+        .filter_map(|p| match p {
+            // A long list of operators says less than the word "operator".
+            chumsky::error::RichPattern::Token(t) if is_operator(t) => {
+                Some("an operator".to_string())
+            }
+            chumsky::error::RichPattern::Token(t) => Some(t.to_string()),
+            chumsky::error::RichPattern::Label(l) => Some(l.to_string()),
+            chumsky::error::RichPattern::Identifier(i) => Some(format!("`{i}`")),
+            chumsky::error::RichPattern::EndOfInput => Some("the end of the file".to_string()),
+            _ => None,
+        })
+        .collect();
+    expected.sort();
+    expected.dedup();
+    let label = match expected.len() {
+        0 => "not expected here".to_string(),
+        1 => format!("expected {}", expected[0]),
+        _ => {
+            let last = expected.pop().unwrap_or_default();
+            format!("expected {} or {last}", expected.join(", "))
+        }
+    };
+    let mut d = Diagnostic::error(
+        "syntax.unexpected-token",
+        span,
+        format!("unexpected {found}"),
+    )
+    .with_label(label);
+    if let Some(help) = help_for(err.found()) {
+        d = d.with_help(help);
+    }
+    d
+}
+
+fn is_operator(t: &Token) -> bool {
+    use Token::*;
+    matches!(
+        t,
+        Dot | QuestionDot
+            | QuestionQuestion
+            | EqEq
+            | NotEq
+            | Lt
+            | Le
+            | Gt
+            | Ge
+            | Plus
+            | Minus
+            | Star
+            | Slash
+            | Percent
+            | AndAnd
+            | OrOr
+            | LBracket
+            | LParen
+    )
+}
+
+fn help_for(found: Option<&Token>) -> Option<&'static str> {
+    match found? {
+        Token::Assign => Some("block entries are written `key: value`; compare with `==`"),
+        Token::Kw(Keyword::Flow | Keyword::Tool) => {
+            Some("declarations cannot nest: close the one before with `}` first")
+        }
+        Token::Newline => Some("the line ends before its entry is complete"),
+        _ => None,
+    }
+}
+
+fn sp(s: Sp) -> Span {
+    Span::new(s.start, s.end)
+}
+
+const OPENERS: [Token; 5] = [
+    Token::LBrace,
+    Token::LBracket,
+    Token::LParen,
+    Token::InterpOpen,
+    Token::StrStart,
+];
+
+/// One balanced group of tokens: `{ … }`, `[ … ]`, `( … )`, a string.
+fn group<'t, I>() -> impl Parser<'t, I, (), Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    recursive(|group| {
+        let inner = group
+            .or(none_of([
+                Token::LBrace,
+                Token::RBrace,
+                Token::LBracket,
+                Token::RBracket,
+                Token::LParen,
+                Token::RParen,
+                Token::InterpOpen,
+                Token::InterpClose,
+                Token::StrStart,
+                Token::StrEnd,
+            ])
+            .ignored())
+            .repeated();
+        choice((
+            inner
+                .clone()
+                .delimited_by(just(Token::LBrace), just(Token::RBrace)),
+            inner
+                .clone()
+                .delimited_by(just(Token::LBracket), just(Token::RBracket)),
+            inner
+                .clone()
+                .delimited_by(just(Token::LParen), just(Token::RParen)),
+            inner
+                .clone()
+                .delimited_by(just(Token::InterpOpen), just(Token::InterpClose)),
+            inner.delimited_by(just(Token::StrStart), just(Token::StrEnd)),
+        ))
+        .ignored()
+    })
+}
+
+/// Skips the rest of one entry: balanced groups and tokens up to a separator or a closer.
+fn skip_entry<'t, I>() -> impl Parser<'t, I, Sp, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    let stop = [
+        Token::Newline,
+        Token::Comma,
+        Token::RBrace,
+        Token::RBracket,
+        Token::RParen,
+        Token::InterpClose,
+        Token::StrEnd,
+    ];
+    group()
+        .or(none_of(stop).and_is(one_of(OPENERS).not()).ignored())
+        .repeated()
+        .at_least(1)
+        .map_with(|_, e| e.span())
+}
+
+/// `entry`, then anything left before the next separator, reported once as unexpected.
+///
+/// Without this, text after a complete entry (`input b string` parses `input b` and stops)
+/// would fail the whole enclosing list and lose every entry after it.
+fn with_trailing<'t, I, O>(
+    entry: impl Parser<'t, I, O, Extra<'t>> + Clone,
+) -> impl Parser<'t, I, O, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    let junk = any().rewind().then(skip_entry());
+    entry.then_ignore(junk.or_not().validate(|junk, _, emitter| {
+        if let Some((first, span)) = junk {
+            let msg = if is_operator(&first) {
+                format!("expected an expression after {first}")
+            } else {
+                format!("unexpected {first} after the end of this entry")
+            };
+            emitter.emit(Rich::custom(span, msg));
+        }
+    }))
+}
+
+fn separator<'t, I>() -> impl Parser<'t, I, (), Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    one_of([Token::Comma, Token::Newline])
+        .repeated()
+        .at_least(1)
+        .ignored()
+}
+
+fn name<'t, I>() -> impl Parser<'t, I, Ident, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    select! { Token::Ident(n) => n }
+        .map_with(|name, e| Ident {
+            name,
+            span: sp(e.span()),
+        })
+        .labelled("a name")
+}
+
+/// Any word, keywords included: keys, argument names and members.
+fn word<'t, I>() -> impl Parser<'t, I, Ident, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    select! {
+        Token::Ident(n) => n,
+        Token::Kw(k) => k.as_str().to_string(),
+    }
+    .map_with(|name, e| Ident {
+        name,
+        span: sp(e.span()),
+    })
+    .labelled("a name")
+}
+
+fn key<'t, I>() -> impl Parser<'t, I, Key, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    let plain = word().map(|w| Key {
+        name: w.name,
+        quoted: false,
+        span: w.span,
+    });
+    let quoted = select! { Token::StrText(t) => t }
+        .or_not()
+        .delimited_by(just(Token::StrStart), just(Token::StrEnd))
+        .map_with(|t, e| Key {
+            name: t.unwrap_or_default(),
+            quoted: true,
+            span: sp(e.span()),
+        });
+    plain.or(quoted).labelled("a key")
+}
+
+fn kw<'t, I>(k: Keyword) -> impl Parser<'t, I, Token, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    just(Token::Kw(k))
+}
+
+fn error_expr(s: Sp) -> Expr {
+    Expr {
+        kind: ExprKind::Error,
+        span: sp(s),
+    }
+}
+
+fn expr_parser<'t, I>() -> impl Parser<'t, I, Expr, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    recursive(|expr| {
+        let literal = select! {
+            Token::Int(n) => ExprKind::Int(n),
+            Token::Float(text) => ExprKind::Float { value: text.parse().unwrap_or(0.0), text },
+            Token::Duration(text) => ExprKind::Duration {
+                millis: reel_duration_millis(&text),
+                text,
+            },
+            Token::Kw(Keyword::True) => ExprKind::Bool(true),
+            Token::Kw(Keyword::False) => ExprKind::Bool(false),
+            Token::Kw(Keyword::Null) => ExprKind::Null,
+        };
+
+        let interp = expr
+            .clone()
+            .delimited_by(just(Token::InterpOpen), just(Token::InterpClose))
+            .recover_with(via_parser(nested_delimiters(
+                Token::InterpOpen,
+                Token::InterpClose,
+                [
+                    (Token::LBrace, Token::RBrace),
+                    (Token::LBracket, Token::RBracket),
+                    (Token::LParen, Token::RParen),
+                ],
+                error_expr,
+            )))
+            .map(StrPart::Interp);
+        let string = select! { Token::StrText(t) => StrPart::Text(t) }
+            .or(interp)
+            .repeated()
+            .collect::<Vec<_>>()
+            .delimited_by(just(Token::StrStart), just(Token::StrEnd))
+            .map(ExprKind::Str);
+
+        let field = with_trailing(
+            key()
+                .then_ignore(just(Token::Colon))
+                .then(expr.clone())
+                .map_with(|(key, value), e| {
+                    Some(Field {
+                        key,
+                        value,
+                        span: sp(e.span()),
+                    })
+                }),
+        )
+        .recover_with(via_parser(skip_entry().map(|_| None)));
+        let record = field
+            .separated_by(separator())
+            .allow_leading()
+            .allow_trailing()
+            .collect::<Vec<Option<Field>>>()
+            .delimited_by(just(Token::LBrace), just(Token::RBrace))
+            .map(|fields| ExprKind::Record(fields.into_iter().flatten().collect()))
+            .labelled("a record");
+
+        let comprehension = kw(Keyword::For)
+            .ignore_then(name())
+            .then_ignore(kw(Keyword::In))
+            .then(expr.clone())
+            .then(kw(Keyword::If).ignore_then(expr.clone()).or_not())
+            .then_ignore(just(Token::Colon))
+            .then(expr.clone())
+            .map(|(((var, iter), cond), body)| ExprKind::Comprehension {
+                var,
+                iter: Box::new(iter),
+                cond: cond.map(Box::new),
+                body: Box::new(body),
+            });
+        let items = expr
+            .clone()
+            .separated_by(just(Token::Comma))
+            .allow_trailing()
+            .collect::<Vec<_>>()
+            .map(ExprKind::List);
+        let list = comprehension
+            .or(items)
+            .delimited_by(just(Token::LBracket), just(Token::RBracket))
+            .labelled("a list");
+
+        let if_expr = kw(Keyword::If)
+            .ignore_then(expr.clone())
+            .then_ignore(kw(Keyword::Then))
+            .then(expr.clone())
+            .then_ignore(kw(Keyword::Else))
+            .then(expr.clone())
+            .map(|((cond, then), otherwise)| ExprKind::If {
+                cond: Box::new(cond),
+                then: Box::new(then),
+                otherwise: Box::new(otherwise),
+            });
+
+        let args = expr
+            .clone()
+            .separated_by(just(Token::Comma))
+            .allow_trailing()
+            .collect::<Vec<_>>()
+            .delimited_by(just(Token::LParen), just(Token::RParen));
+        let call = name()
+            .then(args)
+            .map(|(func, args)| ExprKind::Call { func, args });
+
+        let reference = select! {
+            Token::Ident(n) => n,
+            Token::Kw(Keyword::Input) => "input".to_string(),
+            Token::Kw(Keyword::Env) => "env".to_string(),
+            Token::Kw(Keyword::Secret) => "secret".to_string(),
+        }
+        .map_with(|name, e| {
+            ExprKind::Name(Ident {
+                name,
+                span: sp(e.span()),
+            })
+        });
+
+        let paren = expr
+            .clone()
+            .delimited_by(just(Token::LParen), just(Token::RParen))
+            .map(|e| ExprKind::Paren(Box::new(e)));
+
+        let atom = choice((
+            literal, string, call, reference, list, record, if_expr, paren,
+        ))
+        .map_with(|kind, e| Expr {
+            kind,
+            span: sp(e.span()),
+        })
+        .recover_with(via_parser(nested_delimiters(
+            Token::LParen,
+            Token::RParen,
+            [
+                (Token::LBracket, Token::RBracket),
+                (Token::LBrace, Token::RBrace),
+            ],
+            error_expr,
+        )))
+        .recover_with(via_parser(nested_delimiters(
+            Token::LBracket,
+            Token::RBracket,
+            [
+                (Token::LParen, Token::RParen),
+                (Token::LBrace, Token::RBrace),
+            ],
+            error_expr,
+        )))
+        .labelled("an expression")
+        .boxed();
+
+        enum Post {
+            Member(Ident, bool),
+            Index(Expr),
+        }
+        let postfix = choice((
+            just(Token::Dot)
+                .ignore_then(word())
+                .map(|w| Post::Member(w, false)),
+            just(Token::QuestionDot)
+                .ignore_then(word())
+                .map(|w| Post::Member(w, true)),
+            expr.clone()
+                .delimited_by(just(Token::LBracket), just(Token::RBracket))
+                .map(Post::Index),
+        ));
+        let accessed = atom.foldl_with(postfix.repeated(), |base, post, e| {
+            let kind = match post {
+                Post::Member(name, optional) => ExprKind::Member {
+                    base: Box::new(base),
+                    name,
+                    optional,
+                },
+                Post::Index(index) => ExprKind::Index {
+                    base: Box::new(base),
+                    index: Box::new(index),
+                },
+            };
+            Expr {
+                kind,
+                span: sp(e.span()),
+            }
+        });
+
+        let op = |t: Token, op: BinaryOp| just(t).map_with(move |_, e| (op, sp(e.span())));
+        let bin = |l: Expr, (op, op_span): (BinaryOp, Span), r: Expr| Expr {
+            span: l.span.cover(r.span),
+            kind: ExprKind::Binary {
+                op,
+                op_span,
+                lhs: Box::new(l),
+                rhs: Box::new(r),
+            },
+        };
+        let un = |op: UnaryOp| {
+            move |_, r: Expr, e: &mut chumsky::input::MapExtra<'t, '_, I, Extra<'t>>| Expr {
+                span: sp(e.span()),
+                kind: ExprKind::Unary {
+                    op,
+                    expr: Box::new(r),
+                },
+            }
+        };
+        accessed
+            .pratt((
+                prefix(UNARY_PRECEDENCE, just(Token::Bang), un(UnaryOp::Not)),
+                prefix(UNARY_PRECEDENCE, just(Token::Minus), un(UnaryOp::Neg)),
+                infix(
+                    left(7),
+                    choice((
+                        op(Token::Star, BinaryOp::Mul),
+                        op(Token::Slash, BinaryOp::Div),
+                        op(Token::Percent, BinaryOp::Rem),
+                    )),
+                    move |l, o, r, _| bin(l, o, r),
+                ),
+                infix(
+                    left(6),
+                    op(Token::Plus, BinaryOp::Add).or(op(Token::Minus, BinaryOp::Sub)),
+                    move |l, o, r, _| bin(l, o, r),
+                ),
+                infix(
+                    right(5),
+                    op(Token::QuestionQuestion, BinaryOp::Coalesce),
+                    move |l, o, r, _| bin(l, o, r),
+                ),
+                infix(
+                    left(4),
+                    choice((
+                        op(Token::Le, BinaryOp::Le),
+                        op(Token::Ge, BinaryOp::Ge),
+                        op(Token::Lt, BinaryOp::Lt),
+                        op(Token::Gt, BinaryOp::Gt),
+                    )),
+                    move |l, o, r, _| bin(l, o, r),
+                ),
+                infix(
+                    left(3),
+                    op(Token::EqEq, BinaryOp::Eq).or(op(Token::NotEq, BinaryOp::Ne)),
+                    move |l, o, r, _| bin(l, o, r),
+                ),
+                infix(
+                    left(2),
+                    op(Token::AndAnd, BinaryOp::And),
+                    move |l, o, r, _| bin(l, o, r),
+                ),
+                infix(left(1), op(Token::OrOr, BinaryOp::Or), move |l, o, r, _| {
+                    bin(l, o, r)
+                }),
+            ))
+            .labelled("an expression")
+            .boxed()
+    })
+}
+
+fn reel_duration_millis(text: &str) -> u64 {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let n: u64 = text[..split].parse().unwrap_or(0);
+    let factor = match &text[split..] {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => 0,
+    };
+    n.saturating_mul(factor)
+}
+
+fn type_parser<'t, I>() -> impl Parser<'t, I, TypeExpr, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    recursive(|ty| {
+        let list = select! { Token::Ident(n) if n == "list" => () }
+            .ignore_then(ty.clone().delimited_by(just(Token::Lt), just(Token::Gt)))
+            .map(|t| TypeExprKind::List(Box::new(t)));
+        let named = word().map(|w| TypeExprKind::Named(w.name));
+        let record = type_fields(ty.clone())
+            .delimited_by(just(Token::LBrace), just(Token::RBrace))
+            .map(TypeExprKind::Record);
+        let base = choice((list, record, named))
+            .map_with(|kind, e| TypeExpr {
+                kind,
+                span: sp(e.span()),
+            })
+            .labelled("a type");
+        base.foldl_with(just(Token::Question).repeated(), |t, _, e| TypeExpr {
+            kind: TypeExprKind::Optional(Box::new(t)),
+            span: sp(e.span()),
+        })
+        .boxed()
+    })
+}
+
+fn type_fields<'t, I>(
+    ty: impl Parser<'t, I, TypeExpr, Extra<'t>> + Clone + 't,
+) -> impl Parser<'t, I, Vec<TypeField>, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    with_trailing(
+        key()
+            .then_ignore(just(Token::Colon))
+            .then(ty)
+            .map_with(|(key, ty), e| {
+                Some(TypeField {
+                    key,
+                    ty,
+                    span: sp(e.span()),
+                })
+            }),
+    )
+    .recover_with(via_parser(skip_entry().map(|_| None)))
+    .separated_by(separator())
+    .allow_leading()
+    .allow_trailing()
+    .collect::<Vec<_>>()
+    .map(|v| v.into_iter().flatten().collect())
+}
+
+fn file_parser<'t, I>() -> impl Parser<'t, I, Vec<Item>, Extra<'t>>
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    let expr = expr_parser();
+    let ty = type_parser();
+
+    let block_field = with_trailing(
+        key()
+            .then_ignore(just(Token::Colon))
+            .then(expr.clone())
+            .map_with(|(key, value), e| {
+                Some(Field {
+                    key,
+                    value,
+                    span: sp(e.span()),
+                })
+            }),
+    )
+    .recover_with(via_parser(skip_entry().map(|_| None)));
+    let block = block_field
+        .separated_by(separator())
+        .allow_leading()
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .delimited_by(just(Token::LBrace), just(Token::RBrace))
+        .map_with(|fields, e| {
+            (
+                fields.into_iter().flatten().collect::<Vec<_>>(),
+                sp(e.span()),
+            )
+        });
+
+    let tool_path = word()
+        .foldl_with(
+            just(Token::Dot).ignore_then(word()).repeated(),
+            |a, b, _| Ident {
+                name: format!("{}.{}", a.name, b.name),
+                span: a.span.cover(b.span),
+            },
+        )
+        .labelled("a tool name");
+    let call = tool_path
+        .then(block.clone())
+        .map(|(tool, (args, block_span))| {
+            StepBody::Call(Call {
+                tool,
+                args,
+                block_span,
+            })
+        });
+    let step = kw(Keyword::Step)
+        .ignore_then(name())
+        .then_ignore(just(Token::Assign))
+        .then(call.or(expr.clone().map(StepBody::Expr)))
+        .map_with(|(name, body), e| {
+            Member::Step(Step {
+                name,
+                body,
+                doc: None,
+                span: sp(e.span()),
+            })
+        });
+    let input = kw(Keyword::Input)
+        .ignore_then(name())
+        .then_ignore(just(Token::Colon))
+        .then(ty.clone())
+        .then(just(Token::Assign).ignore_then(expr.clone()).or_not())
+        .map_with(|((name, ty), default), e| {
+            Member::Input(ast::Input {
+                name,
+                ty,
+                default,
+                doc: None,
+                span: sp(e.span()),
+            })
+        });
+    let decl = |k: Keyword| {
+        kw(k).ignore_then(name()).map_with(|name, e| NameDecl {
+            name,
+            doc: None,
+            span: sp(e.span()),
+        })
+    };
+    let output = kw(Keyword::Output)
+        .ignore_then(expr.clone())
+        .map_with(|expr, e| {
+            Member::Output(Output {
+                expr,
+                span: sp(e.span()),
+            })
+        });
+    let member = with_trailing(
+        choice((
+            step,
+            input,
+            decl(Keyword::Secret).map(Member::Secret),
+            decl(Keyword::Env).map(Member::Env),
+            output,
+        ))
+        .labelled("`input`, `secret`, `env`, `step` or `output`"),
+    )
+    .recover_with(via_parser(skip_entry().map(|s| Member::Error(sp(s)))));
+    let members = member
+        .separated_by(separator())
+        .allow_leading()
+        .allow_trailing()
+        .collect::<Vec<_>>();
+    let flow = kw(Keyword::Flow)
+        .ignore_then(name())
+        .then(
+            members
+                .delimited_by(just(Token::LBrace), just(Token::RBrace))
+                .recover_with(via_parser(nested_delimiters(
+                    Token::LBrace,
+                    Token::RBrace,
+                    [
+                        (Token::LBracket, Token::RBracket),
+                        (Token::LParen, Token::RParen),
+                    ],
+                    |s| vec![Member::Error(sp(s))],
+                ))),
+        )
+        .map_with(|(name, members), e| {
+            Item::Flow(Flow {
+                name,
+                doc: None,
+                members,
+                span: sp(e.span()),
+            })
+        });
+
+    let schema = kw(Keyword::Input)
+        .to(SchemaSide::Input)
+        .or(kw(Keyword::Output).to(SchemaSide::Output))
+        .map_with(|side, e| (side, sp(e.span())))
+        .then(type_fields(ty.clone()).delimited_by(just(Token::LBrace), just(Token::RBrace)))
+        .map_with(|((side, keyword_span), fields), e| {
+            ToolEntry::Schema(Schema {
+                side,
+                keyword_span,
+                fields,
+                span: sp(e.span()),
+            })
+        });
+    let tool_field = key()
+        .then_ignore(just(Token::Colon))
+        .then(expr.clone())
+        .map_with(|(key, value), e| {
+            ToolEntry::Field(Field {
+                key,
+                value,
+                span: sp(e.span()),
+            })
+        });
+    let tool_entry = with_trailing(
+        schema
+            .or(tool_field)
+            .labelled("`kind`, `exec`, `input` or `output`"),
+    )
+    .recover_with(via_parser(skip_entry().map(|s| ToolEntry::Error(sp(s)))));
+    let tool = kw(Keyword::Tool)
+        .ignore_then(name())
+        .then(
+            tool_entry
+                .separated_by(separator())
+                .allow_leading()
+                .allow_trailing()
+                .collect::<Vec<_>>()
+                .delimited_by(just(Token::LBrace), just(Token::RBrace))
+                .recover_with(via_parser(nested_delimiters(
+                    Token::LBrace,
+                    Token::RBrace,
+                    [
+                        (Token::LBracket, Token::RBracket),
+                        (Token::LParen, Token::RParen),
+                    ],
+                    |s| vec![ToolEntry::Error(sp(s))],
+                ))),
+        )
+        .map_with(|(name, entries), e| {
+            Item::Tool(Tool {
+                name,
+                doc: None,
+                entries,
+                span: sp(e.span()),
+            })
+        });
+
+    let item = with_trailing(flow.or(tool).map(Some).labelled("`flow` or `tool`"))
+        .recover_with(via_parser(skip_entry().map(|_| None)));
+    item.separated_by(just(Token::Newline).repeated().at_least(1))
+        .allow_leading()
+        .allow_trailing()
+        .collect::<Vec<_>>()
+        .map(|items| items.into_iter().flatten().collect())
+        .then_ignore(end())
+}
+
+#[cfg(test)]
+mod tests;
