@@ -72,6 +72,7 @@ pub fn lex(src: &str) -> Lexed {
         comments: Vec::new(),
         diagnostics: Vec::new(),
         stack: Vec::new(),
+        unterminated: false,
         line_start: true,
     };
     lexer.run();
@@ -89,6 +90,9 @@ struct Lexer<'a> {
     comments: Vec<Comment>,
     diagnostics: Vec<Diagnostic>,
     stack: Vec<(Delim, Span)>,
+    /// Whether a string ran to the end of its line: delimiters it swallowed are then repaired
+    /// silently, since the string is the one mistake.
+    unterminated: bool,
     /// Whether only white space stands between the last line break and `pos`.
     line_start: bool,
 }
@@ -152,7 +156,9 @@ impl<'a> Lexer<'a> {
         if let Some((span, msg)) = reason {
             diag = diag.with_secondary(span, msg);
         }
-        self.diagnostics.push(diag);
+        if !self.unterminated {
+            self.diagnostics.push(diag);
+        }
         for (delim, _) in open {
             self.raw.push((delim.close_token(), Span::new(at, at)));
         }
@@ -234,6 +240,7 @@ impl<'a> Lexer<'a> {
     }
 
     fn unterminated_string(&mut self, start: usize, text: String) {
+        self.unterminated = true;
         self.flush_text(start, text);
         let open = self.stack.last().map(|(_, s)| *s).unwrap_or_default();
         self.diagnostics.push(
@@ -403,7 +410,8 @@ impl<'a> Lexer<'a> {
                     Some(depth) => {
                         // The delimiters opened after the one this closes were never closed.
                         let (inner, inner_span) = self.stack[self.stack.len() - 1];
-                        self.diagnostics.push(
+                        let report = !self.unterminated;
+                        self.diagnostics.extend(report.then(|| {
                             Diagnostic::error(
                                 "syntax.unclosed-delimiter",
                                 inner_span,
@@ -411,8 +419,8 @@ impl<'a> Lexer<'a> {
                             )
                             .with_label("opened here")
                             .with_secondary(here, format!("`{c}` closes an outer block here"))
-                            .with_help(format!("add `{}` before `{c}`", inner.close_text())),
-                        );
+                            .with_help(format!("add `{}` before `{c}`", inner.close_text()))
+                        }));
                         while self.stack.len() > depth + 1 {
                             let (d, _) = self.stack.pop().expect("stack is deeper than depth");
                             self.raw.push((d.close_token(), Span::new(start, start)));

@@ -604,9 +604,19 @@ where
                 span: sp(e.span()),
             })
             .labelled("a type");
-        base.foldl_with(just(Token::Question).repeated(), |t, _, e| TypeExpr {
-            kind: TypeExprKind::Optional(Box::new(t)),
-            span: sp(e.span()),
+        // `T??` lexes as one `??` token: it is two optional marks.
+        let marks = just(Token::Question)
+            .to(1)
+            .or(just(Token::QuestionQuestion).to(2));
+        base.foldl_with(marks.repeated(), |t, n, e| {
+            let mut t = t;
+            for _ in 0..n {
+                t = TypeExpr {
+                    kind: TypeExprKind::Optional(Box::new(t)),
+                    span: sp(e.span()),
+                };
+            }
+            t
         })
         .boxed()
     })

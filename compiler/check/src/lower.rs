@@ -1,0 +1,164 @@
+//! Assembles a flow's FlowSpec from the checked declarations, steps and output, and seals it.
+
+use std::collections::BTreeMap;
+
+use reel_flowspec::{
+    FORMAT_VERSION, FlowSpec, InputSpec, NameSpec, OutputSpec, SourceSpan, StepSpec, ToolSpec,
+};
+use reel_syntax::Span;
+use reel_syntax::ast::{Item, Member};
+
+use crate::db::{Db, SourceFile};
+use crate::queries::{
+    FlowId, StepId, file_diagnostics, flow_declarations, flow_layout, line_index, output_check,
+    parse_file, step_check, step_dependencies, user_tools,
+};
+
+/// `span` of `file` in lines and columns.
+pub fn source_span(db: &dyn Db, file: SourceFile, span: Span) -> SourceSpan {
+    let text = file.text(db);
+    let index = line_index(db, file);
+    let a = index.line_col(text, span.start as usize);
+    let b = index.line_col(text, span.end as usize);
+    SourceSpan {
+        file: file.path(db).clone(),
+        line: a.line,
+        column: a.column,
+        end_line: b.line,
+        end_column: b.column,
+    }
+}
+
+fn moved(span: Span, offset: u32) -> Span {
+    Span::new((span.start + offset) as usize, (span.end + offset) as usize)
+}
+
+/// The sealed FlowSpec of `flow`, or `None` when its file has errors.
+#[salsa::tracked(returns(ref))]
+pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
+    let file = flow.file(db);
+    if file_diagnostics(db, file).iter().any(|d| d.is_error()) {
+        return None;
+    }
+    let layout = flow_layout(db, flow).as_ref()?;
+    let decls = flow_declarations(db, flow);
+    let tools = user_tools(db, file);
+    let mut inputs = Vec::new();
+    let mut secrets = Vec::new();
+    let mut env = Vec::new();
+    let mut steps = Vec::new();
+    let mut used_tools = BTreeMap::new();
+    for (offset, member) in &layout.members {
+        match member {
+            Member::Input(i) => {
+                let checked = decls.inputs.iter().find(|c| c.name == i.name.name)?;
+                inputs.push(InputSpec {
+                    name: i.name.name.clone(),
+                    ty: checked.ty.clone(),
+                    default: checked.default.clone(),
+                    doc: i.doc.clone(),
+                    span: source_span(db, file, moved(i.span, *offset)),
+                });
+            }
+            Member::Secret(s) => secrets.push(NameSpec {
+                name: s.name.name.clone(),
+                doc: s.doc.clone(),
+                span: source_span(db, file, moved(s.span, *offset)),
+            }),
+            Member::Env(e) => env.push(NameSpec {
+                name: e.name.name.clone(),
+                doc: e.doc.clone(),
+                span: source_span(db, file, moved(e.span, *offset)),
+            }),
+            Member::Step(s) => {
+                let id = StepId::new(db, flow, s.name.name.clone());
+                let check = step_check(db, id).as_ref()?;
+                let l = &check.lowered;
+                if let Some(tool) = &l.tool
+                    && let Some(user) = tools.get(tool)
+                {
+                    used_tools.insert(tool.clone(), user.clone());
+                }
+                let mut deps: Vec<String> = step_dependencies(db, id)
+                    .iter()
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                deps.sort();
+                deps.dedup();
+                steps.push(StepSpec {
+                    id: s.name.name.clone(),
+                    tool: l.tool.clone(),
+                    kind: l.kind,
+                    args: l.args.clone(),
+                    value: l.value.clone(),
+                    deps,
+                    when: l.when.clone(),
+                    foreach: l.foreach.clone(),
+                    concurrency: l.concurrency,
+                    after: l.after.clone(),
+                    retry: l.retry.clone(),
+                    timeout: l.timeout,
+                    ty: check.ty.clone(),
+                    doc: s.doc.clone(),
+                    span: source_span(db, file, moved(s.span, *offset)),
+                    name_span: source_span(db, file, moved(s.name.span, *offset)),
+                    semantic_digest: String::new(),
+                });
+            }
+            Member::Output(_) | Member::Error(_) => {}
+        }
+    }
+    let output = match (output_check(db, flow), layout.output_index) {
+        (Some(check), Some(idx)) => {
+            let (offset, m) = &layout.members[idx];
+            Some(OutputSpec {
+                expr: check.expr.clone(),
+                ty: check.expr.ty.clone(),
+                span: source_span(db, file, moved(m.span(), *offset)),
+            })
+        }
+        _ => None,
+    };
+    let parsed = parse_file(db, file);
+    let tools = used_tools
+        .into_iter()
+        .map(|(name, user)| {
+            let span = parsed
+                .file
+                .items
+                .iter()
+                .find_map(|i| match i {
+                    Item::Tool(t) if t.name.name == name => Some(t.span),
+                    _ => None,
+                })
+                .unwrap_or_default();
+            let spec = ToolSpec {
+                name: name.clone(),
+                kind: user.contract.kind,
+                exec: user.exec.clone(),
+                dir: file.tool_dir(db).clone(),
+                input: user.input.clone(),
+                output: user.output.clone(),
+                doc: user.doc.clone(),
+                span: source_span(db, file, span),
+            };
+            (name, spec)
+        })
+        .collect();
+    let mut spec = FlowSpec {
+        format: "reel.flowspec".to_string(),
+        version: FORMAT_VERSION,
+        name: flow.name(db).clone(),
+        doc: layout.doc.clone(),
+        span: source_span(db, file, layout.span),
+        inputs,
+        secrets,
+        env,
+        tools,
+        steps,
+        output,
+        digest: String::new(),
+    };
+    spec.seal();
+    Some(spec)
+}

@@ -1,0 +1,41 @@
+//! A flow's signature: the names and types its steps can refer to, free of spans so it survives edits.
+
+use reel_flowspec::Type;
+
+/// What a step's header says about it, enough to resolve references to it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StepHead {
+    /// The step's name.
+    pub name: String,
+    /// The called tool, or `None` for a pure expression step.
+    pub tool: Option<String>,
+    /// Whether the step has `when` (its value is then optional).
+    pub has_when: bool,
+    /// Whether the step has `foreach` (its value is then a list).
+    pub has_foreach: bool,
+}
+
+/// Everything a flow declares, by name.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowSignature {
+    /// Inputs and their declared types, in order (the first of duplicates).
+    pub inputs: Vec<(String, Type)>,
+    /// Declared secrets.
+    pub secrets: Vec<String>,
+    /// Declared environment variables.
+    pub env: Vec<String>,
+    /// Steps, in order (the first of duplicates).
+    pub steps: Vec<StepHead>,
+}
+
+impl FlowSignature {
+    /// The declared type of input `name`.
+    pub fn input(&self, name: &str) -> Option<&Type> {
+        self.inputs.iter().find(|(n, _)| n == name).map(|(_, t)| t)
+    }
+
+    /// The step called `name`.
+    pub fn step(&self, name: &str) -> Option<&StepHead> {
+        self.steps.iter().find(|s| s.name == name)
+    }
+}

@@ -1,0 +1,36 @@
+//! The shared examples check clean and build.
+
+use super::db_with;
+use crate::{build_flow, file_diagnostics, flow_names};
+
+pub fn shared_examples() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/examples");
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("the shared examples are beside the project") {
+        let path = entry.expect("readable directory").path();
+        if path.extension().is_some_and(|e| e == "reel") {
+            let text = std::fs::read_to_string(&path).expect("readable example");
+            out.push((
+                path.file_name().unwrap().to_string_lossy().to_string(),
+                text,
+            ));
+        }
+    }
+    out.sort();
+    assert!(out.len() >= 5);
+    out
+}
+
+#[test]
+fn shared_examples_check_clean_and_build() {
+    for (name, text) in shared_examples() {
+        let (db, file) = db_with(&name, &text);
+        let diags = file_diagnostics(&db, file);
+        assert!(diags.is_empty(), "{name}: {diags:#?}");
+        for flow in flow_names(&db, file) {
+            let spec =
+                build_flow(&db, file, &flow).unwrap_or_else(|| panic!("{name}: {flow} builds"));
+            assert!(spec.verify_digest(), "{name}");
+        }
+    }
+}

@@ -1,0 +1,244 @@
+//! The digests a FlowSpec carries: each step's semantic digest and the digest of the whole spec.
+//!
+//! The spec digest names the program a run started with, so it covers everything, spans and
+//! paths included: it is the SHA-256 of the canonical JSON of the spec with its `digest` member
+//! removed (not emptied). A step's semantic digest answers "does this step call the same thing
+//! with the same arguments?" for replay, fork and caching, so it leaves out whatever can change
+//! without changing behaviour: spans, doc comments, the tool's directory, and `deps` (derived
+//! from the expressions and `after`, which are covered themselves).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::canonical::{canonical_json, sha256_hex};
+use crate::spec::{Duration, Expr, FlowSpec, RetrySpec, StepSpec, ToolKind, ToolSpec};
+use crate::types::Type;
+
+/// What a step's semantic digest covers; field names are part of the digest, so never rename.
+#[derive(Serialize)]
+struct StepSemantics<'a> {
+    id: &'a str,
+    tool: Option<&'a str>,
+    kind: ToolKind,
+    args: &'a BTreeMap<String, Expr>,
+    value: Option<&'a Expr>,
+    when: Option<&'a Expr>,
+    foreach: Option<&'a Expr>,
+    concurrency: u32,
+    after: Vec<&'a str>,
+    retry: &'a RetrySpec,
+    timeout: Option<Duration>,
+    #[serde(rename = "type")]
+    ty: &'a Type,
+    contract: Option<ToolContract<'a>>,
+}
+
+/// The part of a user tool that decides what a call does.
+#[derive(Serialize)]
+struct ToolContract<'a> {
+    name: &'a str,
+    kind: ToolKind,
+    exec: &'a [String],
+    input: &'a Type,
+    output: &'a Type,
+}
+
+/// The JSON form of data this crate defines.
+fn to_value<T: Serialize>(data: &T) -> Value {
+    // The spec types have only string map keys, and their only numbers are integers or live in a
+    // `Value` (always finite): the two ways `to_value` can fail.
+    serde_json::to_value(data).expect("FlowSpec data always converts to JSON")
+}
+
+/// SHA-256 of what `step` calls and with what; `tool` is the called user tool's contract, if any.
+///
+/// Covers id, tool, kind, args, value, when, foreach, concurrency, after (as a set), retry,
+/// timeout, type and the user tool's name, kind, exec, input and output. Leaves out spans,
+/// doc comments, deps and the tool's directory, so moving or documenting a step, or moving the
+/// project, keeps the digest.
+pub fn step_semantic_digest(step: &StepSpec, tool: Option<&ToolSpec>) -> String {
+    let mut after: Vec<&str> = step.after.iter().map(String::as_str).collect();
+    // `after` only orders; listing a step twice or in another order means the same thing.
+    after.sort_unstable();
+    after.dedup();
+    let semantics = StepSemantics {
+        id: &step.id,
+        tool: step.tool.as_deref(),
+        kind: step.kind,
+        args: &step.args,
+        value: step.value.as_ref(),
+        when: step.when.as_ref(),
+        foreach: step.foreach.as_ref(),
+        concurrency: step.concurrency,
+        after,
+        retry: &step.retry,
+        timeout: step.timeout,
+        ty: &step.ty,
+        contract: tool.map(|t| ToolContract {
+            name: &t.name,
+            kind: t.kind,
+            exec: &t.exec,
+            input: &t.input,
+            output: &t.output,
+        }),
+    };
+    sha256_hex(canonical_json(&to_value(&semantics)).as_bytes())
+}
+
+impl FlowSpec {
+    /// The step with this id.
+    pub fn step(&self, id: &str) -> Option<&StepSpec> {
+        self.steps.iter().find(|s| s.id == id)
+    }
+
+    /// The user tool `step` calls, if it calls one.
+    pub fn tool_of(&self, step: &StepSpec) -> Option<&ToolSpec> {
+        step.tool.as_deref().and_then(|name| self.tools.get(name))
+    }
+
+    /// Fills every step's `semantic_digest`, then the spec's `digest`.
+    pub fn seal(&mut self) {
+        let digests: Vec<String> = self
+            .steps
+            .iter()
+            .map(|step| step_semantic_digest(step, self.tool_of(step)))
+            .collect();
+        for (step, digest) in self.steps.iter_mut().zip(digests) {
+            step.semantic_digest = digest;
+        }
+        self.digest = self.compute_digest();
+    }
+
+    /// SHA-256 of the canonical JSON of this spec without its `digest` member.
+    pub fn compute_digest(&self) -> String {
+        let mut value = to_value(self);
+        if let Value::Object(map) = &mut value {
+            map.remove("digest");
+        }
+        sha256_hex(canonical_json(&value).as_bytes())
+    }
+
+    /// Whether `digest` and every step's `semantic_digest` match the spec's content.
+    pub fn verify_digest(&self) -> bool {
+        self.steps
+            .iter()
+            .all(|step| step.semantic_digest == step_semantic_digest(step, self.tool_of(step)))
+            && self.digest == self.compute_digest()
+    }
+
+    /// The canonical JSON (RFC 8785) of the whole spec, `digest` included.
+    pub fn to_canonical_json(&self) -> String {
+        canonical_json(&to_value(self))
+    }
+
+    /// The spec as indented JSON, fields in declaration order, for people to read.
+    pub fn to_json_pretty(&self) -> String {
+        // Same invariant as `to_value`: nothing in a spec can fail to serialise.
+        serde_json::to_string_pretty(self).expect("FlowSpec data always converts to JSON")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::sample::sample_spec;
+    use crate::spec::Node;
+
+    fn sealed() -> FlowSpec {
+        let mut spec = sample_spec();
+        spec.seal();
+        spec
+    }
+
+    fn semantic(spec: &FlowSpec, id: &str) -> String {
+        spec.step(id)
+            .map(|s| s.semantic_digest.clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn seal_fills_every_digest() {
+        let spec = sealed();
+        assert_eq!(spec.digest.len(), 64);
+        assert!(spec.steps.iter().all(|s| s.semantic_digest.len() == 64));
+        assert!(spec.verify_digest());
+    }
+
+    #[test]
+    fn spans_docs_deps_and_tool_dir_leave_semantic_digests_alone() {
+        let before = sealed();
+        let mut after = before.clone();
+        for step in &mut after.steps {
+            step.span.line += 10;
+            step.span.file = "elsewhere/flow.reel".into();
+            step.name_span.column += 3;
+            step.doc = Some("a new comment".into());
+            step.deps.reverse();
+            step.after.reverse();
+        }
+        for tool in after.tools.values_mut() {
+            tool.dir = "/moved/project/tools".into();
+            tool.doc = None;
+            tool.span.line = 99;
+        }
+        after.seal();
+        for step in &before.steps {
+            assert_eq!(semantic(&before, &step.id), semantic(&after, &step.id));
+        }
+        assert_ne!(before.digest, after.digest, "the spec digest covers spans");
+    }
+
+    #[test]
+    fn an_argument_changes_the_semantic_digest() {
+        let before = sealed();
+        let mut after = before.clone();
+        if let Some(step) = after.steps.iter_mut().find(|s| s.id == "fetch")
+            && let Some(url) = step.args.get_mut("url")
+        {
+            url.node = Node::Lit {
+                value: json!("https://example.com/other"),
+            };
+        }
+        after.seal();
+        assert_ne!(semantic(&before, "fetch"), semantic(&after, "fetch"));
+        assert_eq!(semantic(&before, "classify"), semantic(&after, "classify"));
+    }
+
+    #[test]
+    fn a_tool_contract_change_reaches_its_callers_only() {
+        let before = sealed();
+        let mut after = before.clone();
+        if let Some(tool) = after.tools.get_mut("classifier") {
+            tool.exec.push("--fast".into());
+        }
+        after.seal();
+        assert_ne!(semantic(&before, "classify"), semantic(&after, "classify"));
+        assert_eq!(semantic(&before, "fetch"), semantic(&after, "fetch"));
+    }
+
+    #[test]
+    fn verify_notices_tampering() {
+        let mut spec = sealed();
+        spec.name = "renamed".into();
+        assert!(!spec.verify_digest());
+
+        let mut spec = sealed();
+        spec.steps[0].concurrency += 1;
+        spec.digest = spec.compute_digest();
+        assert!(!spec.verify_digest(), "a stale semantic digest is caught");
+    }
+
+    #[test]
+    fn digest_leaves_out_the_digest_member() {
+        let spec = sealed();
+        let mut value = serde_json::to_value(&spec).unwrap_or_default();
+        if let Value::Object(map) = &mut value {
+            map.remove("digest");
+        }
+        assert_eq!(spec.digest, crate::canonical::digest_value(&value));
+    }
+}

@@ -1,0 +1,600 @@
+//! The FlowSpec document: inputs, secrets, env names, tools, steps and output of one flow.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::types::Type;
+
+/// The version of the FlowSpec format this crate writes; readers refuse other versions.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// One compiled flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FlowSpec {
+    /// Always `"reel.flowspec"`.
+    pub format: String,
+    /// [`FORMAT_VERSION`] of the writer.
+    pub version: u32,
+    /// The flow's name.
+    pub name: String,
+    /// The flow's doc comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// The whole `flow` declaration.
+    pub span: SourceSpan,
+    /// The run's inputs, in declaration order.
+    pub inputs: Vec<InputSpec>,
+    /// Secret names, resolved at every start and resume, never recorded.
+    pub secrets: Vec<NameSpec>,
+    /// Environment variables snapshotted at run start.
+    pub env: Vec<NameSpec>,
+    /// Contracts of the user tools the steps call, by name.
+    pub tools: BTreeMap<String, ToolSpec>,
+    /// The steps, in source order.
+    pub steps: Vec<StepSpec>,
+    /// The run's result, when the flow declares one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<OutputSpec>,
+    /// SHA-256 (lowercase hex) of the canonical JSON of this spec with `digest` left out.
+    #[serde(default)]
+    pub digest: String,
+}
+
+/// A place in a source file, 1-based, columns in characters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SourceSpan {
+    /// The source file's path, as given to the compiler.
+    pub file: String,
+    /// First line.
+    pub line: u32,
+    /// First column.
+    pub column: u32,
+    /// Last line.
+    pub end_line: u32,
+    /// Column just past the end.
+    pub end_column: u32,
+}
+
+/// `input NAME: TYPE [= DEFAULT]`
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct InputSpec {
+    /// The input's name.
+    pub name: String,
+    /// Its declared type.
+    #[serde(rename = "type")]
+    pub ty: Type,
+    /// Its default value as JSON; an input without one is required.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Value>,
+    /// Its doc comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// Where it is declared.
+    pub span: SourceSpan,
+}
+
+/// A declared secret or env name.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NameSpec {
+    /// The name.
+    pub name: String,
+    /// Its doc comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// Where it is declared.
+    pub span: SourceSpan,
+}
+
+/// What a tool does to the world; decides default retries and whether calls are journaled as effects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolKind {
+    /// No effect; the same inputs give the same result.
+    Pure,
+    /// Reads the world without changing it.
+    Read,
+    /// Changes the world; carries an idempotency key.
+    Effect,
+    /// Waits for a time (`sleep`).
+    Timer,
+    /// Waits for a signal (`signal`).
+    Wait,
+}
+
+impl ToolKind {
+    /// The lowercase word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Pure => "pure",
+            ToolKind::Read => "read",
+            ToolKind::Effect => "effect",
+            ToolKind::Timer => "timer",
+            ToolKind::Wait => "wait",
+        }
+    }
+}
+
+/// A user tool's contract and where its command runs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    /// The tool's name.
+    pub name: String,
+    /// Pure, read or effect.
+    pub kind: ToolKind,
+    /// The command and its arguments.
+    pub exec: Vec<String>,
+    /// The directory the command runs in: the directory of the file that declares the tool.
+    pub dir: String,
+    /// The arguments' record type.
+    pub input: Type,
+    /// The result's type.
+    pub output: Type,
+    /// Its doc comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// Where it is declared.
+    pub span: SourceSpan,
+}
+
+/// How the wait between attempts grows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backoff {
+    /// `base * 2^(attempt-1)`
+    Exp,
+    /// `base` every time.
+    Fixed,
+}
+
+/// How often and how a failing call is tried again. `max` counts every attempt, the first included.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RetrySpec {
+    /// Attempts in all (1 means no retry).
+    pub max: u32,
+    /// Exponential or fixed.
+    pub backoff: Backoff,
+    /// The first wait.
+    pub base: Duration,
+    /// Whether waits are randomised (from the run's seeded generator).
+    pub jitter: bool,
+}
+
+impl RetrySpec {
+    /// One attempt, no retry.
+    pub fn none() -> Self {
+        RetrySpec {
+            max: 1,
+            backoff: Backoff::Fixed,
+            base: Duration(0),
+            jitter: false,
+        }
+    }
+
+    /// The contract's default for read and effect tools.
+    pub fn default_for_io() -> Self {
+        RetrySpec {
+            max: 3,
+            backoff: Backoff::Exp,
+            base: Duration(500),
+            jitter: true,
+        }
+    }
+}
+
+/// A duration in milliseconds, written in JSON as its literal text (`"250ms"`, `"10s"`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Duration(pub u64);
+
+impl Duration {
+    /// Parses `250ms`, `10s`, `5m`, `2h`, `7d`: digits then a unit, nothing around them.
+    pub fn parse(text: &str) -> Option<Duration> {
+        let split = text.find(|c: char| !c.is_ascii_digit())?;
+        let (digits, unit) = text.split_at(split);
+        let n: u64 = digits.parse().ok()?;
+        let factor = match unit {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return None,
+        };
+        n.checked_mul(factor).map(Duration)
+    }
+
+    /// The milliseconds.
+    pub fn millis(self) -> u64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Duration {
+    /// The largest unit that divides the duration exactly.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let ms = self.0;
+        for (unit, factor) in [
+            ("d", 86_400_000),
+            ("h", 3_600_000),
+            ("m", 60_000),
+            ("s", 1_000),
+        ] {
+            if ms != 0 && ms.is_multiple_of(factor) {
+                return write!(f, "{}{unit}", ms / factor);
+            }
+        }
+        write!(f, "{ms}ms")
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Duration::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "`{text}` is not a duration (write it as 250ms, 10s, 5m, 2h or 7d)"
+            ))
+        })
+    }
+}
+
+/// One step of the flow.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepSpec {
+    /// The step's name, unique in the flow.
+    pub id: String,
+    /// The called tool (`http.get`, a user tool's name), or none for a pure expression step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The called tool's kind; `pure` for an expression step.
+    pub kind: ToolKind,
+    /// The tool's arguments (meta-arguments excluded), by name.
+    pub args: BTreeMap<String, Expr>,
+    /// The value of a pure expression step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Expr>,
+    /// Steps this one waits for: every step it refers to, and its `after` list; sorted.
+    pub deps: Vec<String>,
+    /// `when`: false skips the step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when: Option<Expr>,
+    /// `foreach`: one call per element.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub foreach: Option<Expr>,
+    /// Most calls of a `foreach` in flight at once.
+    pub concurrency: u32,
+    /// `after`: ordering-only dependencies, as written.
+    pub after: Vec<String>,
+    /// Retry policy, defaults filled from the tool's kind.
+    pub retry: RetrySpec,
+    /// Per-attempt timeout (the deadline of the wait for `sleep` and `signal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Duration>,
+    /// The type of the step's value (a list for `foreach`, optional for `when`).
+    #[serde(rename = "type")]
+    pub ty: Type,
+    /// Its doc comment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doc: Option<String>,
+    /// The whole step declaration.
+    pub span: SourceSpan,
+    /// The step's name where it is declared (its header line).
+    pub name_span: SourceSpan,
+    /// SHA-256 of what the step calls and with what: spans, doc comments and paths excluded.
+    pub semantic_digest: String,
+}
+
+/// The run's output expression and its type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputSpec {
+    /// The expression, evaluated when every step has finished.
+    pub expr: Expr,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub ty: Type,
+    /// Where it is declared.
+    pub span: SourceSpan,
+}
+
+/// A typed expression: every node carries the type the checker inferred for it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Expr {
+    /// The node.
+    #[serde(flatten)]
+    pub node: Node,
+    /// Its inferred type.
+    #[serde(rename = "type")]
+    pub ty: Type,
+}
+
+/// The expression forms of the FlowSpec.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Node {
+    /// A literal JSON value (a duration literal is its text, typed `duration`).
+    Lit {
+        /// The value.
+        value: Value,
+    },
+    /// An interpolated string: the parts' texts concatenated (strings as their text, null as
+    /// `null`, anything else as canonical JSON).
+    Interp {
+        /// Literal text parts are `lit` strings.
+        parts: Vec<Expr>,
+    },
+    /// `[a, b]`
+    List {
+        /// The elements.
+        items: Vec<Expr>,
+    },
+    /// `{ name: a }`
+    Record {
+        /// The fields in source order.
+        fields: Vec<RecordEntry>,
+    },
+    /// `input.NAME`
+    Input {
+        /// The input's name.
+        name: String,
+    },
+    /// `env.NAME`
+    Env {
+        /// The variable's name.
+        name: String,
+    },
+    /// `secret.NAME`: only ever the whole value of a `secret` parameter.
+    Secret {
+        /// The secret's name.
+        name: String,
+    },
+    /// A step's value.
+    Step {
+        /// The step's id.
+        name: String,
+    },
+    /// `item` in a `foreach` step.
+    Item,
+    /// `index` in a `foreach` step.
+    Index,
+    /// A comprehension's variable.
+    Var {
+        /// Its name.
+        name: String,
+    },
+    /// `base.name` or `base?.name`
+    Member {
+        /// The object.
+        base: Box<Expr>,
+        /// The field.
+        name: String,
+        /// `?.`: null when `base` is null.
+        optional: bool,
+    },
+    /// `base[index]`
+    At {
+        /// The list or object.
+        base: Box<Expr>,
+        /// An int for a list, a string for an object.
+        index: Box<Expr>,
+    },
+    /// `func(args)`, a builtin.
+    Call {
+        /// The builtin's name.
+        func: String,
+        /// The arguments.
+        args: Vec<Expr>,
+    },
+    /// `!e` or `-e`
+    Unary {
+        /// The operator, written `operator` because `op` is the node's tag.
+        #[serde(rename = "operator")]
+        op: UnaryOp,
+        /// The operand.
+        expr: Box<Expr>,
+    },
+    /// `lhs op rhs`
+    Binary {
+        /// The operator, written `operator` because `op` is the node's tag.
+        #[serde(rename = "operator")]
+        op: BinaryOp,
+        /// Left operand.
+        lhs: Box<Expr>,
+        /// Right operand.
+        rhs: Box<Expr>,
+    },
+    /// `if cond then a else b`
+    If {
+        /// The condition.
+        cond: Box<Expr>,
+        /// Value when true.
+        then: Box<Expr>,
+        /// Value when false.
+        otherwise: Box<Expr>,
+    },
+    /// `[for var in iter if cond: body]`
+    For {
+        /// The variable's name.
+        var: String,
+        /// The list iterated.
+        iter: Box<Expr>,
+        /// The filter, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cond: Option<Box<Expr>>,
+        /// The element produced.
+        body: Box<Expr>,
+    },
+}
+
+/// One field of a record expression.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecordEntry {
+    /// The key.
+    pub name: String,
+    /// The value.
+    pub value: Expr,
+}
+
+/// Prefix operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnaryOp {
+    /// `!`
+    Not,
+    /// `-`
+    Neg,
+}
+
+/// Infix operators.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BinaryOp {
+    /// `||`
+    Or,
+    /// `&&`
+    And,
+    /// `==`
+    Eq,
+    /// `!=`
+    Ne,
+    /// `<`
+    Lt,
+    /// `<=`
+    Le,
+    /// `>`
+    Gt,
+    /// `>=`
+    Ge,
+    /// `??`
+    Coalesce,
+    /// `+`
+    Add,
+    /// `-`
+    Sub,
+    /// `*`
+    Mul,
+    /// `/`
+    Div,
+    /// `%`
+    Rem,
+}
+
+impl UnaryOp {
+    /// The operator as written in source.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            UnaryOp::Not => "!",
+            UnaryOp::Neg => "-",
+        }
+    }
+}
+
+impl BinaryOp {
+    /// The operator as written in source.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinaryOp::Or => "||",
+            BinaryOp::And => "&&",
+            BinaryOp::Eq => "==",
+            BinaryOp::Ne => "!=",
+            BinaryOp::Lt => "<",
+            BinaryOp::Le => "<=",
+            BinaryOp::Gt => ">",
+            BinaryOp::Ge => ">=",
+            BinaryOp::Coalesce => "??",
+            BinaryOp::Add => "+",
+            BinaryOp::Sub => "-",
+            BinaryOp::Mul => "*",
+            BinaryOp::Div => "/",
+            BinaryOp::Rem => "%",
+        }
+    }
+
+    /// Binding strength, loosest 1 (`||`) to tightest 7 (`* / %`), as the contract orders them.
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinaryOp::Or => 1,
+            BinaryOp::And => 2,
+            BinaryOp::Eq | BinaryOp::Ne => 3,
+            BinaryOp::Lt | BinaryOp::Le | BinaryOp::Gt | BinaryOp::Ge => 4,
+            BinaryOp::Coalesce => 5,
+            BinaryOp::Add | BinaryOp::Sub => 6,
+            BinaryOp::Mul | BinaryOp::Div | BinaryOp::Rem => 7,
+        }
+    }
+}
+
+impl Expr {
+    /// A node with its type.
+    pub fn new(node: Node, ty: Type) -> Self {
+        Expr { node, ty }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn durations_parse_strictly_and_print_in_their_largest_unit() {
+        for (text, ms) in [
+            ("250ms", 250),
+            ("10s", 10_000),
+            ("5m", 300_000),
+            ("2h", 7_200_000),
+        ] {
+            assert_eq!(Duration::parse(text), Some(Duration(ms)));
+        }
+        assert_eq!(
+            Duration::parse("7d").map(|d| d.to_string()),
+            Some("7d".into())
+        );
+        assert_eq!(Duration(90_000).to_string(), "90s");
+        assert_eq!(Duration(0).to_string(), "0ms");
+        for bad in [
+            "",
+            "10",
+            "s",
+            " 1s",
+            "1s ",
+            "-1s",
+            "1.5s",
+            "1sec",
+            "99999999999999999999d",
+        ] {
+            assert_eq!(Duration::parse(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn operator_nodes_keep_op_for_the_node_and_operator_for_the_operator() {
+        let e = Expr::new(
+            Node::Binary {
+                op: BinaryOp::Add,
+                lhs: Box::new(Expr::new(Node::Lit { value: json!(1) }, Type::Int)),
+                rhs: Box::new(Expr::new(Node::Item, Type::Int)),
+            },
+            Type::Int,
+        );
+        let value = serde_json::to_value(&e).unwrap_or_default();
+        assert_eq!(
+            value,
+            json!({
+                "op": "binary",
+                "operator": "add",
+                "lhs": { "op": "lit", "value": 1, "type": { "type": "int" } },
+                "rhs": { "op": "item", "type": { "type": "int" } },
+                "type": { "type": "int" }
+            })
+        );
+        assert_eq!(serde_json::from_value::<Expr>(value).ok(), Some(e));
+    }
+}
