@@ -1,6 +1,6 @@
 //! The salsa database: source files are the inputs, every stage of checking is a tracked query.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// A `.reel` file the database knows. Handles are `Copy` and valid across revisions.
 #[salsa::input(debug)]
@@ -25,6 +25,27 @@ pub trait Db: salsa::Database {}
 #[derive(Clone, Default)]
 pub struct RootDb {
     storage: salsa::Storage<Self>,
+}
+
+/// The names of the queries a database executed (not those it reused), in order.
+pub type ExecutionLog = Arc<Mutex<Vec<String>>>;
+
+impl RootDb {
+    /// A database that records every query it executes, to show what an edit recomputes.
+    pub fn with_execution_log() -> (RootDb, ExecutionLog) {
+        let log = ExecutionLog::default();
+        let sink = log.clone();
+        let storage = salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
+            if let salsa::EventKind::WillExecute { database_key } = event.kind {
+                let name = format!("{database_key:?}");
+                let name = name.split('(').next().unwrap_or_default().to_string();
+                if let Ok(mut log) = sink.lock() {
+                    log.push(name);
+                }
+            }
+        })));
+        (RootDb { storage }, log)
+    }
 }
 
 #[salsa::db]

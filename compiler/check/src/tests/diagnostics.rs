@@ -455,3 +455,49 @@ diagnostic!(
     "type.mismatch",
     "tool t {\n  kind: \"effect\"\n  exec: [\"cat\"]\n  input { count: int }\n}\n\nflow f {\n  step a = t { count: \"three\" }\n}\n"
 );
+
+#[test]
+fn many_independent_mistakes_are_each_reported_once() {
+    let src = r#"tool t {
+  kind: "efect"
+  exec: ["cat"]
+}
+
+flow f {
+  input n: int = 1
+  input n: int = 2
+  secret token
+  step a = echo { value: input.m }
+  step b = fs.read { path: 42 }
+  step c = echo { value: len(secret.token) }
+  step d = echo { value: unknown_step }
+  step e = http.gett { url: "x" }
+  step g = sleep { for: 1s, until: "2026-01-01T00:00:00Z" }
+  step h = echo { value: item }
+  step i = echo { value: j }
+  step j = echo { value: i }
+  step k = echo { value: upper(1) }
+  output {
+    b: b.txt
+  }
+}
+"#;
+    let codes: Vec<&str> = diagnostics(src).iter().map(|d| d.code).collect();
+    assert_eq!(
+        codes,
+        vec![
+            "tool.invalid-kind",
+            "name.duplicate",
+            "name.unknown-input",
+            "type.mismatch",
+            "taint.secret-in-expression",
+            "name.unknown",
+            "name.unknown-tool",
+            "tool.conflicting-arguments",
+            "name.item-outside-foreach",
+            "dag.cycle",
+            "type.argument",
+            "type.unknown-field",
+        ]
+    );
+}

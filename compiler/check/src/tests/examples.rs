@@ -3,6 +3,7 @@
 use super::db_with;
 use crate::{build_flow, file_diagnostics, flow_names};
 
+/// The shared examples, by file name.
 pub fn shared_examples() -> Vec<(String, String)> {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/examples");
     let mut out = Vec::new();

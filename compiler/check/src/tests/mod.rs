@@ -2,6 +2,8 @@
 
 mod diagnostics;
 mod examples;
+mod incremental;
+mod spec;
 
 use std::sync::Arc;
 
