@@ -19,21 +19,33 @@ pub const META_ARGUMENTS: [&str; 6] = [
 pub struct Param {
     /// Its name.
     pub name: String,
-    /// Its type; `T?` parameters may be left out.
+    /// Its type.
     pub ty: Type,
+    /// Whether it was declared `T?` and may be left out. Kept apart from the type because
+    /// `json?` is `json`, and a required `json` parameter must still be given.
+    pub optional: bool,
 }
 
 impl Param {
     fn new(name: &str, ty: Type) -> Self {
         Param {
             name: name.to_string(),
+            optional: matches!(ty, Type::Optional { .. }),
             ty,
+        }
+    }
+
+    fn optional(name: &str, ty: Type) -> Self {
+        Param {
+            name: name.to_string(),
+            ty: Type::optional(ty),
+            optional: true,
         }
     }
 
     /// Whether a call must give it.
     pub fn required(&self) -> bool {
-        !self.ty.is_nullable()
+        !self.optional
     }
 }
 
@@ -72,6 +84,8 @@ pub struct Contract {
     pub doc: String,
     /// Whether it is built in (rather than declared in the file).
     pub builtin: bool,
+    /// Whether its declaration is broken (already reported): calls are not checked against it.
+    pub broken: bool,
 }
 
 impl Contract {
@@ -107,10 +121,6 @@ impl Contract {
     }
 }
 
-fn opt(t: Type) -> Type {
-    Type::optional(t)
-}
-
 fn http_result() -> Type {
     Type::record([
         ("status".to_string(), Type::Int),
@@ -122,14 +132,14 @@ fn http_result() -> Type {
 fn http(name: &str, kind: ToolKind, with_body: bool, doc: &str) -> Contract {
     let mut params = vec![
         Param::new("url", Type::String),
-        Param::new("headers", opt(Type::Json)),
-        Param::new("query", opt(Type::Json)),
-        Param::new("bearer", opt(Type::Secret)),
+        Param::optional("headers", Type::Json),
+        Param::optional("query", Type::Json),
+        Param::optional("bearer", Type::Secret),
     ];
     let mut rules = Vec::new();
     if with_body {
-        params.push(Param::new("json", opt(Type::Json)));
-        params.push(Param::new("body", opt(Type::String)));
+        params.push(Param::optional("json", Type::Json));
+        params.push(Param::optional("body", Type::String));
         rules.push(ArgRule::AtMostOne(vec!["json".into(), "body".into()]));
     }
     Contract {
@@ -140,6 +150,7 @@ fn http(name: &str, kind: ToolKind, with_body: bool, doc: &str) -> Contract {
         result: ResultType::Fixed(http_result()),
         doc: doc.to_string(),
         builtin: true,
+        broken: false,
     }
 }
 
@@ -159,6 +170,7 @@ fn make_builtin_contracts() -> Vec<Contract> {
         result: ResultType::Fixed(result),
         doc: doc.to_string(),
         builtin: true,
+        broken: false,
     };
     vec![
         http("http.get", ToolKind::Read, false, "Sends a GET request; the body is parsed when the response is JSON."),
@@ -170,9 +182,9 @@ fn make_builtin_contracts() -> Vec<Contract> {
             ToolKind::Effect,
             vec![
                 Param::new("cmd", Type::list(Type::String)),
-                Param::new("stdin", opt(Type::Json)),
-                Param::new("cwd", opt(Type::String)),
-                Param::new("env", opt(Type::Json)),
+                Param::optional("stdin", Type::Json),
+                Param::optional("cwd", Type::String),
+                Param::optional("env", Type::Json),
             ],
             Type::record([
                 ("stdout".to_string(), Type::String),
@@ -203,18 +215,20 @@ fn make_builtin_contracts() -> Vec<Contract> {
             result: ResultType::SameAs("value".to_string()),
             doc: "Records a value as an effect and returns it unchanged.".to_string(),
             builtin: true,
+            broken: false,
         },
         Contract {
             name: "sleep".to_string(),
             kind: ToolKind::Timer,
             params: vec![
-                Param::new("for", opt(Type::Duration)),
-                Param::new("until", opt(Type::String)),
+                Param::optional("for", Type::Duration),
+                Param::optional("until", Type::String),
             ],
             rules: vec![ArgRule::ExactlyOne(vec!["for".into(), "until".into()])],
             result: ResultType::Fixed(Type::record([("woke_at".to_string(), Type::String)])),
             doc: "Parks the run for a duration or until a time (RFC 3339); no process needs to stay alive.".to_string(),
             builtin: true,
+            broken: false,
         },
         fixed(
             "signal",

@@ -66,7 +66,7 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
         match m {
             Member::Input(i) => {
                 let ty = resolve_type(&i.ty, &mut diags);
-                if matches!(ty.strip_optional(), Type::Secret) {
+                if ty.contains_secret() {
                     diags.push(
                         Diagnostic::error(
                             "type.secret-input",

@@ -397,10 +397,11 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     // Warnings for what nothing uses. They are held back while the flow has errors, syntax
     // errors inside it included: a mistyped or broken reference is often the use they would
     // complain about.
-    let syntax_errors = parse_file(db, flow.file(db))
-        .diagnostics
-        .iter()
-        .any(|d| d.is_error() && d.primary.span.start >= layout.span.start && d.primary.span.start <= layout.span.end);
+    let syntax_errors = parse_file(db, flow.file(db)).diagnostics.iter().any(|d| {
+        d.is_error()
+            && d.primary.span.start >= layout.span.start
+            && d.primary.span.start <= layout.span.end
+    });
     let has_errors = syntax_errors || diags.iter().any(Diagnostic::is_error);
     for (offset, m) in layout.members.iter().filter(|_| !has_errors) {
         let at = |s: Span| Span::new((s.start + offset) as usize, (s.end + offset) as usize);

@@ -106,13 +106,15 @@ fn check_call(
     user_tools: ToolLookup<'_>,
     step_type: &dyn Fn(&str) -> Type,
 ) -> StepCheck {
-    let contract = builtin_contract(&call.tool.name)
+    let found = builtin_contract(&call.tool.name)
         .cloned()
         .or_else(|| user_tools(&call.tool.name));
     let mut cx = Checker::new(sig, step_type, ItemScope::Outside);
-    if contract.is_none() {
+    if found.is_none() {
         report_unknown_tool(&mut cx, &call.tool, sig, user_tools);
     }
+    let kind = found.as_ref().map_or(ToolKind::Effect, |c| c.kind);
+    let contract = found.filter(|c| !c.broken);
 
     // Duplicate keys: the first one counts.
     let mut args: Vec<&ast::Field> = Vec::new();
@@ -172,7 +174,6 @@ fn check_call(
         None => ItemScope::Outside,
     };
 
-    let kind = contract.as_ref().map_or(ToolKind::Effect, |c| c.kind);
     let concurrency = arg("concurrency").map_or(DEFAULT_CONCURRENCY, |f| {
         if foreach.is_none() {
             cx.report(
@@ -268,7 +269,7 @@ fn check_call(
         lowered_args.insert(f.key.name.clone(), lowered);
     }
 
-    if let Some(contract) = &contract {
+    if let Some(contract) = contract.as_ref().filter(|_| !call.recovered) {
         check_required(&mut cx, contract, call, &args);
     }
 

@@ -23,7 +23,8 @@ pub struct UserTool {
     pub doc: Option<String>,
 }
 
-/// Checks one `tool` declaration; `None` when it is too broken to call.
+/// Checks one `tool` declaration. A broken one still gives a (broken) contract, so calls of it
+/// are not reported again as calls of an unknown tool.
 pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserTool> {
     if builtin_contract(&tool.name.name).is_some() {
         diags.push(
@@ -100,6 +101,28 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
             },
             ToolEntry::Schema(s) => {
                 let fields = resolve_fields(&s.fields, diags, "parameter");
+                for (f, (_, ty)) in s.fields.iter().zip(&fields) {
+                    let top_level = matches!(ty.strip_optional(), Type::Secret);
+                    let (bad, message, help) = match s.side {
+                        SchemaSide::Output => (
+                            ty.contains_secret(),
+                            "a tool's result cannot hold a secret",
+                            "results are recorded in the journal; a secret never is",
+                        ),
+                        SchemaSide::Input => (
+                            ty.contains_secret() && !top_level,
+                            "a secret can only be a whole parameter, not part of one",
+                            "declare the parameter itself as `secret` (or `secret?`)",
+                        ),
+                    };
+                    if bad {
+                        diags.push(
+                            Diagnostic::error("type.secret-nested", f.ty.span, message)
+                                .with_label("a secret inside this type")
+                                .with_help(help),
+                        );
+                    }
+                }
                 match s.side {
                     SchemaSide::Input => {
                         for f in &s.fields {
@@ -149,21 +172,46 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
             .with_help("add the command to run, such as `exec: [\"python3\", \"tools/score.py\"]`"),
         );
     }
-    if broken {
-        return None;
-    }
-    let kind = kind?;
-    let exec = exec?;
+    let (Some(kind), Some(exec), false) = (kind, exec, broken) else {
+        // Calls of a broken tool are not checked against it: its own diagnostic is the one.
+        return Some(UserTool {
+            contract: Contract {
+                name: tool.name.name.clone(),
+                kind: ToolKind::Effect,
+                params: Vec::new(),
+                rules: Vec::new(),
+                result: ResultType::Fixed(Type::Error),
+                doc: tool.doc.clone().unwrap_or_default(),
+                builtin: false,
+                broken: true,
+            },
+            exec: Vec::new(),
+            input: Type::Error,
+            output: Type::Error,
+            doc: tool.doc.clone(),
+        });
+    };
     let input_fields = input.unwrap_or_default();
     let output_ty = match output {
         Some(fields) => Type::record(fields),
         None => Type::Json,
+    };
+    let written_optional = |name: &str| {
+        tool.entries.iter().any(|e| match e {
+            ToolEntry::Schema(s) if s.side == SchemaSide::Input => s
+                .fields
+                .iter()
+                .find(|f| f.key.name == name)
+                .is_some_and(|f| matches!(f.ty.kind, ast::TypeExprKind::Optional(_))),
+            _ => false,
+        })
     };
     let params = input_fields
         .iter()
         .map(|(n, t)| Param {
             name: n.clone(),
             ty: t.clone(),
+            optional: written_optional(n),
         })
         .collect();
     Some(UserTool {
@@ -175,6 +223,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
             result: ResultType::Fixed(output_ty.clone()),
             doc: tool.doc.clone().unwrap_or_default(),
             builtin: false,
+            broken: false,
         },
         exec,
         input: Type::record(input_fields),

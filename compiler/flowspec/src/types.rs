@@ -88,6 +88,17 @@ impl Type {
         )
     }
 
+    /// Whether a secret can be found anywhere inside this type.
+    pub fn contains_secret(&self) -> bool {
+        match self {
+            Type::Secret => true,
+            Type::List { item } => item.contains_secret(),
+            Type::Optional { inner } => inner.contains_secret(),
+            Type::Record { fields } => fields.iter().any(|f| f.ty.contains_secret()),
+            _ => false,
+        }
+    }
+
     /// The type without its optional wrapper.
     pub fn strip_optional(&self) -> &Type {
         match self {

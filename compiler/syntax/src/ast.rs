@@ -153,6 +153,9 @@ pub struct Call {
     pub args: Vec<Field>,
     /// From `{` to `}`.
     pub block_span: Span,
+    /// Whether an entry of the block could not be parsed (and was reported): what seems to be
+    /// missing may be in it.
+    pub recovered: bool,
 }
 
 /// `key: value` in a step block or a record.

@@ -486,11 +486,17 @@ impl<'a> Lexer<'a> {
         let span = Span::new(start, unit_end);
         if !unit.is_empty() {
             let known = matches!(unit, "ms" | "s" | "m" | "h" | "d");
-            if known && !is_float {
+            let fits = reel_duration_fits(text, unit);
+            if known && !is_float && fits {
                 self.push(Token::Duration(format!("{text}{unit}")), start);
                 return;
             }
-            let (message, help) = if known {
+            let (message, help) = if known && !is_float {
+                (
+                    format!("the duration `{text}{unit}` is too long"),
+                    "durations go up to about 292 million years in milliseconds; use a smaller number".to_string(),
+                )
+            } else if known {
                 (
                     format!("a duration is a whole number of units, not `{text}{unit}`"),
                     "use a smaller unit: 1500ms rather than 1.5s".to_string(),
@@ -543,6 +549,23 @@ impl<'a> Lexer<'a> {
         };
         self.push(token, start);
     }
+}
+
+/// Whether `digits` of `unit` fit in a 64-bit count of milliseconds.
+fn reel_duration_fits(digits: &str, unit: &str) -> bool {
+    let factor: u64 = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return true,
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(factor))
+        .is_some_and(|ms| ms <= i64::MAX as u64)
 }
 
 /// Whether an expression may continue after `t` (so a line break after it separates nothing).
@@ -609,8 +632,14 @@ fn filter_newlines(raw: Vec<(Token, Span)>) -> Vec<(Token, Span)> {
         let prev = out.last().map(|(t, _)| t);
         let next = raw.get(i).map(|(t, _)| t);
         let after_next = raw.get(i + 1).map(|(t, _)| t);
+        // A keyword after `.` is a member name (`body.in`), which ends an expression.
+        let member_name = out.len() >= 2
+            && matches!(prev, Some(Token::Kw(_)))
+            && matches!(out[out.len() - 2].0, Token::Dot | Token::QuestionDot);
         let keep = match (prev, next) {
-            (Some(p), Some(n)) => !continues_after(p) && !continues_before(n, after_next),
+            (Some(p), Some(n)) => {
+                (member_name || !continues_after(p)) && !continues_before(n, after_next)
+            }
             _ => false,
         };
         if keep {
@@ -654,6 +683,8 @@ mod tests {
         let newlines = t.iter().filter(|t| **t == Newline).count();
         assert_eq!(newlines, 2, "{t:?}");
         assert!(!kinds("[1,\n2\n]").contains(&Newline));
+        let member_names = kinds("{ a: x.in\n b: y?.if\n c: if\n d }");
+        assert_eq!(member_names.iter().filter(|t| **t == Newline).count(), 2);
     }
 
     #[test]

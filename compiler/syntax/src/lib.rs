@@ -3,6 +3,7 @@
 pub mod ast;
 pub mod diagnostic;
 mod docs;
+pub mod format;
 pub mod lexer;
 pub mod parser;
 pub mod span;

@@ -674,14 +674,17 @@ where
         .allow_trailing()
         .collect::<Vec<_>>()
         .delimited_by(just(Token::LBrace), just(Token::RBrace))
-        .map_with(|fields, e| {
+        .map_with(|fields: Vec<Option<Field>>, e| {
+            let recovered = fields.iter().any(Option::is_none);
             (
                 fields.into_iter().flatten().collect::<Vec<_>>(),
                 sp(e.span()),
+                recovered,
             )
         });
 
-    let tool_path = word()
+    // The first word is a name, not a keyword: `step s = if {…}.ok then …` is an expression.
+    let tool_path = name()
         .foldl_with(
             just(Token::Dot).ignore_then(word()).repeated(),
             |a, b, _| Ident {
@@ -692,11 +695,12 @@ where
         .labelled("a tool name");
     let call = tool_path
         .then(block.clone())
-        .map(|(tool, (args, block_span))| {
+        .map(|(tool, (args, block_span, recovered))| {
             StepBody::Call(Call {
                 tool,
                 args,
                 block_span,
+                recovered,
             })
         });
     let step = kw(Keyword::Step)

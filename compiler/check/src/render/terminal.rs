@@ -13,11 +13,12 @@ pub fn render_terminal(path: &str, text: &str, diags: &[Diagnostic], color: bool
     let source = Source::from(text);
     let mut out = Vec::new();
     for diag in diags {
-        let report = report(path, text, diag, color);
-        if report.write((path, &source), &mut out).is_err() {
+        let mut one = Vec::new();
+        match report(path, text, diag, color).write((path, &source), &mut one) {
+            Ok(()) => out.extend_from_slice(&one),
             // Writing to a Vec fails only when ariadne cannot find a span's line, which clamping
             // prevents; should it happen anyway, the plain one-line form still says what is wrong.
-            out.extend_from_slice(plain(path, text, diag).as_bytes());
+            Err(_) => out.extend_from_slice(plain(path, text, diag).as_bytes()),
         }
         // A blank line between reports, as rustc does, keeps each one readable on its own.
         out.push(b'\n');

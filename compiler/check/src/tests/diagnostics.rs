@@ -501,3 +501,34 @@ flow f {
         ]
     );
 }
+
+diagnostic!(
+    type_secret_in_record_input,
+    "type.secret-input",
+    "flow f {\n  input r: { k: secret }\n  output input.r\n}\n"
+);
+diagnostic!(
+    type_secret_in_tool_output,
+    "type.secret-nested",
+    "tool t {\n  kind: \"read\"\n  exec: [\"cat\"]\n  output { token: secret }\n}\n"
+);
+diagnostic!(
+    type_secret_inside_parameter,
+    "type.secret-nested",
+    "tool t {\n  kind: \"read\"\n  exec: [\"cat\"]\n  input { auth: { token: secret } }\n}\n"
+);
+diagnostic!(
+    tool_echo_needs_value,
+    "tool.missing-argument",
+    "flow f {\n  step a = echo {}\n}\n"
+);
+diagnostic!(
+    syntax_duration_too_long,
+    "syntax.invalid-duration",
+    "flow f {\n  step a = sleep { for: 99999999999999999999s }\n}\n"
+);
+diagnostic!(
+    broken_tool_is_reported_once,
+    "tool.invalid-kind",
+    "tool t {\n  kind: \"efect\"\n  exec: [\"cat\"]\n}\n\nflow f {\n  step a = t { x: 1 }\n}\n"
+);

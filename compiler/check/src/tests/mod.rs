@@ -1,6 +1,7 @@
 //! Tests of the checker: the shared examples, diagnostics snapshots, incrementality, FlowSpecs.
 
 mod diagnostics;
+mod docs;
 mod examples;
 mod incremental;
 mod spec;

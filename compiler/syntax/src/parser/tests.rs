@@ -121,6 +121,14 @@ fn expressions_continue_across_lines_after_an_operator() {
 }
 
 #[test]
+fn a_step_starting_with_if_and_a_record_is_an_expression() {
+    assert_eq!(
+        expr_of("if {}.ok then 1 else 2"),
+        "(if Record([]).ok then 1 else 2)"
+    );
+}
+
+#[test]
 fn keywords_are_keys_and_argument_names() {
     let parsed = parse(
         "flow f {\n step s = sleep { for: 1s, if: 2 }\n step t = { in: 1, \"other-key\": 2 }\n}",
