@@ -1,0 +1,91 @@
+//! Timing helpers the benchmark binaries share: sample summaries and human-readable durations.
+
+use std::time::{Duration, Instant};
+
+/// The summary of a set of timed samples.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stats {
+    /// How many samples.
+    pub count: usize,
+    /// The fastest sample.
+    pub min: Duration,
+    /// The median sample.
+    pub median: Duration,
+    /// The 95th percentile (nearest rank).
+    pub p95: Duration,
+}
+
+impl Stats {
+    /// Summarises `samples` (at least one).
+    pub fn of(samples: &[Duration]) -> Stats {
+        assert!(!samples.is_empty(), "no samples to summarise");
+        let mut s = samples.to_vec();
+        s.sort();
+        let rank = |q: f64| {
+            let r = (q * s.len() as f64).ceil() as usize;
+            s[r.clamp(1, s.len()) - 1]
+        };
+        let median = if s.len() % 2 == 1 {
+            s[s.len() / 2]
+        } else {
+            (s[s.len() / 2 - 1] + s[s.len() / 2]) / 2
+        };
+        Stats {
+            count: s.len(),
+            min: s[0],
+            median,
+            p95: rank(0.95),
+        }
+    }
+}
+
+/// Runs `f` once and returns its result with how long it took.
+pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
+    let start = Instant::now();
+    let out = f();
+    (out, start.elapsed())
+}
+
+/// `d` with a unit that keeps three or four significant digits: `812 µs`, `12.4 ms`, `1.52 s`.
+pub fn show(d: Duration) -> String {
+    let ns = d.as_nanos() as f64;
+    if ns < 1e3 {
+        format!("{ns:.0} ns")
+    } else if ns < 1e6 {
+        format!("{:.1} µs", ns / 1e3)
+    } else if ns < 1e9 {
+        format!("{:.2} ms", ns / 1e6)
+    } else {
+        format!("{:.3} s", ns / 1e9)
+    }
+}
+
+/// `a / b` as a factor: `12.3×`.
+pub fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-12)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_of_samples() {
+        let ms = |n: u64| Duration::from_millis(n);
+        let samples: Vec<Duration> = (1..=20).rev().map(ms).collect();
+        let s = Stats::of(&samples);
+        assert_eq!(s.count, 20);
+        assert_eq!(s.min, ms(1));
+        assert_eq!(s.median, Duration::from_micros(10_500));
+        assert_eq!(s.p95, ms(19));
+        assert_eq!(Stats::of(&[ms(3)]).p95, ms(3));
+    }
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(show(Duration::from_nanos(812)), "812 ns");
+        assert_eq!(show(Duration::from_micros(812)), "812.0 µs");
+        assert_eq!(show(Duration::from_micros(12_400)), "12.40 ms");
+        assert_eq!(show(Duration::from_millis(1520)), "1.520 s");
+    }
+}

@@ -1,0 +1,192 @@
+//! What the engine is given: every non-deterministic thing reaches it through these.
+//!
+//! The engine reads no ambient clock, randomness, environment or network: the same engine runs
+//! live, in replay and in tests with virtual time, depending on what it is handed here.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use reel_store::{Owner, Store};
+use reel_tools::{ToolCall, ToolError, ToolHost, ToolOutput};
+use tokio_util::sync::CancellationToken;
+
+/// A boxed future, for object-safe async traits.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Time: what time it is, and waiting until a time.
+pub trait Clock: Send + Sync {
+    /// Now, in milliseconds since the Unix epoch.
+    fn now_ms(&self) -> i64;
+    /// Resolves at `at_ms` (at once when it has passed).
+    fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()>;
+}
+
+/// The system clock.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as i64)
+    }
+
+    fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()> {
+        let wait = (at_ms - self.now_ms()).max(0) as u64;
+        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(wait)))
+    }
+}
+
+/// Where secret values come from; resolved fresh at every start and resume, never stored.
+pub trait Secrets: Send + Sync {
+    /// The value of secret `name`, if it can be resolved.
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// Secrets from `REEL_SECRET_<NAME>` environment variables (the default provider).
+#[derive(Clone, Debug, Default)]
+pub struct EnvSecrets {
+    vars: BTreeMap<String, String>,
+}
+
+impl EnvSecrets {
+    /// Reads every `REEL_SECRET_*` variable of this process.
+    pub fn from_process() -> Self {
+        EnvSecrets {
+            vars: std::env::vars()
+                .filter(|(k, _)| k.starts_with("REEL_SECRET_"))
+                .collect(),
+        }
+    }
+
+    /// Secrets from explicit pairs (name as declared, value), for tests.
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
+        EnvSecrets {
+            vars: pairs
+                .into_iter()
+                .map(|(k, v)| (secret_variable(&k), v))
+                .collect(),
+        }
+    }
+}
+
+/// The environment variable that holds secret `name`.
+pub fn secret_variable(name: &str) -> String {
+    format!("REEL_SECRET_{}", name.to_uppercase())
+}
+
+impl Secrets for EnvSecrets {
+    fn get(&self, name: &str) -> Option<String> {
+        self.vars.get(&secret_variable(name)).cloned()
+    }
+}
+
+/// The environment values a flow may declare (`env NAME`), read once at run start.
+pub trait Environment: Send + Sync {
+    /// The variable `name`, if set.
+    fn get(&self, name: &str) -> Option<String>;
+}
+
+/// This process's environment.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ProcessEnvironment;
+
+impl Environment for ProcessEnvironment {
+    fn get(&self, name: &str) -> Option<String> {
+        std::env::var(name).ok()
+    }
+}
+
+/// Performs one attempt of one tool call.
+pub trait Tools: Send + Sync {
+    /// Runs `call`, stopping early when `cancel` fires.
+    fn call(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>>;
+}
+
+impl Tools for ToolHost {
+    fn call(
+        &self,
+        call: ToolCall,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        Box::pin(ToolHost::call(self, call, cancel))
+    }
+}
+
+/// What the engine reports as a run progresses, for the CLI's live display.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Progress {
+    /// A step began (or began again after a resume).
+    StepRunning {
+        /// The step.
+        step: String,
+        /// How many calls it makes (`foreach`), if known.
+        calls: Option<usize>,
+    },
+    /// A call failed and will be tried again.
+    Retrying {
+        /// The step.
+        step: String,
+        /// The attempt that failed.
+        attempt: u32,
+        /// Its error code.
+        code: String,
+    },
+    /// A step ended.
+    StepDone {
+        /// The step.
+        step: String,
+        /// `succeeded`, `failed`, `skipped`, `waiting`.
+        state: &'static str,
+        /// How long it ran (ms).
+        duration_ms: i64,
+        /// Attempts in all.
+        attempts: u32,
+        /// Calls it made (one per `foreach` element; 1 otherwise).
+        calls: u32,
+        /// The error code or the skip reason or what it waits for.
+        detail: Option<String>,
+    },
+}
+
+/// Receives progress; the CLI draws it, tests ignore it.
+pub trait ProgressSink: Send + Sync {
+    /// One progress event.
+    fn report(&self, progress: Progress);
+}
+
+/// Ignores progress.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+
+impl ProgressSink for NoProgress {
+    fn report(&self, _: Progress) {}
+}
+
+/// Everything a run needs from the outside world.
+#[derive(Clone)]
+pub struct RunDeps {
+    /// Where runs are recorded.
+    pub store: Arc<dyn Store>,
+    /// How calls are made.
+    pub tools: Arc<dyn Tools>,
+    /// What time it is.
+    pub clock: Arc<dyn Clock>,
+    /// Secret values.
+    pub secrets: Arc<dyn Secrets>,
+    /// Environment values.
+    pub env: Arc<dyn Environment>,
+    /// Progress display.
+    pub progress: Arc<dyn ProgressSink>,
+    /// Stops everything this process runs (Ctrl-C): the run stays resumable.
+    pub shutdown: CancellationToken,
+    /// This process, as a lease holder.
+    pub owner: Owner,
+}

@@ -1,0 +1,460 @@
+//! The journal's events: what crossed the engine's boundary and what happened to each step.
+//!
+//! Every event is one row of the run's journal. Values are never inline: events hold the
+//! digests of values stored apart (inputs, outputs, effect results, signal payloads), so the
+//! journal stays small and each value is written once.
+
+use reel_store::{EventRow, NewEvent};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::error::RunError;
+
+/// The version of everything that could change what a replay computes (the evaluator, the
+/// builtins, the scheduling rules). Recorded by every run.
+pub const DETERMINISM_EPOCH: u32 = 1;
+
+/// One journal event.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// The run began.
+    RunStarted(RunStarted),
+    /// A process took the run up again (resume, worker, redrive).
+    RunResumed {
+        /// `resume`, `worker` or `redrive`.
+        reason: String,
+        /// The process that took it up (`host:pid`).
+        by: String,
+    },
+    /// A step was skipped (its `when` was false).
+    StepSkipped {
+        /// The step.
+        step: String,
+        /// Why, in words.
+        reason: String,
+    },
+    /// A call began (one per attempt; a `foreach` step has one per element).
+    StepStarted {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The attempt, from 1.
+        attempt: u32,
+        /// Digest of the call's arguments, secrets shown as `{secret:NAME}`.
+        inputs: String,
+        /// The idempotency key, for effects.
+        key: Option<String>,
+    },
+    /// A read or pure call succeeded.
+    CallSucceeded {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The attempt.
+        attempt: u32,
+        /// Digest of the result.
+        output: String,
+    },
+    /// An effect's result was recorded: it never fires again for this key.
+    EffectRecorded {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The attempt.
+        attempt: u32,
+        /// The idempotency key it fired with.
+        key: String,
+        /// Digest of the result.
+        result: String,
+    },
+    /// A call failed; it may be tried again at `retry_at`.
+    CallFailed {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The attempt.
+        attempt: u32,
+        /// What went wrong.
+        error: RunError,
+        /// When the next attempt starts (ms since epoch), if there is one.
+        retry_at: Option<i64>,
+    },
+    /// A step finished with its value (for `foreach`, the list of results in index order).
+    StepSucceeded {
+        /// The step.
+        step: String,
+        /// Digest of its value.
+        output: String,
+        /// How many attempts it took, in all calls.
+        attempts: u32,
+    },
+    /// A step failed for good.
+    StepFailed {
+        /// The step.
+        step: String,
+        /// Why.
+        error: RunError,
+    },
+    /// A `sleep` began.
+    TimerStarted {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// When it is due (ms since epoch).
+        until: i64,
+    },
+    /// A `sleep` ended.
+    TimerFired {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// When it was due (ms since epoch).
+        until: i64,
+    },
+    /// A `signal` step began to wait.
+    SignalAwaited {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The signal's name.
+        name: String,
+        /// When the wait fails with `signal.timeout` (ms since epoch).
+        deadline: Option<i64>,
+    },
+    /// A signal was delivered to a waiting step.
+    SignalReceived {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The signal's name.
+        name: String,
+        /// Its number among the run's signals.
+        signal: u64,
+        /// Digest of its payload.
+        payload: String,
+    },
+    /// The run parked: nothing can happen until a timer is due or a signal arrives.
+    RunWaiting {
+        /// The earliest timer or deadline (ms since epoch).
+        due_at: Option<i64>,
+        /// The signals it waits for.
+        signals: Vec<String>,
+    },
+    /// The run ended.
+    RunFinished {
+        /// `succeeded`, `failed` or `canceled`.
+        status: String,
+        /// Digest of the output, when succeeded.
+        output: Option<String>,
+        /// The error, when failed or canceled.
+        error: Option<RunError>,
+    },
+}
+
+/// What a run started with.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunStarted {
+    /// The FlowSpec's digest.
+    pub flow: String,
+    /// Digest of the inputs object (defaults applied).
+    pub inputs: String,
+    /// The seed of `random()` and of retry jitter.
+    pub seed: u64,
+    /// [`DETERMINISM_EPOCH`] of the engine that started it.
+    pub epoch: u32,
+    /// Digest of the snapshot of declared environment variables.
+    pub env: String,
+    /// The directory the run was started in.
+    pub cwd: String,
+    /// The source file, as given.
+    pub source: Option<String>,
+    /// `fast` or `durable`.
+    pub durability: String,
+}
+
+fn opt_index(i: Option<u32>) -> Value {
+    i.map_or(Value::Null, Value::from)
+}
+
+impl Event {
+    /// The event's kind, as stored.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::RunStarted(_) => "run_started",
+            Event::RunResumed { .. } => "run_resumed",
+            Event::StepSkipped { .. } => "step_skipped",
+            Event::StepStarted { .. } => "step_started",
+            Event::CallSucceeded { .. } => "call_succeeded",
+            Event::EffectRecorded { .. } => "effect_recorded",
+            Event::CallFailed { .. } => "call_failed",
+            Event::StepSucceeded { .. } => "step_succeeded",
+            Event::StepFailed { .. } => "step_failed",
+            Event::TimerStarted { .. } => "timer_started",
+            Event::TimerFired { .. } => "timer_fired",
+            Event::SignalAwaited { .. } => "signal_awaited",
+            Event::SignalReceived { .. } => "signal_received",
+            Event::RunWaiting { .. } => "run_waiting",
+            Event::RunFinished { .. } => "run_finished",
+        }
+    }
+
+    /// The row to append, at time `at`.
+    pub fn to_row(&self, at: i64) -> NewEvent {
+        let (step, index, attempt, data) = match self {
+            Event::RunStarted(s) => (
+                None,
+                None,
+                None,
+                serde_json::to_value(s).unwrap_or(Value::Null),
+            ),
+            Event::RunResumed { reason, by } => {
+                (None, None, None, json!({ "reason": reason, "by": by }))
+            }
+            Event::StepSkipped { step, reason } => {
+                (Some(step), None, None, json!({ "reason": reason }))
+            }
+            Event::StepStarted {
+                step,
+                index,
+                attempt,
+                inputs,
+                key,
+            } => (
+                Some(step),
+                *index,
+                Some(*attempt),
+                json!({ "inputs": inputs, "key": key }),
+            ),
+            Event::CallSucceeded {
+                step,
+                index,
+                attempt,
+                output,
+            } => (
+                Some(step),
+                *index,
+                Some(*attempt),
+                json!({ "output": output }),
+            ),
+            Event::EffectRecorded {
+                step,
+                index,
+                attempt,
+                key,
+                result,
+            } => (
+                Some(step),
+                *index,
+                Some(*attempt),
+                json!({ "key": key, "result": result }),
+            ),
+            Event::CallFailed {
+                step,
+                index,
+                attempt,
+                error,
+                retry_at,
+            } => (
+                Some(step),
+                *index,
+                Some(*attempt),
+                json!({ "error": error, "retry_at": retry_at }),
+            ),
+            Event::StepSucceeded {
+                step,
+                output,
+                attempts,
+            } => (
+                Some(step),
+                None,
+                None,
+                json!({ "output": output, "attempts": attempts }),
+            ),
+            Event::StepFailed { step, error } => {
+                (Some(step), None, None, json!({ "error": error }))
+            }
+            Event::TimerStarted { step, index, until } => {
+                (Some(step), *index, None, json!({ "until": until }))
+            }
+            Event::TimerFired { step, index, until } => {
+                (Some(step), *index, None, json!({ "until": until }))
+            }
+            Event::SignalAwaited {
+                step,
+                index,
+                name,
+                deadline,
+            } => (
+                Some(step),
+                *index,
+                None,
+                json!({ "name": name, "deadline": deadline }),
+            ),
+            Event::SignalReceived {
+                step,
+                index,
+                name,
+                signal,
+                payload,
+            } => (
+                Some(step),
+                *index,
+                None,
+                json!({ "name": name, "signal": signal, "payload": payload }),
+            ),
+            Event::RunWaiting { due_at, signals } => (
+                None,
+                None,
+                None,
+                json!({ "due_at": due_at, "signals": signals }),
+            ),
+            Event::RunFinished {
+                status,
+                output,
+                error,
+            } => (
+                None,
+                None,
+                None,
+                json!({ "status": status, "output": output, "error": error }),
+            ),
+        };
+        NewEvent {
+            at,
+            kind: self.kind().to_string(),
+            step: step.cloned(),
+            index,
+            attempt,
+            data,
+        }
+    }
+
+    /// Reads a stored row back; `Err` names what is wrong with it (the run then has a hole).
+    pub fn from_row(row: &EventRow) -> Result<Event, String> {
+        let d = &row.data;
+        let s = |k: &str| -> Result<String, String> {
+            d.get(k)
+                .and_then(Value::as_str)
+                .map(str::to_string)
+                .ok_or_else(|| format!("`{}` event without `{k}`", row.kind))
+        };
+        let opt_s = |k: &str| d.get(k).and_then(Value::as_str).map(str::to_string);
+        let opt_i = |k: &str| d.get(k).and_then(Value::as_i64);
+        let step = || {
+            row.step
+                .clone()
+                .ok_or_else(|| format!("`{}` event without a step", row.kind))
+        };
+        let attempt = || row.attempt.unwrap_or(1);
+        let error = |k: &str| -> Result<RunError, String> {
+            serde_json::from_value(d.get(k).cloned().unwrap_or(Value::Null))
+                .map_err(|e| format!("`{}` event with a bad error: {e}", row.kind))
+        };
+        Ok(match row.kind.as_str() {
+            "run_started" => Event::RunStarted(
+                serde_json::from_value(d.clone()).map_err(|e| format!("bad run_started: {e}"))?,
+            ),
+            "run_resumed" => Event::RunResumed {
+                reason: s("reason")?,
+                by: opt_s("by").unwrap_or_default(),
+            },
+            "step_skipped" => Event::StepSkipped {
+                step: step()?,
+                reason: opt_s("reason").unwrap_or_default(),
+            },
+            "step_started" => Event::StepStarted {
+                step: step()?,
+                index: row.index,
+                attempt: attempt(),
+                inputs: s("inputs")?,
+                key: opt_s("key"),
+            },
+            "call_succeeded" => Event::CallSucceeded {
+                step: step()?,
+                index: row.index,
+                attempt: attempt(),
+                output: s("output")?,
+            },
+            "effect_recorded" => Event::EffectRecorded {
+                step: step()?,
+                index: row.index,
+                attempt: attempt(),
+                key: s("key")?,
+                result: s("result")?,
+            },
+            "call_failed" => Event::CallFailed {
+                step: step()?,
+                index: row.index,
+                attempt: attempt(),
+                error: error("error")?,
+                retry_at: opt_i("retry_at"),
+            },
+            "step_succeeded" => Event::StepSucceeded {
+                step: step()?,
+                output: s("output")?,
+                attempts: d.get("attempts").and_then(Value::as_u64).unwrap_or(1) as u32,
+            },
+            "step_failed" => Event::StepFailed {
+                step: step()?,
+                error: error("error")?,
+            },
+            "timer_started" => Event::TimerStarted {
+                step: step()?,
+                index: row.index,
+                until: opt_i("until").ok_or("timer_started without `until`")?,
+            },
+            "timer_fired" => Event::TimerFired {
+                step: step()?,
+                index: row.index,
+                until: opt_i("until").ok_or("timer_fired without `until`")?,
+            },
+            "signal_awaited" => Event::SignalAwaited {
+                step: step()?,
+                index: row.index,
+                name: s("name")?,
+                deadline: opt_i("deadline"),
+            },
+            "signal_received" => Event::SignalReceived {
+                step: step()?,
+                index: row.index,
+                name: s("name")?,
+                signal: d.get("signal").and_then(Value::as_u64).unwrap_or(0),
+                payload: s("payload")?,
+            },
+            "run_waiting" => Event::RunWaiting {
+                due_at: opt_i("due_at"),
+                signals: d
+                    .get("signals")
+                    .and_then(Value::as_array)
+                    .map(|a| {
+                        a.iter()
+                            .filter_map(|v| v.as_str().map(str::to_string))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            },
+            "run_finished" => Event::RunFinished {
+                status: s("status")?,
+                output: opt_s("output"),
+                error: match d.get("error") {
+                    Some(Value::Null) | None => None,
+                    Some(_) => Some(error("error")?),
+                },
+            },
+            other => return Err(format!("unknown event kind `{other}`")),
+        })
+    }
+}
+
+/// The index as JSON (null outside `foreach`), for messages.
+pub fn index_json(i: Option<u32>) -> Value {
+    opt_index(i)
+}

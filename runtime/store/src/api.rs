@@ -1,0 +1,471 @@
+//! The store's interface and the plain types that cross it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll};
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// How hard a run's writes are pushed to disk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// Gathers writes for a few milliseconds and commits with `synchronous=NORMAL`: survives a
+    /// crash of the process, not a power cut. The engine waits for its writes only where
+    /// something else will act on the record.
+    #[default]
+    Fast,
+    /// Commits with `synchronous=FULL` (survives a power cut); the engine also waits for its
+    /// record before each call that is not pure and before reporting an ending.
+    Durable,
+}
+
+/// A run's status, as stored and as `reel runs` prints it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Held by a live process (or by a dead one whose lease has not been taken over yet).
+    Running,
+    /// Parked on a timer or a signal; no process needs to hold it.
+    Waiting,
+    /// Ended with its output.
+    Succeeded,
+    /// Ended with an error.
+    Failed,
+    /// Ended by `reel cancel`.
+    Canceled,
+    /// Set aside as a fault of the platform (a replay diverged).
+    Quarantined,
+}
+
+impl RunStatus {
+    /// The lowercase word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Waiting => "waiting",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Canceled => "canceled",
+            RunStatus::Quarantined => "quarantined",
+        }
+    }
+
+    /// Parses the lowercase word.
+    pub fn parse(s: &str) -> Option<RunStatus> {
+        [
+            RunStatus::Running,
+            RunStatus::Waiting,
+            RunStatus::Succeeded,
+            RunStatus::Failed,
+            RunStatus::Canceled,
+            RunStatus::Quarantined,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == s)
+    }
+
+    /// Whether the run has ended (succeeded, failed or canceled).
+    pub fn is_ended(self) -> bool {
+        matches!(
+            self,
+            RunStatus::Succeeded | RunStatus::Failed | RunStatus::Canceled
+        )
+    }
+}
+
+/// A process that may hold runs: who holds a lease, and whether it is still alive.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Owner {
+    /// Unique per process incarnation: host, pid and process start time.
+    pub id: String,
+    /// Its process id.
+    pub pid: u32,
+    /// Its host name.
+    pub host: String,
+    /// Its start time as the OS reports it (Linux: clock ticks since boot, from /proc), so a
+    /// recycled pid is not mistaken for the holder.
+    pub started: u64,
+}
+
+/// A held lease on a run: the right to append to its journal. Appends check `token`, so a
+/// process whose lease was taken over can no longer write (fencing).
+#[derive(Debug)]
+pub struct Lease {
+    /// The run.
+    pub run: String,
+    /// The fencing token, incremented by every claim.
+    pub token: u64,
+    /// Who holds it.
+    pub owner: Owner,
+    /// How the run's writes are made durable.
+    pub durability: Durability,
+    /// The sequence number the next appended event gets.
+    pub next_seq: AtomicU64,
+}
+
+/// A new run, created already leased to its creator.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewRun {
+    /// The run id (unique, sortable by creation time).
+    pub id: String,
+    /// The flow's name.
+    pub flow: String,
+    /// The FlowSpec's digest (the spec itself is stored with [`Store::put_spec`]).
+    pub flow_digest: String,
+    /// The source file's path as the user gave it, if the run started from one.
+    pub source: Option<String>,
+    /// The absolute path of the source file, used to find a flow's runs from the editor.
+    pub source_abs: Option<String>,
+    /// The directory the run was started in.
+    pub cwd: String,
+    /// The run this one was forked from.
+    pub parent: Option<String>,
+    /// How long the run is kept after it ends, in milliseconds.
+    pub keep_for_ms: Option<u64>,
+    /// The run's write mode.
+    pub durability: Durability,
+    /// Creation time, milliseconds since the Unix epoch.
+    pub created_at: i64,
+}
+
+/// A stored run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunRow {
+    /// The run id.
+    pub id: String,
+    /// The flow's name.
+    pub flow: String,
+    /// The FlowSpec's digest.
+    pub flow_digest: String,
+    /// The source path as given.
+    pub source: Option<String>,
+    /// The source's absolute path.
+    pub source_abs: Option<String>,
+    /// The directory the run was started in.
+    pub cwd: String,
+    /// The run it was forked from.
+    pub parent: Option<String>,
+    /// Its status.
+    pub status: RunStatus,
+    /// Creation time (ms since epoch).
+    pub created_at: i64,
+    /// End time (ms since epoch), once ended.
+    pub ended_at: Option<i64>,
+    /// When a waiting run's earliest timer is due (ms since epoch).
+    pub due_at: Option<i64>,
+    /// The signal names a waiting run waits for.
+    pub waiting_on: Vec<String>,
+    /// Whether a signal arrived that the run has not consumed yet.
+    pub signal_pending: bool,
+    /// The current lease holder, if any.
+    pub lease_owner: Option<Owner>,
+    /// When the lease expires (ms since epoch).
+    pub lease_expires_at: Option<i64>,
+    /// The current fencing token.
+    pub lease_token: u64,
+    /// Whether `reel cancel` asked for it to stop.
+    pub cancel_requested: bool,
+    /// The output value's digest, once succeeded.
+    pub output_digest: Option<String>,
+    /// The error, once failed (JSON: code, message, step, retryable).
+    pub error: Option<Value>,
+    /// How long it is kept after ending (ms).
+    pub keep_for_ms: Option<u64>,
+    /// Its write mode.
+    pub durability: Durability,
+    /// How many events its journal holds.
+    pub next_seq: u64,
+}
+
+/// Changes to a run's row, written in order with its journal events.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunUpdate {
+    /// A new status.
+    pub status: Option<RunStatus>,
+    /// A new due time (`Some(None)` clears it).
+    pub due_at: Option<Option<i64>>,
+    /// New signal names waited on.
+    pub waiting_on: Option<Vec<String>>,
+    /// Clears the pending-signal mark (set when the run consumed what had arrived).
+    pub clear_signal_pending: bool,
+    /// The end time.
+    pub ended_at: Option<i64>,
+    /// The output's digest.
+    pub output_digest: Option<String>,
+    /// The error.
+    pub error: Option<Value>,
+}
+
+/// An event to append to a run's journal. The store gives it the next sequence number.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    /// When it happened (ms since epoch).
+    pub at: i64,
+    /// Its kind (`run_started`, `step_succeeded`, …).
+    pub kind: String,
+    /// The step it concerns.
+    pub step: Option<String>,
+    /// The `foreach` index it concerns.
+    pub index: Option<u32>,
+    /// The attempt it concerns.
+    pub attempt: Option<u32>,
+    /// The rest of the event (digests, names, errors): small, values are stored by digest.
+    pub data: Value,
+}
+
+/// A stored journal event.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct EventRow {
+    /// The run.
+    pub run: String,
+    /// Its position in the run's journal, from 0, without gaps.
+    pub seq: u64,
+    /// When it happened (ms since epoch).
+    pub at: i64,
+    /// Its kind.
+    pub kind: String,
+    /// The step it concerns.
+    pub step: Option<String>,
+    /// The `foreach` index it concerns.
+    pub index: Option<u32>,
+    /// The attempt it concerns.
+    pub attempt: Option<u32>,
+    /// The rest of the event.
+    pub data: Value,
+}
+
+/// What a claim found.
+#[derive(Debug)]
+pub enum Claim {
+    /// The lease is ours.
+    Claimed(Lease),
+    /// A live process holds it.
+    HeldBy(Owner),
+    /// No such run.
+    NotFound,
+}
+
+/// Filters for listing runs.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunFilter {
+    /// Only runs with this status.
+    pub status: Option<RunStatus>,
+    /// Only runs of this flow.
+    pub flow: Option<String>,
+    /// Only runs started from this absolute source path.
+    pub source_abs: Option<String>,
+    /// At most this many (newest first).
+    pub limit: Option<usize>,
+}
+
+/// A signal sent to a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SignalRow {
+    /// The run.
+    pub run: String,
+    /// Its number among the run's signals, from 0.
+    pub seq: u64,
+    /// The signal's name.
+    pub name: String,
+    /// The payload's digest.
+    pub payload_digest: String,
+    /// When it was sent (ms since epoch).
+    pub sent_at: i64,
+    /// The journal event that consumed it, once consumed.
+    pub consumed_by: Option<u64>,
+}
+
+/// What a tool printed, kept for `reel logs`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LogRow {
+    /// The run.
+    pub run: String,
+    /// The step.
+    pub step: String,
+    /// The `foreach` index.
+    pub index: Option<u32>,
+    /// The attempt.
+    pub attempt: u32,
+    /// When (ms since epoch).
+    pub at: i64,
+    /// The text (secrets already scrubbed by the caller).
+    pub text: String,
+}
+
+/// A store error, with a stable code.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum StoreError {
+    /// The database could not be opened or created.
+    #[error("the store at {path} cannot be opened: {message}")]
+    Open {
+        /// Where.
+        path: String,
+        /// Why.
+        message: String,
+    },
+    /// SQLite failed.
+    #[error("the store failed: {0}")]
+    Sqlite(String),
+    /// Another process holds the run: its lease was lost (fencing).
+    #[error("the lease on run {run} was taken over by another process")]
+    LeaseLost {
+        /// The run.
+        run: String,
+    },
+    /// A journal row cannot be read: the run has a hole and cannot resume.
+    #[error("run {run} has an unreadable journal row at {seq}: {message}")]
+    Hole {
+        /// The run.
+        run: String,
+        /// The row.
+        seq: u64,
+        /// Why.
+        message: String,
+    },
+    /// No such run.
+    #[error("there is no run {0}")]
+    NotFound(String),
+    /// A value or spec is missing (or its blob file is).
+    #[error("the value {digest} is missing from the store")]
+    MissingValue {
+        /// Its digest.
+        digest: String,
+    },
+    /// An earlier write of this run failed, so nothing more is written for it.
+    #[error("an earlier write of run {run} failed: {message}")]
+    Poisoned {
+        /// The run.
+        run: String,
+        /// The first failure.
+        message: String,
+    },
+    /// The store was opened read-only.
+    #[error("the store is open read-only")]
+    ReadOnly,
+    /// The writer thread is gone.
+    #[error("the store's writer has stopped")]
+    Closed,
+    /// An append did not continue the run's journal where the store has it (two writers with
+    /// the same lease, or events appended out of order).
+    #[error("run {run}'s journal continues at {found}, not at {expected}")]
+    Continuity {
+        /// The run.
+        run: String,
+        /// The sequence number the append started at.
+        expected: u64,
+        /// The sequence number the store expected next.
+        found: u64,
+    },
+    /// A file of the store (a value kept apart) could not be written or read.
+    #[error("the store cannot use {path}: {message}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl StoreError {
+    /// The stable code (`store.lease-lost`, …).
+    pub fn code(&self) -> &'static str {
+        match self {
+            StoreError::Open { .. } => "store.open",
+            StoreError::Sqlite(_) => "store.sqlite",
+            StoreError::LeaseLost { .. } => "store.lease-lost",
+            StoreError::Hole { .. } => "store.hole",
+            StoreError::NotFound(_) => "store.not-found",
+            StoreError::MissingValue { .. } => "store.missing-value",
+            StoreError::Poisoned { .. } => "store.poisoned",
+            StoreError::ReadOnly => "store.read-only",
+            StoreError::Closed => "store.closed",
+            StoreError::Continuity { .. } => "store.continuity",
+            StoreError::Io { .. } => "store.io",
+        }
+    }
+}
+
+/// Resolves when what was enqueued before it is committed.
+pub struct Ticket(pub tokio::sync::oneshot::Receiver<Result<(), StoreError>>);
+
+impl Future for Ticket {
+    type Output = Result<(), StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or(Err(StoreError::Closed)))
+    }
+}
+
+/// Whether to keep reading the journal.
+pub enum Flow {
+    /// Read the next row.
+    Continue,
+    /// Stop here.
+    Stop,
+}
+
+/// The store's interface. Writes are enqueued in order (per process) and committed in
+/// batches; a run's rows land in order, and a later row never lands without the earlier ones.
+pub trait Store: Send + Sync {
+    /// Stores a value by the SHA-256 of its canonical JSON; returns the digest. Written once,
+    /// however often stored; over 64 KiB it is kept apart from the database, by digest.
+    fn put_value(&self, value: &Value) -> Result<String, StoreError>;
+    /// A value by digest.
+    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError>;
+    /// Stores a FlowSpec's JSON by its digest.
+    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError>;
+    /// A FlowSpec's JSON by digest.
+    fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError>;
+
+    /// Creates a run leased to `owner`; returns when it is committed.
+    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError>;
+    /// Takes the lease of a run whose holder is gone (dead process or expired lease) or that
+    /// nobody holds; returns when committed.
+    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError>;
+    /// Extends a held lease; `LeaseLost` when it was taken over.
+    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError>;
+    /// Gives the lease up (after parking or ending); resolves when committed.
+    fn release(&self, lease: &Lease) -> Ticket;
+
+    /// Enqueues events for the lease's run, numbering them from `lease.next_seq`.
+    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError>;
+    /// Enqueues a change to the run's row, after the events enqueued before it.
+    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError>;
+    /// Enqueues what a tool printed.
+    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError>;
+    /// Marks a signal consumed by journal event `by`.
+    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError>;
+    /// Resolves when everything enqueued so far for the lease's run is committed (or failed).
+    fn sync(&self, lease: &Lease) -> Ticket;
+
+    /// A run by id.
+    fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
+    /// The ids of runs starting with `prefix`.
+    fn find_runs(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+    /// Runs matching `filter`, newest first.
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError>;
+    /// Streams a run's journal in order, without holding it all in memory.
+    fn read_journal(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(EventRow) -> Flow,
+    ) -> Result<(), StoreError>;
+    /// What a run's tools printed, in order.
+    fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError>;
+
+    /// Records a signal for a run (kept until its wait consumes it); returns its number.
+    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError>;
+    /// A run's signals that nothing consumed yet, in the order sent.
+    fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError>;
+    /// Asks a run to stop; false when it had already ended.
+    fn request_cancel(&self, run: &str) -> Result<bool, StoreError>;
+    /// Runs a worker should take up: waiting with a due timer or a pending signal, or running
+    /// with an expired lease.
+    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError>;
+}

@@ -1,0 +1,114 @@
+//! Checkpoints: copying the WAL back into the database, off the writer's path.
+//!
+//! SQLite's automatic checkpoint runs inside the committing connection and fsyncs twice, which
+//! would stall the writer (and everyone waiting on a commit) every few megabytes. Instead the
+//! writer's automatic checkpoint is off, a thread of its own runs non-blocking (PASSIVE)
+//! checkpoints at most every [`INTERVAL`] after commits, and the writer truncates the WAL
+//! itself only when it has grown past [`WAL_LIMIT`] anyway (under steady load a passive
+//! checkpoint rarely catches the WAL's end, so the file is never restarted otherwise).
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, OpenFlags};
+
+use crate::schema::BUSY_TIMEOUT;
+
+/// The least time between two background checkpoints.
+const INTERVAL: Duration = Duration::from_millis(100);
+/// A WAL file larger than this is checkpointed and truncated by the writer.
+pub(crate) const WAL_LIMIT: u64 = 64 << 20;
+
+/// The background checkpointer: nudge it after commits; it stops when dropped.
+pub(crate) struct Checkpointer {
+    nudge: Option<SyncSender<()>>,
+    thread: Option<JoinHandle<()>>,
+    wal: PathBuf,
+}
+
+impl Checkpointer {
+    /// Starts the thread for the database at `db`; without it (the thread or its connection
+    /// could not be had) the writer falls back to checkpointing in line, which is slower but
+    /// just as correct.
+    pub(crate) fn start(db: &Path) -> Checkpointer {
+        let wal = PathBuf::from(format!("{}-wal", db.display()));
+        let conn = Connection::open_with_flags(
+            db,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .and_then(|c| c.busy_timeout(BUSY_TIMEOUT).map(|()| c));
+        let Ok(conn) = conn else {
+            return Checkpointer {
+                nudge: None,
+                thread: None,
+                wal,
+            };
+        };
+        let (nudge, rx) = mpsc::sync_channel(1);
+        let thread = std::thread::Builder::new()
+            .name("reel-store-checkpoint".to_string())
+            .spawn(move || run(&conn, &rx))
+            .ok();
+        Checkpointer {
+            nudge: thread.as_ref().map(|_| nudge),
+            thread,
+            wal,
+        }
+    }
+
+    /// Whether the background thread runs (else the writer keeps SQLite's own checkpoints).
+    pub(crate) fn is_running(&self) -> bool {
+        self.nudge.is_some()
+    }
+
+    /// Tells the thread that something was committed.
+    pub(crate) fn nudge(&self) {
+        if let Some(nudge) = &self.nudge {
+            // Full means a nudge is already pending, which is all that is needed.
+            let _ = nudge.try_send(());
+        }
+    }
+
+    /// Whether the WAL file has grown past [`WAL_LIMIT`].
+    pub(crate) fn wal_too_large(&self) -> bool {
+        std::fs::metadata(&self.wal).is_ok_and(|m| m.len() > WAL_LIMIT)
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.nudge.take();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(conn: &Connection, nudges: &Receiver<()>) {
+    let mut nudged = nudges.recv().is_ok();
+    while nudged {
+        let started = Instant::now();
+        // PASSIVE never waits for readers or the writer; a failure (busy, I/O) only means the
+        // frames stay in the WAL until the next attempt.
+        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        // Commits within the interval fold into one next checkpoint; a closed channel (the
+        // writer stopped) ends the thread at once rather than after the interval.
+        nudged = false;
+        loop {
+            let left = INTERVAL.saturating_sub(started.elapsed());
+            if left.is_zero() {
+                break;
+            }
+            match nudges.recv_timeout(left) {
+                Ok(()) => nudged = true,
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => return,
+            }
+        }
+        if !nudged {
+            nudged = nudges.recv().is_ok();
+        }
+    }
+}

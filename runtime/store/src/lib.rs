@@ -1,0 +1,18 @@
+//! Reel's store: runs, their append-only journals, values by digest, FlowSpecs, signals and logs.
+//!
+//! [`Store`] is the interface the engine, the CLI and the language server use; [`SqliteStore`]
+//! is the embedded implementation (SQLite in WAL mode under `.reel/`). Writes go through one
+//! writer thread per process that commits them in batches (group commit across steps and
+//! runs); reads use their own connections.
+
+mod api;
+mod blobs;
+mod checkpoint;
+mod owner;
+mod read;
+mod schema;
+mod sqlite;
+mod writer;
+
+pub use api::*;
+pub use sqlite::{SqliteStore, WriterStats};

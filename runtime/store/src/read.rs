@@ -1,0 +1,377 @@
+//! Reading the store: a small pool of read-only connections and the queries run on them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use rusqlite::types::Value as SqlValue;
+use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use serde_json::Value;
+
+use crate::api::{
+    EventRow, Flow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError,
+};
+use crate::schema;
+use crate::writer::{int, lock, parse_durability, sqlite};
+
+/// How many idle read connections are kept for reuse.
+const MAX_IDLE: usize = 8;
+
+/// Read-only connections to the database, opened on demand and reused.
+pub(crate) struct Readers {
+    path: PathBuf,
+    idle: Mutex<Vec<Connection>>,
+}
+
+impl Readers {
+    /// A pool for the database at `path`, starting with `first` if given.
+    pub(crate) fn new(path: &Path, first: Option<Connection>) -> Readers {
+        Readers {
+            path: path.to_path_buf(),
+            idle: Mutex::new(first.into_iter().collect()),
+        }
+    }
+
+    /// Closes the idle connections: read-only ones cannot fold the WAL back into the database
+    /// when they are the last to close, so they go before the writer's.
+    pub(crate) fn close_idle(&self) {
+        lock(&self.idle).clear();
+    }
+
+    /// Runs `f` on a connection of its own, so readers on several threads do not queue, and a
+    /// callback that reads again (from inside `read_journal`) gets another connection.
+    pub(crate) fn with<R>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
+        let conn = match lock(&self.idle).pop() {
+            Some(conn) => conn,
+            None => schema::open_reader(&self.path)?,
+        };
+        let result = f(&conn);
+        let mut idle = lock(&self.idle);
+        if idle.len() < MAX_IDLE {
+            idle.push(conn);
+        }
+        result
+    }
+}
+
+/// The `runs` columns [`run_from`] reads, in its order.
+const RUN_COLUMNS: &str = "id, flow, flow_digest, source, source_abs, cwd, parent, status,
+    created_at, ended_at, due_at, waiting_on, signal_pending, lease_owner, lease_pid, lease_host,
+    lease_started, lease_expires_at, lease_token, cancel_requested, output_digest, error,
+    keep_for_ms, durability, next_seq";
+
+fn bad(what: &str, e: impl std::fmt::Display) -> rusqlite::Error {
+    rusqlite::Error::ToSqlConversionFailure(format!("{what}: {e}").into())
+}
+
+fn unsigned(n: i64, what: &str) -> rusqlite::Result<u64> {
+    u64::try_from(n).map_err(|e| bad(what, e))
+}
+
+/// The lease holder stored in four columns from `at`, if any.
+pub(crate) fn owner_at(r: &Row<'_>, at: usize) -> rusqlite::Result<Option<Owner>> {
+    let id: Option<String> = r.get(at)?;
+    let pid: Option<i64> = r.get(at + 1)?;
+    let host: Option<String> = r.get(at + 2)?;
+    let started: Option<i64> = r.get(at + 3)?;
+    Ok(match (id, pid, host, started) {
+        (Some(id), Some(pid), Some(host), Some(started)) => Some(Owner {
+            id,
+            pid: u32::try_from(pid).map_err(|e| bad("lease_pid", e))?,
+            host,
+            started: unsigned(started, "lease_started")?,
+        }),
+        _ => None,
+    })
+}
+
+fn run_from(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    let status: String = r.get(7)?;
+    let waiting_on: String = r.get(11)?;
+    let error: Option<String> = r.get(21)?;
+    let durability: String = r.get(23)?;
+    Ok(RunRow {
+        id: r.get(0)?,
+        flow: r.get(1)?,
+        flow_digest: r.get(2)?,
+        source: r.get(3)?,
+        source_abs: r.get(4)?,
+        cwd: r.get(5)?,
+        parent: r.get(6)?,
+        status: RunStatus::parse(&status).ok_or_else(|| bad("status", &status))?,
+        created_at: r.get(8)?,
+        ended_at: r.get(9)?,
+        due_at: r.get(10)?,
+        waiting_on: serde_json::from_str(&waiting_on).map_err(|e| bad("waiting_on", e))?,
+        signal_pending: r.get(12)?,
+        lease_owner: owner_at(r, 13)?,
+        lease_expires_at: r.get(17)?,
+        lease_token: unsigned(r.get(18)?, "lease_token")?,
+        cancel_requested: r.get(19)?,
+        output_digest: r.get(20)?,
+        error: error
+            .map(|e| serde_json::from_str(&e))
+            .transpose()
+            .map_err(|e| bad("error", e))?,
+        keep_for_ms: r
+            .get::<_, Option<i64>>(22)?
+            .map(|k| unsigned(k, "keep_for_ms"))
+            .transpose()?,
+        durability: parse_durability(&durability),
+        next_seq: unsigned(r.get(24)?, "next_seq")?,
+    })
+}
+
+/// A run by id.
+pub(crate) fn run(conn: &Connection, id: &str) -> Result<Option<RunRow>, StoreError> {
+    conn.prepare_cached(&format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ?1"))
+        .and_then(|mut s| s.query_row([id], run_from).optional())
+        .map_err(sqlite)
+}
+
+/// Ids starting with `prefix`, in order.
+pub(crate) fn find_runs(conn: &Connection, prefix: &str) -> Result<Vec<String>, StoreError> {
+    // A range on the primary key, so the lookup is an index seek rather than a scan; the
+    // upper bound is the prefix followed by the highest character.
+    let upper = format!("{prefix}\u{10FFFF}");
+    let mut stmt = conn
+        .prepare_cached("SELECT id FROM runs WHERE id >= ?1 AND id < ?2 ORDER BY id")
+        .map_err(sqlite)?;
+    let ids = stmt
+        .query_map([prefix, upper.as_str()], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(sqlite)?;
+    Ok(ids
+        .into_iter()
+        .filter(|id| id.starts_with(prefix))
+        .collect())
+}
+
+/// Runs matching `filter`, newest first.
+pub(crate) fn list_runs(conn: &Connection, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+    let mut sql = format!("SELECT {RUN_COLUMNS} FROM runs WHERE 1 = 1");
+    let mut args: Vec<SqlValue> = Vec::new();
+    if let Some(status) = filter.status {
+        sql.push_str(" AND status = ?");
+        args.push(SqlValue::Text(status.as_str().to_string()));
+    }
+    if let Some(flow) = &filter.flow {
+        sql.push_str(" AND flow = ?");
+        args.push(SqlValue::Text(flow.clone()));
+    }
+    if let Some(source) = &filter.source_abs {
+        sql.push_str(" AND source_abs = ?");
+        args.push(SqlValue::Text(source.clone()));
+    }
+    sql.push_str(" ORDER BY created_at DESC, id DESC");
+    if let Some(limit) = filter.limit {
+        sql.push_str(" LIMIT ?");
+        args.push(SqlValue::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+    }
+    let mut stmt = conn.prepare_cached(&sql).map_err(sqlite)?;
+    stmt.query_map(params_from_iter(args), run_from)
+        .and_then(|rows| rows.collect())
+        .map_err(sqlite)
+}
+
+fn hole(run: &str, seq: u64, message: impl std::fmt::Display) -> StoreError {
+    StoreError::Hole {
+        run: run.to_string(),
+        seq,
+        message: message.to_string(),
+    }
+}
+
+/// Streams a run's journal from `from_seq` in order, one row in memory at a time. A row that
+/// cannot be decoded, or a missing one, is a hole.
+pub(crate) fn read_journal(
+    conn: &Connection,
+    run: &str,
+    from_seq: u64,
+    f: &mut dyn FnMut(EventRow) -> Flow,
+) -> Result<(), StoreError> {
+    // One read transaction: the run's length and its rows come from the same snapshot, so
+    // rows committed meanwhile neither show up half nor look like missing ones.
+    let tx = conn.unchecked_transaction().map_err(sqlite)?;
+    let next_seq: Option<i64> = tx
+        .prepare_cached("SELECT next_seq FROM runs WHERE id = ?1")
+        .and_then(|mut s| s.query_row([run], |r| r.get(0)).optional())
+        .map_err(sqlite)?;
+    let Some(next_seq) = next_seq else {
+        return Err(StoreError::NotFound(run.to_string()));
+    };
+    let next_seq = u64::try_from(next_seq).unwrap_or(0);
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT seq, at, kind, step, idx, attempt, data FROM journal
+             WHERE run = ?1 AND seq >= ?2 ORDER BY seq",
+        )
+        .map_err(sqlite)?;
+    let mut rows = stmt.query(params![run, int(from_seq)?]).map_err(sqlite)?;
+    let mut expected = from_seq;
+    while let Some(row) = rows.next().map_err(sqlite)? {
+        let seq = row.get::<_, i64>(0).map_err(|e| hole(run, expected, e))?;
+        if u64::try_from(seq).ok() != Some(expected) {
+            return Err(hole(run, expected, "the row is missing"));
+        }
+        let event = event_from(row, run, expected).map_err(|e| hole(run, expected, e))?;
+        if let Flow::Stop = f(event) {
+            return Ok(());
+        }
+        expected += 1;
+    }
+    if expected < next_seq {
+        return Err(hole(run, expected, "the row is missing"));
+    }
+    Ok(())
+}
+
+fn event_from(row: &Row<'_>, run: &str, seq: u64) -> Result<EventRow, String> {
+    let err = |e: rusqlite::Error| e.to_string();
+    let small = |n: Option<i64>, what: &str| {
+        n.map(|n| u32::try_from(n).map_err(|e| format!("{what}: {e}")))
+            .transpose()
+    };
+    let data = row
+        .get_ref(6)
+        .map_err(err)?
+        .as_str()
+        .map_err(|e| e.to_string())?;
+    Ok(EventRow {
+        run: run.to_string(),
+        seq,
+        at: row.get(1).map_err(err)?,
+        kind: row.get(2).map_err(err)?,
+        step: row.get(3).map_err(err)?,
+        index: small(row.get(4).map_err(err)?, "idx")?,
+        attempt: small(row.get(5).map_err(err)?, "attempt")?,
+        data: serde_json::from_str(data).map_err(|e| format!("its data is not JSON: {e}"))?,
+    })
+}
+
+/// What a run's tools printed, in order.
+pub(crate) fn logs(conn: &Connection, run: &str) -> Result<Vec<LogRow>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT run, step, idx, attempt, at, text FROM logs WHERE run = ?1 ORDER BY id",
+        )
+        .map_err(sqlite)?;
+    stmt.query_map([run], |r| {
+        Ok(LogRow {
+            run: r.get(0)?,
+            step: r.get(1)?,
+            index: r.get(2)?,
+            attempt: r.get(3)?,
+            at: r.get(4)?,
+            text: r.get(5)?,
+        })
+    })
+    .and_then(|rows| rows.collect())
+    .map_err(sqlite)
+}
+
+/// A run's unconsumed signals in the order sent.
+pub(crate) fn pending_signals(conn: &Connection, run: &str) -> Result<Vec<SignalRow>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT run, seq, name, payload_digest, sent_at, consumed_by FROM signals
+             WHERE run = ?1 AND consumed_by IS NULL ORDER BY seq",
+        )
+        .map_err(sqlite)?;
+    stmt.query_map([run], |r| {
+        Ok(SignalRow {
+            run: r.get(0)?,
+            seq: unsigned(r.get(1)?, "seq")?,
+            name: r.get(2)?,
+            payload_digest: r.get(3)?,
+            sent_at: r.get(4)?,
+            consumed_by: r
+                .get::<_, Option<i64>>(5)?
+                .map(|n| unsigned(n, "consumed_by"))
+                .transpose()?,
+        })
+    })
+    .and_then(|rows| rows.collect())
+    .map_err(sqlite)
+}
+
+/// Runs a worker should take up (see [`crate::Store::due_runs`]).
+pub(crate) fn due_runs(
+    conn: &Connection,
+    now_ms: i64,
+    limit: usize,
+) -> Result<Vec<String>, StoreError> {
+    let mut due = Vec::new();
+    if limit == 0 {
+        return Ok(due);
+    }
+    // Waiting runs come first, in due order, then running ones whose holder is gone. A signal
+    // wakes a waiting run only when it is one the run waits for: one kept for a later wait
+    // must not make a worker take the run up again and again. A run
+    // some live process still holds is left out: claiming it would only say HeldBy.
+    const QUERIES: [&str; 2] = [
+        "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
+         FROM runs
+         WHERE status = 'waiting'
+           AND (due_at <= ?1 OR cancel_requested = 1
+                OR (signal_pending = 1 AND EXISTS (
+                    SELECT 1 FROM signals s, json_each(runs.waiting_on) w
+                    WHERE s.run = runs.id AND s.consumed_by IS NULL AND s.name = w.value)))
+         ORDER BY due_at IS NULL, due_at, created_at",
+        "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
+         FROM runs
+         WHERE status = 'running'
+           AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1
+                OR lease_host = ?2)
+         ORDER BY lease_expires_at, created_at",
+    ];
+    let host = Owner::this_process().host;
+    for (i, sql) in QUERIES.into_iter().enumerate() {
+        let mut stmt = conn.prepare_cached(sql).map_err(sqlite)?;
+        let rows = if i == 0 {
+            stmt.query(params![now_ms])
+        } else {
+            stmt.query(params![now_ms, host])
+        };
+        let mut rows = rows.map_err(sqlite)?;
+        while let Some(r) = rows.next().map_err(sqlite)? {
+            let id: String = r.get(0).map_err(sqlite)?;
+            let holder = owner_at(r, 1).map_err(sqlite)?;
+            let expires: Option<i64> = r.get(5).map_err(sqlite)?;
+            let held = holder.is_some_and(|h| expires.is_some_and(|e| e > now_ms) && !h.is_dead());
+            if !held {
+                due.push(id);
+                if due.len() >= limit {
+                    return Ok(due);
+                }
+            }
+        }
+    }
+    Ok(due)
+}
+
+/// A value's stored row: its JSON text, or `None` when it is kept in a blob file.
+pub(crate) fn value_row(
+    conn: &Connection,
+    digest: &str,
+) -> Result<Option<Option<String>>, StoreError> {
+    conn.prepare_cached("SELECT json FROM vals WHERE digest = ?1")
+        .and_then(|mut s| s.query_row([digest], |r| r.get(0)).optional())
+        .map_err(sqlite)
+}
+
+/// A FlowSpec's JSON by digest.
+pub(crate) fn spec(conn: &Connection, digest: &str) -> Result<Option<String>, StoreError> {
+    conn.prepare_cached("SELECT json FROM specs WHERE digest = ?1")
+        .and_then(|mut s| s.query_row([digest], |r| r.get(0)).optional())
+        .map_err(sqlite)
+}
+
+/// Parses stored JSON text as a value; text that does not parse makes the value missing.
+pub(crate) fn parse_value(digest: &str, text: &str) -> Result<Value, StoreError> {
+    serde_json::from_str(text).map_err(|_| StoreError::MissingValue {
+        digest: digest.to_string(),
+    })
+}

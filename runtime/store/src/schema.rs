@@ -1,0 +1,291 @@
+//! The database schema, its migrations, and opening connections with the store's settings.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use crate::api::StoreError;
+
+/// How long a connection waits for another process's write lock before failing.
+pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Migrations in order; the schema version is how many have been applied.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this binary writes.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+// `vals` rather than `values`: VALUES is an SQL keyword. Values and specs are rowid tables
+// because their rows can be large (up to 64 KiB), which WITHOUT ROWID tables handle badly.
+const V1: &str = "
+CREATE TABLE runs (
+    id TEXT PRIMARY KEY NOT NULL,
+    flow TEXT NOT NULL,
+    flow_digest TEXT NOT NULL,
+    source TEXT,
+    source_abs TEXT,
+    cwd TEXT NOT NULL,
+    parent TEXT,
+    status TEXT NOT NULL CHECK (status IN
+        ('running', 'waiting', 'succeeded', 'failed', 'canceled', 'quarantined')),
+    created_at INTEGER NOT NULL,
+    ended_at INTEGER,
+    due_at INTEGER,
+    waiting_on TEXT NOT NULL DEFAULT '[]',
+    signal_pending INTEGER NOT NULL DEFAULT 0 CHECK (signal_pending IN (0, 1)),
+    lease_owner TEXT,
+    lease_pid INTEGER,
+    lease_host TEXT,
+    lease_started INTEGER,
+    lease_expires_at INTEGER,
+    lease_token INTEGER NOT NULL DEFAULT 0,
+    cancel_requested INTEGER NOT NULL DEFAULT 0 CHECK (cancel_requested IN (0, 1)),
+    output_digest TEXT,
+    error TEXT,
+    keep_for_ms INTEGER,
+    durability TEXT NOT NULL CHECK (durability IN ('fast', 'durable')),
+    next_seq INTEGER NOT NULL DEFAULT 0
+) STRICT;
+CREATE INDEX runs_status_due ON runs (status, due_at);
+CREATE INDEX runs_source_flow_created ON runs (source_abs, flow, created_at);
+CREATE INDEX runs_flow_created ON runs (flow, created_at);
+CREATE INDEX runs_created ON runs (created_at);
+
+CREATE TABLE journal (
+    run TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    kind TEXT NOT NULL,
+    step TEXT,
+    idx INTEGER,
+    attempt INTEGER,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE vals (
+    digest TEXT PRIMARY KEY NOT NULL,
+    json TEXT,
+    size INTEGER NOT NULL,
+    external INTEGER NOT NULL CHECK (external IN (0, 1)),
+    CHECK ((external = 1) = (json IS NULL))
+) STRICT;
+
+CREATE TABLE specs (
+    digest TEXT PRIMARY KEY NOT NULL,
+    json TEXT NOT NULL
+) STRICT;
+
+CREATE TABLE signals (
+    run TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    name TEXT NOT NULL,
+    payload_digest TEXT NOT NULL,
+    sent_at INTEGER NOT NULL,
+    consumed_by INTEGER,
+    PRIMARY KEY (run, seq)
+) STRICT, WITHOUT ROWID;
+
+CREATE TABLE logs (
+    id INTEGER PRIMARY KEY,
+    run TEXT NOT NULL,
+    step TEXT NOT NULL,
+    idx INTEGER,
+    attempt INTEGER NOT NULL,
+    at INTEGER NOT NULL,
+    text TEXT NOT NULL
+) STRICT;
+CREATE INDEX logs_run ON logs (run, id);
+";
+
+fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
+    StoreError::Open {
+        path: path.display().to_string(),
+        message: message.to_string(),
+    }
+}
+
+/// Opens (creating if needed) the writer's connection, in WAL mode, and migrates the schema.
+pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| open_error(path, e))?;
+    let mode: String = conn
+        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+        .map_err(|e| open_error(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(open_error(
+            path,
+            format!("the database cannot use write-ahead logging (journal mode is {mode})"),
+        ));
+    }
+    // A 64 MiB page cache keeps the values index (random digests) and the journal's tail in
+    // memory; a WAL left larger than 64 MiB is cut back when it restarts.
+    conn.execute_batch(
+        "PRAGMA synchronous = NORMAL; PRAGMA temp_store = MEMORY; PRAGMA cache_size = -65536;
+         PRAGMA journal_size_limit = 67108864;",
+    )
+    .map_err(|e| open_error(path, e))?;
+    conn.set_prepared_statement_cache_capacity(64);
+    migrate(&mut conn).map_err(|e| match e {
+        Migrate::Sqlite(e) => open_error(path, e),
+        Migrate::Refused(message) => open_error(path, message),
+    })?;
+    Ok(conn)
+}
+
+/// Opens a read-only connection to an existing store, checking that its schema is this one.
+pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| open_error(path, e))?;
+    conn.set_prepared_statement_cache_capacity(32);
+    Ok(conn)
+}
+
+/// Checks, on a read-only connection, that the store's schema is the one this binary reads.
+pub(crate) fn check_version(conn: &Connection, path: &Path) -> Result<(), StoreError> {
+    let has_meta: bool = conn
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'meta')",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(|e| open_error(path, e))?;
+    if !has_meta {
+        return Err(open_error(
+            path,
+            "this is not a Reel store (no schema version)",
+        ));
+    }
+    let version = stored_version(conn).map_err(|e| open_error(path, e))?;
+    match version.cmp(&SCHEMA_VERSION) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Greater => Err(open_error(path, newer_message(version))),
+        std::cmp::Ordering::Less => Err(open_error(
+            path,
+            format!(
+                "the store has schema version {version}, older than this reel's \
+                 {SCHEMA_VERSION}; run a reel command that writes (such as `reel runs`) to \
+                 upgrade it"
+            ),
+        )),
+    }
+}
+
+fn newer_message(version: i64) -> String {
+    format!(
+        "the store has schema version {version}, newer than this reel knows \
+         ({SCHEMA_VERSION}); upgrade reel to use it"
+    )
+}
+
+fn stored_version(conn: &Connection) -> rusqlite::Result<i64> {
+    Ok(conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .optional()?
+        .unwrap_or(0))
+}
+
+enum Migrate {
+    Sqlite(rusqlite::Error),
+    Refused(String),
+}
+
+impl From<rusqlite::Error> for Migrate {
+    fn from(e: rusqlite::Error) -> Self {
+        Migrate::Sqlite(e)
+    }
+}
+
+/// Applies the migrations the store lacks, all in one transaction so a crash leaves either
+/// the old schema or the new one.
+fn migrate(conn: &mut Connection) -> Result<(), Migrate> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    tx.execute_batch(
+        "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY NOT NULL, value ANY) STRICT;",
+    )?;
+    let version = stored_version(&tx)?;
+    if version > SCHEMA_VERSION {
+        return Err(Migrate::Refused(newer_message(version)));
+    }
+    if version == SCHEMA_VERSION {
+        return Ok(());
+    }
+    for migration in MIGRATIONS
+        .iter()
+        .skip(usize::try_from(version).unwrap_or(0))
+    {
+        tx.execute_batch(migration)?;
+    }
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+        [SCHEMA_VERSION],
+    )?;
+    tx.commit()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrating_twice_is_idempotent() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reel.db");
+        drop(open_writer(&path).unwrap());
+        let conn = open_writer(&path).unwrap();
+        assert_eq!(stored_version(&conn).unwrap(), SCHEMA_VERSION);
+        let reader = open_reader(&path).unwrap();
+        check_version(&reader, &path).unwrap();
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reel.db");
+        let conn = open_writer(&path).unwrap();
+        conn.execute(
+            "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+            [SCHEMA_VERSION + 1],
+        )
+        .unwrap();
+        drop(conn);
+        let err = open_writer(&path).unwrap_err();
+        assert_eq!(err.code(), "store.open");
+        assert!(
+            err.to_string().contains("newer than this reel knows"),
+            "{err}"
+        );
+        let reader = open_reader(&path).unwrap();
+        let err = check_version(&reader, &path).unwrap_err();
+        assert!(err.to_string().contains("upgrade reel"), "{err}");
+    }
+
+    #[test]
+    fn tables_are_strict() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open_writer(&dir.path().join("reel.db")).unwrap();
+        let err = conn
+            .execute(
+                "INSERT INTO journal (run, seq, at, kind, data) VALUES ('r', 'x', 0, 'k', '{}')",
+                [],
+            )
+            .unwrap_err();
+        assert!(
+            err.to_string().to_lowercase().contains("cannot store"),
+            "{err}"
+        );
+    }
+}

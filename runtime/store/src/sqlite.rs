@@ -1,0 +1,471 @@
+//! [`SqliteStore`]: the embedded store, one SQLite database in WAL mode plus blob files.
+//!
+//! Blocking calls (`create_run`, `claim_run`, `renew`, `put_spec`, `send_signal`,
+//! `request_cancel`) enqueue a command and wait on a std channel for its commit, typically well
+//! under a millisecond in `Fast` mode and one fsync in `Durable` mode. They never use tokio's
+//! `block_on`, so they are safe to call from inside a runtime; async code should call them via
+//! `spawn_blocking` or accept the brief block. Every enqueueing call may also block while the
+//! writer's queue is full (backpressure: nothing is dropped).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use reel_flowspec::canonical::{canonical_json, sha256_hex};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::api::{
+    Claim, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner, RunFilter, RunRow,
+    RunUpdate, SignalRow, Store, StoreError, Ticket,
+};
+use crate::blobs::{self, INLINE_MAX};
+use crate::checkpoint::Checkpointer;
+use crate::read::{self, Readers};
+use crate::schema;
+use crate::writer::{self, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
+
+/// When the in-memory set of written digests grows past this, it is emptied: it only saves
+/// redundant inserts (which `INSERT OR IGNORE` absorbs), so forgetting is always safe.
+const SEEN_MAX: usize = 1 << 20;
+
+/// The embedded store: `reel.db` (SQLite, WAL) and `blobs/` in one directory.
+pub struct SqliteStore {
+    dir: PathBuf,
+    blobs: PathBuf,
+    shared: Arc<Shared>,
+    readers: Readers,
+    /// The writer's queue; `None` when read-only.
+    tx: Option<SyncSender<Cmd>>,
+    writer: Option<JoinHandle<()>>,
+    /// Held while an append takes its sequence numbers and enqueues, so appends with one
+    /// lease from several threads reach the queue in the order of their numbers.
+    append_order: Mutex<()>,
+}
+
+/// Counters of the writer's work, for benchmarks and tests.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Transactions attempted (one per batch).
+    pub batches: u64,
+    /// Commands written (values, appends, updates, …).
+    pub commands: u64,
+}
+
+fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
+    StoreError::Open {
+        path: path.display().to_string(),
+        message: e.to_string(),
+    }
+}
+
+impl SqliteStore {
+    /// Opens the store in `dir` (the `.reel/` directory), creating it, its database and its
+    /// `blobs/` folder if needed, migrating the schema, and starting the writer thread.
+    pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
+        let blobs = dir.join("blobs");
+        std::fs::create_dir_all(&blobs).map_err(|e| open_error(dir, e))?;
+        let db = dir.join("reel.db");
+        let conn = schema::open_writer(&db)?;
+        let (tx, rx) = mpsc::sync_channel(writer::CHANNEL_CAPACITY);
+        let shared = Arc::new(Shared::default());
+        let checkpointer = Checkpointer::start(&db);
+        let writer = writer::spawn(conn, rx, Arc::clone(&shared), checkpointer)
+            .map_err(|e| open_error(&db, e))?;
+        Ok(SqliteStore {
+            dir: dir.to_path_buf(),
+            blobs,
+            shared,
+            readers: Readers::new(&db, None),
+            tx: Some(tx),
+            writer: Some(writer),
+            append_order: Mutex::new(()),
+        })
+    }
+
+    /// Opens an existing store for reading only (the language server, `reel runs` while a run
+    /// writes): starts no writer, creates nothing of its own (SQLite may add its WAL index
+    /// files beside `reel.db` when no other process has them open), and every write fails with
+    /// `ReadOnly`. A missing store or a schema other than this binary's is an `Open` error.
+    pub fn open_read_only(dir: &Path) -> Result<SqliteStore, StoreError> {
+        let db = dir.join("reel.db");
+        if !db.is_file() {
+            return Err(open_error(
+                dir,
+                "there is no Reel store here (reel.db does not exist)",
+            ));
+        }
+        let conn = schema::open_reader(&db)?;
+        schema::check_version(&conn, &db)?;
+        Ok(SqliteStore {
+            dir: dir.to_path_buf(),
+            blobs: dir.join("blobs"),
+            shared: Arc::new(Shared::default()),
+            readers: Readers::new(&db, Some(conn)),
+            tx: None,
+            writer: None,
+            append_order: Mutex::new(()),
+        })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.tx.is_none()
+    }
+
+    /// What the writer has done so far.
+    pub fn stats(&self) -> WriterStats {
+        WriterStats {
+            batches: self.shared.batches.load(Ordering::Relaxed),
+            commands: self.shared.commands.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
+        let tx = self.tx.as_ref().ok_or(StoreError::ReadOnly)?;
+        tx.send(cmd).map_err(|_| StoreError::Closed)
+    }
+
+    /// Enqueues a command built around a reply channel and waits for its commit.
+    fn call<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Cmd) -> Result<T, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.send(make(reply))?;
+        answer.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Enqueues a command for a lease's run unless the run is poisoned.
+    fn send_for(&self, lease: &Lease, cmd: impl FnOnce(Tag) -> Cmd) -> Result<(), StoreError> {
+        if self.tx.is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        if let Some(e) = self.shared.poisoned(&lease.run, lease.token) {
+            return Err(e);
+        }
+        self.send(cmd(tag(lease)))
+            .inspect_err(|e| self.shared.poison(&lease.run, lease.token, e.clone()))
+    }
+
+    /// A ticket for a command answered through a oneshot channel.
+    fn ticket(
+        &self,
+        lease: &Lease,
+        make: impl FnOnce(Tag, oneshot::Sender<Result<(), StoreError>>) -> Cmd,
+    ) -> Ticket {
+        let (reply, answer) = oneshot::channel();
+        if let Err(e) = self.send(make(tag(lease), reply)) {
+            return resolved(Err(e));
+        }
+        Ticket(answer)
+    }
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("dir", &self.dir)
+            .field("read_only", &self.is_read_only())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for SqliteStore {
+    fn drop(&mut self) {
+        // Closing the queue lets the writer commit what is left and stop; waiting for it
+        // means dropping the store never loses an enqueued write. The writer's connections
+        // close last, so the last one checkpoints and removes the WAL files.
+        self.readers.close_idle();
+        self.tx.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+fn tag(lease: &Lease) -> Tag {
+    Tag {
+        run: lease.run.clone(),
+        token: lease.token,
+        durable: lease.durability == Durability::Durable,
+    }
+}
+
+fn resolved(result: Result<(), StoreError>) -> Ticket {
+    let (reply, answer) = oneshot::channel();
+    // The receiver is right here, so the send cannot fail.
+    let _ = reply.send(result);
+    Ticket(answer)
+}
+
+fn json_text(value: &Value) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Sqlite(format!("unwritable JSON: {e}")))
+}
+
+fn new_lease(run: &str, token: u64, owner: &Owner, durability: Durability, next: u64) -> Lease {
+    Lease {
+        run: run.to_string(),
+        token,
+        owner: owner.clone(),
+        durability,
+        next_seq: AtomicU64::new(next),
+    }
+}
+
+impl Store for SqliteStore {
+    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
+        if self.tx.is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        let text = canonical_json(value);
+        let digest = sha256_hex(text.as_bytes());
+        let Some(key) = blobs::digest_key(&digest) else {
+            return Err(StoreError::Sqlite(format!("malformed digest {digest}")));
+        };
+        let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
+        let external = text.len() > INLINE_MAX;
+        if external {
+            // Written before its row is enqueued (and outside the lock, being slow), so no
+            // row ever points at a file that is not there yet.
+            if lock(&self.shared.seen).contains(&key) {
+                return Ok(digest);
+            }
+            blobs::write_blob(&self.blobs, &digest, &text)?;
+        }
+        let text = if external {
+            ValueText::External
+        } else {
+            ValueText::Inline(Arc::from(text))
+        };
+        // The digest joins the set and its command joins the queue under one lock: whoever
+        // sees the digest in the set knows its value is queued ahead of anything they enqueue.
+        let mut seen = lock(&self.shared.seen);
+        if seen.len() >= SEEN_MAX {
+            seen.clear();
+        }
+        if !seen.insert(key) {
+            return Ok(digest);
+        }
+        lock(&self.shared.pending).insert(digest.clone(), text.clone());
+        let sent = self.send(Cmd::Value {
+            digest: digest.clone(),
+            text,
+            size,
+        });
+        if let Err(e) = sent {
+            seen.remove(&key);
+            lock(&self.shared.pending).remove(&digest);
+            return Err(e);
+        }
+        Ok(digest)
+    }
+
+    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
+        if !blobs::is_digest(digest) {
+            return Ok(None);
+        }
+        let pending = lock(&self.shared.pending).get(digest).cloned();
+        let stored = match pending {
+            Some(ValueText::Inline(text)) => Some(Some(text.to_string())),
+            Some(ValueText::External) => Some(None),
+            None => self.readers.with(|c| read::value_row(c, digest))?,
+        };
+        let text = match stored {
+            None => return Ok(None),
+            Some(Some(text)) => text,
+            Some(None) => {
+                blobs::read_blob(&self.blobs, digest)?.ok_or_else(|| StoreError::MissingValue {
+                    digest: digest.to_string(),
+                })?
+            }
+        };
+        read::parse_value(digest, &text).map(Some)
+    }
+
+    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
+        self.call(|reply| Cmd::Spec {
+            digest: digest.to_string(),
+            json: json.to_string(),
+            reply,
+        })
+    }
+
+    fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.readers.with(|c| read::spec(c, digest))
+    }
+
+    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError> {
+        let (id, durability) = (run.id.clone(), run.durability);
+        self.call(|reply| Cmd::Create {
+            run: Box::new(run),
+            owner: owner.clone(),
+            lease_ms,
+            reply,
+        })?;
+        Ok(new_lease(&id, 1, owner, durability, 0))
+    }
+
+    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError> {
+        let out = self.call(|reply| Cmd::Claim {
+            run: run.to_string(),
+            owner: owner.clone(),
+            lease_ms,
+            out: ClaimOut::NotFound,
+            reply,
+        })?;
+        Ok(match out {
+            ClaimOut::Claimed {
+                token,
+                next_seq,
+                durability,
+            } => Claim::Claimed(new_lease(run, token, owner, durability, next_seq)),
+            ClaimOut::HeldBy(holder) => Claim::HeldBy(holder),
+            ClaimOut::NotFound => Claim::NotFound,
+        })
+    }
+
+    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError> {
+        self.call(|reply| Cmd::Renew {
+            tag: tag(lease),
+            lease_ms,
+            reply,
+        })
+    }
+
+    fn release(&self, lease: &Lease) -> Ticket {
+        self.ticket(lease, |tag, reply| Cmd::Release { tag, reply })
+    }
+
+    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
+        if self.tx.is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        if let Some(e) = self.shared.poisoned(&lease.run, lease.token) {
+            return Err(e);
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        // Serialising here rather than in the writer spreads the work over the callers.
+        let rows = events
+            .into_iter()
+            .map(|e| {
+                Ok(Row {
+                    data: json_text(&e.data)?,
+                    at: e.at,
+                    kind: e.kind,
+                    step: e.step,
+                    index: e.index,
+                    attempt: e.attempt,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let _order = lock(&self.append_order);
+        let first_seq = lease
+            .next_seq
+            .fetch_add(rows.len() as u64, Ordering::SeqCst);
+        self.send(Cmd::Append {
+            tag: tag(lease),
+            first_seq,
+            rows,
+        })
+        // The numbers are taken: a run whose append did not even reach the queue must write
+        // nothing after it.
+        .inspect_err(|e| self.shared.poison(&lease.run, lease.token, e.clone()))
+    }
+
+    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError> {
+        let update = Update {
+            status: update.status.map(|s| s.as_str()),
+            due_at: update.due_at,
+            waiting_on: update
+                .waiting_on
+                .map(|w| json_text(&Value::from(w)))
+                .transpose()?,
+            clear_signal_pending: update.clear_signal_pending,
+            ended_at: update.ended_at,
+            output_digest: update.output_digest,
+            error: update.error.as_ref().map(json_text).transpose()?,
+        };
+        self.send_for(lease, |tag| Cmd::Update { tag, update })
+    }
+
+    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError> {
+        self.send_for(lease, |tag| Cmd::Log { tag, log })
+    }
+
+    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError> {
+        self.send_for(lease, |tag| Cmd::Consume { tag, seq, by })
+    }
+
+    fn sync(&self, lease: &Lease) -> Ticket {
+        if self.tx.is_none() {
+            return resolved(Err(StoreError::ReadOnly));
+        }
+        if let Some(e) = self.shared.poisoned(&lease.run, lease.token) {
+            return resolved(Err(e));
+        }
+        self.ticket(lease, |tag, reply| Cmd::Sync { tag, reply })
+    }
+
+    fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        self.readers.with(|c| read::run(c, id))
+    }
+
+    fn find_runs(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.readers.with(|c| read::find_runs(c, prefix))
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        self.readers.with(|c| read::list_runs(c, filter))
+    }
+
+    fn read_journal(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(EventRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        self.readers
+            .with(|c| read::read_journal(c, run, from_seq, f))
+    }
+
+    fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
+        self.readers.with(|c| read::logs(c, run))
+    }
+
+    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
+        let digest = self.put_value(payload)?;
+        self.call(|reply| Cmd::Signal {
+            run: run.to_string(),
+            name: name.to_string(),
+            digest,
+            seq: 0,
+            reply,
+        })
+    }
+
+    fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
+        self.readers.with(|c| read::pending_signals(c, run))
+    }
+
+    fn request_cancel(&self, run: &str) -> Result<bool, StoreError> {
+        self.call(|reply| Cmd::Cancel {
+            run: run.to_string(),
+            done: false,
+            reply,
+        })
+    }
+
+    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.readers.with(|c| read::due_runs(c, now_ms, limit))
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,435 @@
+//! Running one command for `exec` and user tools: environment, stdin, output, timeout,
+//! cancellation, and killing the command's whole process group so no process outlives its call.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::process::{ChildStdin, Command};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::api::{ToolError, codes};
+use crate::text::duration;
+
+/// How long output pipes may stay open after the command exited before whatever still holds
+/// them (a background process it left in its group) is killed.
+const GRACE: Duration = Duration::from_millis(250);
+
+/// Environment variables with this prefix (any case) hold secrets and are never inherited.
+const SECRET_PREFIX: &[u8] = b"REEL_SECRET_";
+
+/// One command to run.
+pub(crate) struct Spawn {
+    /// What the messages call it (``exec `wc -w a.txt` `` or ``tool `score` ``).
+    pub label: String,
+    /// The program and its arguments.
+    pub argv: Vec<String>,
+    /// The working directory.
+    pub dir: PathBuf,
+    /// Variables added to the inherited environment.
+    pub env: Vec<(String, String)>,
+    /// Passed as `REEL_IDEMPOTENCY_KEY` unless `env` sets that variable itself.
+    pub idempotency_key: Option<String>,
+    /// Written to stdin, which is then closed; `None` gives the command no stdin at all.
+    pub stdin: Option<Vec<u8>>,
+    /// The attempt's time limit.
+    pub timeout: Option<Duration>,
+}
+
+/// A command that ran to its end.
+pub(crate) struct Finished {
+    /// How it exited.
+    pub status: ExitStatus,
+    /// Its stdout, decoded as UTF-8 (invalid bytes replaced).
+    pub stdout: String,
+    /// Its stderr, decoded as UTF-8 (invalid bytes replaced).
+    pub stderr: String,
+}
+
+/// Which inherited variables a child must not see: every `REEL_SECRET_*`.
+pub(crate) fn hidden_vars(inherited: impl Iterator<Item = OsString>) -> Vec<OsString> {
+    inherited
+        .filter(|name| {
+            let bytes = name.as_encoded_bytes();
+            bytes.len() >= SECRET_PREFIX.len()
+                && bytes[..SECRET_PREFIX.len()].eq_ignore_ascii_case(SECRET_PREFIX)
+        })
+        .collect()
+}
+
+/// The program to start: a relative path with a slash is taken relative to `dir`, because
+/// what the OS would resolve it against is not fixed (see `std::process::Command::new`).
+fn program(argv0: &str, dir: &Path) -> PathBuf {
+    let path = Path::new(argv0);
+    if path.is_relative() && argv0.contains('/') {
+        dir.join(path)
+    } else {
+        path.to_path_buf()
+    }
+}
+
+/// Runs the command to its end, or until the timeout or the token stops it.
+pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Finished, ToolError> {
+    let Some((argv0, rest)) = spawn.argv.split_first() else {
+        return Err(ToolError::new(
+            codes::EXEC_SPAWN,
+            format!(
+                "{} has no command to run; give at least the program",
+                spawn.label
+            ),
+            false,
+        ));
+    };
+    if !spawn.dir.is_dir() {
+        return Err(ToolError::new(
+            codes::EXEC_SPAWN,
+            format!(
+                "{} cannot start: its working directory {} does not exist or is not a directory",
+                spawn.label,
+                spawn.dir.display()
+            ),
+            false,
+        ));
+    }
+    let mut command = Command::new(program(argv0, &spawn.dir));
+    command
+        .args(rest)
+        .current_dir(&spawn.dir)
+        .stdin(if spawn.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    #[cfg(unix)]
+    command.process_group(0);
+    for name in hidden_vars(std::env::vars_os().map(|(name, _)| name)) {
+        command.env_remove(name);
+    }
+    // Only this call's key: one inherited from an enclosing run must not leak into a read.
+    match &spawn.idempotency_key {
+        Some(key) => command.env("REEL_IDEMPOTENCY_KEY", key),
+        None => command.env_remove("REEL_IDEMPOTENCY_KEY"),
+    };
+    command.envs(spawn.env.iter().map(|(k, v)| (k, v)));
+
+    let deadline = spawn.timeout.map(|t| Instant::now() + t);
+    let mut child = command.spawn().map_err(|e| {
+        ToolError::new(
+            codes::EXEC_SPAWN,
+            format!(
+                "{} cannot start `{argv0}` in {}: {e}; check that the program exists, is \
+                 executable and is on PATH",
+                spawn.label,
+                spawn.dir.display()
+            ),
+            false,
+        )
+    })?;
+    let mut group = Group(child.id());
+
+    let stdin = child.stdin.take();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let ending = {
+        let io = async {
+            tokio::join!(
+                drain(stdout, &mut out),
+                drain(stderr, &mut err),
+                feed(stdin, spawn.stdin.as_deref())
+            )
+        };
+        tokio::pin!(io);
+        let mut io_done = false;
+        let ending = loop {
+            tokio::select! {
+                biased;
+                _ = cancel.cancelled() => break Ending::Canceled,
+                _ = until(deadline) => break Ending::TimedOut,
+                _ = &mut io, if !io_done => io_done = true,
+                status = child.wait() => break Ending::Exited(status),
+            }
+        };
+        match ending {
+            Ending::Exited(Ok(_)) => {
+                // The leader is reaped, so the group lives on only through processes it left
+                // behind; those holding the output open still pin the id, so killing it is safe.
+                let leftovers = group.0.take();
+                if !io_done && tokio::time::timeout(GRACE, &mut io).await.is_err() {
+                    kill_group(leftovers);
+                    let _ = tokio::time::timeout(GRACE, &mut io).await;
+                }
+            }
+            Ending::Exited(Err(_)) | Ending::Canceled | Ending::TimedOut => {
+                // Kill before reaping, so the group id cannot yet belong to anyone else.
+                group.kill();
+                let _ = child.start_kill();
+                let _ = child.wait().await;
+                group.0 = None;
+                if !io_done {
+                    let _ = tokio::time::timeout(GRACE, &mut io).await;
+                }
+            }
+        }
+        ending
+    };
+    let stdout = String::from_utf8_lossy(&out).into_owned();
+    let stderr = String::from_utf8_lossy(&err).into_owned();
+    let stopped = |code, retryable, message: String| ToolError {
+        log: stderr.clone(),
+        ..ToolError::new(code, message, retryable)
+    };
+    match ending {
+        Ending::Exited(Ok(status)) => Ok(Finished {
+            status,
+            stdout,
+            stderr,
+        }),
+        Ending::Exited(Err(e)) => Err(stopped(
+            codes::EXEC_SPAWN,
+            false,
+            format!("{} could not be waited for: {e}", spawn.label),
+        )),
+        Ending::Canceled => Err(stopped(
+            codes::CANCELED,
+            false,
+            format!("{} was canceled and killed before it finished", spawn.label),
+        )),
+        Ending::TimedOut => Err(stopped(
+            codes::TIMEOUT,
+            true,
+            format!(
+                "{} did not finish within its timeout of {} and was killed; raise the step's \
+                 `timeout` if it needs longer",
+                spawn.label,
+                duration(spawn.timeout.unwrap_or_default())
+            ),
+        )),
+    }
+}
+
+/// How the wait for a command ended.
+enum Ending {
+    Exited(std::io::Result<ExitStatus>),
+    Canceled,
+    TimedOut,
+}
+
+/// The command's process group, killed on drop unless its leader has been reaped (after which
+/// the id could be reused).
+struct Group(Option<u32>);
+
+impl Group {
+    fn kill(&self) {
+        kill_group(self.0);
+    }
+}
+
+/// Sends SIGKILL to the process group `pgid`.
+fn kill_group(pgid: Option<u32>) {
+    #[cfg(unix)]
+    if let Some(pgid) = pgid.and_then(|id| libc::pid_t::try_from(id).ok()) {
+        // SAFETY: killpg only sends a signal. Callers pass the group the child leads
+        // (`process_group(0)`) while its id cannot have been reused: the leader is not reaped
+        // yet, or processes left in the group still hold it.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = pgid;
+}
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Reads a pipe to its end into `buf`; what was read stays in `buf` if this is dropped early.
+async fn drain(pipe: Option<impl AsyncRead + Unpin>, buf: &mut Vec<u8>) {
+    let Some(mut pipe) = pipe else { return };
+    let mut chunk = [0u8; 8192];
+    loop {
+        match pipe.read(&mut chunk).await {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// Writes `data` to stdin and closes it; a command that exits without reading it all is fine.
+async fn feed(stdin: Option<ChildStdin>, data: Option<&[u8]>) {
+    if let (Some(mut stdin), Some(data)) = (stdin, data) {
+        let _ = stdin.write_all(data).await;
+        let _ = stdin.shutdown().await;
+    }
+}
+
+/// Resolves at `deadline`, or never without one.
+async fn until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How a command's exit reads in a message: `exited with status 3`, `was killed by signal 9`.
+pub(crate) fn describe(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("exited with status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return format!("was killed by signal {signal}");
+        }
+    }
+    format!("ended with {status}")
+}
+
+/// Whether a process still runs a second after it was killed (a zombie does not count: it is
+/// dead, waiting to be reaped by whoever is its parent now).
+#[cfg(test)]
+pub(crate) fn alive(pid: &str) -> bool {
+    let runs = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+            !state.starts_with('Z') && !state.starts_with('X')
+        }
+    };
+    // A killed process closes its pipes before it turns into a zombie, so give it a moment.
+    for _ in 0..100 {
+        if !runs() {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spawn(argv: &[&str], dir: &Path) -> Spawn {
+        Spawn {
+            label: "test".to_string(),
+            argv: argv.iter().map(|s| s.to_string()).collect(),
+            dir: dir.to_path_buf(),
+            env: Vec::new(),
+            idempotency_key: None,
+            stdin: None,
+            timeout: None,
+        }
+    }
+
+    #[test]
+    fn secret_variables_are_hidden_in_any_case() {
+        let names = [
+            "PATH",
+            "REEL_SECRET_TOKEN",
+            "reel_secret_x",
+            "REEL_SECRE",
+            "REEL_RUN",
+        ];
+        let hidden = hidden_vars(names.iter().map(OsString::from));
+        assert_eq!(
+            hidden,
+            vec![OsString::from("REEL_SECRET_TOKEN"), "reel_secret_x".into()]
+        );
+    }
+
+    #[test]
+    fn relative_programs_with_a_slash_resolve_in_the_working_directory() {
+        let dir = Path::new("/srv/flows");
+        assert_eq!(program("./t.sh", dir), PathBuf::from("/srv/flows/./t.sh"));
+        assert_eq!(
+            program("tools/t.py", dir),
+            PathBuf::from("/srv/flows/tools/t.py")
+        );
+        assert_eq!(program("python3", dir), PathBuf::from("python3"));
+        assert_eq!(program("/bin/sh", dir), PathBuf::from("/bin/sh"));
+    }
+
+    #[tokio::test]
+    async fn large_stdin_and_output_do_not_deadlock() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = spawn(&["cat"], dir.path());
+        let data = vec![b'x'; 1 << 20];
+        s.stdin = Some(data.clone());
+        let done = run(s, &CancellationToken::new()).await.unwrap();
+        assert!(done.status.success());
+        assert_eq!(done.stdout.len(), data.len());
+    }
+
+    #[tokio::test]
+    async fn background_processes_holding_the_output_are_killed_after_exit() {
+        let dir = tempfile::tempdir().unwrap();
+        let started = std::time::Instant::now();
+        let s = spawn(
+            &["sh", "-c", "sleep 30 & echo $! > bg; echo done"],
+            dir.path(),
+        );
+        let done = run(s, &CancellationToken::new()).await.unwrap();
+        assert!(started.elapsed() < Duration::from_secs(5));
+        assert_eq!(done.stdout, "done\n");
+        let pid = std::fs::read_to_string(dir.path().join("bg")).unwrap();
+        assert!(!alive(pid.trim()), "background sleep {pid} still runs");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_call_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = spawn(
+            &[
+                "sh",
+                "-c",
+                "echo $$ > pids; sleep 30 & echo $! >> pids; wait",
+            ],
+            dir.path(),
+        );
+        let pids = dir.path().join("pids");
+        let cancel = CancellationToken::new();
+        let mut call = Box::pin(run(s, &cancel));
+        for _ in 0..300 {
+            if std::fs::read_to_string(&pids)
+                .unwrap_or_default()
+                .lines()
+                .count()
+                == 2
+            {
+                break;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(10), &mut call).await;
+        }
+        drop(call);
+        let pids = std::fs::read_to_string(&pids).unwrap();
+        assert_eq!(pids.lines().count(), 2, "{pids}");
+        for pid in pids.lines() {
+            assert!(!alive(pid), "{pid} still runs");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_working_directory_is_a_spawn_error() {
+        let s = spawn(&["true"], Path::new("/nonexistent/reel/dir"));
+        let err = run(s, &CancellationToken::new()).await.err().unwrap();
+        assert_eq!(err.code, codes::EXEC_SPAWN);
+        assert!(
+            err.message.contains("/nonexistent/reel/dir"),
+            "{}",
+            err.message
+        );
+    }
+}

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs what the tests need on a fresh machine and runs every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_apt=()
+command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
+command -v sh >/dev/null 2>&1 || need_apt+=(dash)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
+fi
+if ! cargo nextest --version >/dev/null 2>&1; then
+  cargo install --locked cargo-nextest
+fi
+
+# Snapshot mismatches fail instead of writing new snapshots.
+export INSTA_UPDATE=no
+cargo nextest run --workspace --no-fail-fast "$@"

@@ -1,0 +1,167 @@
+//! Where the store lives and what `reel.toml` says: the project around the current directory.
+//!
+//! The store is `.reel/` beside the nearest `reel.toml` found from the current directory
+//! upward, else `.reel/` in the current directory; `REEL_HOME` names the store directory itself
+//! and overrides both.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use reel_store::{Durability, SqliteStore, Store};
+use serde::Deserialize;
+
+use super::Failure;
+
+/// The project's settings from `reel.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// `[runs]`
+    #[serde(default)]
+    pub runs: RunsConfig,
+}
+
+/// `[runs]` in `reel.toml`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunsConfig {
+    /// `durability = "fast" | "durable"`
+    pub durability: Option<String>,
+    /// `keep_for = "7d"`
+    pub keep_for: Option<String>,
+}
+
+/// The store directory and the project's settings.
+#[derive(Debug)]
+pub struct Project {
+    /// The store directory (`.reel/`).
+    pub store_dir: PathBuf,
+    /// The settings (defaults when there is no `reel.toml`).
+    pub config: Config,
+}
+
+impl Project {
+    /// Finds the project around `cwd`.
+    pub fn find(cwd: &Path) -> Result<Project, Failure> {
+        let mut config_path = None;
+        let mut dir = Some(cwd);
+        while let Some(d) = dir {
+            let candidate = d.join("reel.toml");
+            if candidate.is_file() {
+                config_path = Some(candidate);
+                break;
+            }
+            dir = d.parent();
+        }
+        let config = match &config_path {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    Failure::usage(format!("cannot read `{}`: {e}", path.display()))
+                })?;
+                toml::from_str(&text).map_err(|e| {
+                    Failure::usage(format!(
+                        "`{}` is not valid: {}",
+                        path.display(),
+                        e.message()
+                    ))
+                })?
+            }
+            None => Config::default(),
+        };
+        let store_dir = match std::env::var_os("REEL_HOME").filter(|v| !v.is_empty()) {
+            Some(home) => PathBuf::from(home),
+            None => match &config_path {
+                Some(p) => p.parent().unwrap_or(cwd).join(".reel"),
+                None => cwd.join(".reel"),
+            },
+        };
+        Ok(Project { store_dir, config })
+    }
+
+    /// Finds the project around the current directory.
+    pub fn current() -> Result<Project, Failure> {
+        let cwd = std::env::current_dir()
+            .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
+        Project::find(&cwd)
+    }
+
+    /// Opens (creating if needed) the store for writing.
+    pub fn open_store(&self) -> Result<Arc<dyn Store>, Failure> {
+        SqliteStore::open(&self.store_dir)
+            .map(|s| Arc::new(s) as Arc<dyn Store>)
+            .map_err(|e| Failure::failed(e.to_string()))
+    }
+
+    /// The write mode from `--durability`, else `reel.toml`, else `fast`.
+    pub fn durability(&self, flag: Option<Durability>) -> Result<Durability, Failure> {
+        if let Some(d) = flag {
+            return Ok(d);
+        }
+        match self.config.runs.durability.as_deref() {
+            None | Some("fast") => Ok(Durability::Fast),
+            Some("durable") => Ok(Durability::Durable),
+            Some(other) => Err(Failure::usage(format!(
+                "`[runs] durability = \"{other}\"` in reel.toml: write \"fast\" or \"durable\""
+            ))),
+        }
+    }
+
+    /// How long ended runs are kept, from `--keep-for`, else `reel.toml`, else a week (ms).
+    pub fn keep_for(&self, flag: Option<&str>) -> Result<u64, Failure> {
+        let text = flag
+            .or(self.config.runs.keep_for.as_deref())
+            .unwrap_or("7d");
+        reel_flowspec::Duration::parse(text)
+            .map(|d| d.millis())
+            .ok_or_else(|| {
+                Failure::usage(format!(
+                    "`{text}` is not a duration for keeping runs: write it as 30m, 2h or 30d"
+                ))
+            })
+    }
+}
+
+/// Resolves a run id or a unique prefix of one.
+pub fn resolve_run(store: &dyn Store, given: &str) -> Result<String, Failure> {
+    let found = store
+        .find_runs(given)
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    match found.as_slice() {
+        [] => Err(Failure::usage(format!(
+            "there is no run `{given}` in this store; `reel runs` lists them"
+        ))),
+        [one] => Ok(one.clone()),
+        many => Err(Failure::usage(format!(
+            "`{given}` names {} runs ({}); give more of the id",
+            many.len(),
+            many.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_store_sits_beside_the_nearest_reel_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        let nested = dir.path().join("a/b");
+        std::fs::create_dir_all(&nested).unwrap();
+        std::fs::write(dir.path().join("reel.toml"), "[runs]\nkeep_for = \"30d\"\n").unwrap();
+        // REEL_HOME would override; tests run without it set.
+        if std::env::var_os("REEL_HOME").is_none() {
+            let p = Project::find(&nested).unwrap();
+            assert_eq!(p.store_dir, dir.path().join(".reel"));
+            assert_eq!(p.keep_for(None).unwrap(), 30 * 86_400_000);
+        }
+    }
+
+    #[test]
+    fn a_bad_reel_toml_says_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("reel.toml"), "[runs]\nkeepfor = 1\n").unwrap();
+        let err = Project::find(dir.path()).unwrap_err();
+        assert!(err.messages[0].contains("reel.toml"), "{:?}", err.messages);
+    }
+}

@@ -1,0 +1,174 @@
+//! `reel run`: check a flow, start a run of it and follow it to its end or until it parks.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use reel_compiler::{RootDb, build_flow, file_diagnostics, flow_names};
+use reel_runtime::{StartRequest, parse_input_value, start};
+use reel_store::Durability;
+use serde_json::{Map, Value};
+
+use super::progress::StderrProgress;
+use super::project::Project;
+use super::runtime::{
+    new_run_id, refused, report, rider_config, run_deps, stop_on_ctrl_c, tokio_runtime,
+};
+use super::ui::{Ui, plural};
+use super::{Failure, Status, flows, sources};
+
+/// The write modes of `--durability`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DurabilityArg {
+    /// Survives a crash of the process (the default).
+    Fast,
+    /// Survives a power cut; waits for each record before each effect.
+    Durable,
+}
+
+impl From<DurabilityArg> for Durability {
+    fn from(d: DurabilityArg) -> Self {
+        match d {
+            DurabilityArg::Fast => Durability::Fast,
+            DurabilityArg::Durable => Durability::Durable,
+        }
+    }
+}
+
+/// Start a run of a flow and follow it to its end, or until it parks on a timer or a signal.
+///
+/// The flow is checked first (errors: exit 1, nothing runs). Inputs are checked against the
+/// flow's declarations and secrets are resolved (REEL_SECRET_NAME) before anything is recorded.
+/// Progress goes to stderr; the output, as JSON, to stdout when the run succeeds.
+///
+/// Exit status: 0 succeeded or parked (waiting), 1 failed or canceled (or the file has errors),
+/// 2 bad usage or input (unreadable file, unknown or ill-typed input, missing secret),
+/// 3 quarantined.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "Examples:\n  \
+    reel run hello.reel\n  \
+    reel run hello.reel --input name=Ada --input times=2\n  \
+    reel run triage.reel --flow triage --inputs inputs.json --json")]
+pub struct Args {
+    /// The .reel file that declares the flow.
+    #[arg(value_name = "FILE")]
+    file: PathBuf,
+
+    /// The flow to run; needed when the file declares more than one.
+    #[arg(long, value_name = "NAME")]
+    flow: Option<String>,
+
+    /// An input, NAME=VALUE: verbatim for a string input, else JSON when it parses as JSON.
+    #[arg(long = "input", value_name = "NAME=VALUE")]
+    inputs: Vec<String>,
+
+    /// A JSON file holding an object of inputs; `--input` overrides it.
+    #[arg(long = "inputs", value_name = "FILE.json")]
+    inputs_file: Option<PathBuf>,
+
+    /// How long to keep the run after it ends (such as 2h or 30d; default from reel.toml, else 7d).
+    #[arg(long, value_name = "DUR")]
+    keep_for: Option<String>,
+
+    /// How hard writes are pushed to disk (default from reel.toml, else fast).
+    #[arg(long, value_enum)]
+    durability: Option<DurabilityArg>,
+
+    /// The seed of random() and of retry jitter (default: drawn at random).
+    #[arg(long, value_name = "N")]
+    seed: Option<u64>,
+
+    /// Print {"run", "status", "output", "error"} on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `reel run`.
+pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
+    let began = Instant::now();
+    let files = sources::collect(std::slice::from_ref(&args.file))?;
+    let source = sources::read_all(&files)?.remove(0);
+    let db = RootDb::default();
+    let file = source.load(&db);
+    let diags = file_diagnostics(&db, file).to_vec();
+    ui.diagnostics(&source.display, &source.text, &diags);
+    let errors = diags.iter().filter(|d| d.is_error()).count();
+    if errors > 0 {
+        return Err(Failure::failed(format!(
+            "`{}` has {}; nothing was run",
+            source.display,
+            plural(errors, "error")
+        )));
+    }
+    let names = flow_names(&db, file).to_vec();
+    let name = flows::select(&source.display, &names, args.flow.as_deref())?;
+    let spec = build_flow(&db, file, &name).ok_or_else(|| {
+        Failure::failed(format!(
+            "flow `{name}` could not be built; this is a bug in reel"
+        ))
+    })?;
+
+    let mut given = Map::new();
+    if let Some(path) = &args.inputs_file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Failure::usage(format!("cannot read `{}`: {e}", path.display())))?;
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(m)) => given.extend(m),
+            Ok(_) => {
+                return Err(Failure::usage(format!(
+                    "`{}` must hold one JSON object of inputs, such as {{\"name\": \"Ada\"}}",
+                    path.display()
+                )));
+            }
+            Err(e) => {
+                return Err(Failure::usage(format!(
+                    "`{}` is not JSON: {e}",
+                    path.display()
+                )));
+            }
+        }
+    }
+    for pair in &args.inputs {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(Failure::usage(format!(
+                "`--input {pair}` needs the form NAME=VALUE"
+            )));
+        };
+        given.insert(k.to_string(), parse_input_value(&spec, k, v));
+    }
+
+    let project = Project::current()?;
+    let durability = project.durability(args.durability.map(Durability::from))?;
+    let keep_for = project.keep_for(args.keep_for.as_deref())?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
+    let source_abs = std::fs::canonicalize(&source.path)
+        .ok()
+        .map(|p| p.display().to_string());
+    let store = project.open_store()?;
+    let seed = args.seed.unwrap_or_else(rand::random);
+    let request = StartRequest {
+        run_id: new_run_id(),
+        spec: Arc::new(spec),
+        inputs: given,
+        cwd,
+        source: Some(source.display.clone()),
+        source_abs,
+        keep_for_ms: Some(keep_for),
+        durability,
+        seed,
+        parent: None,
+    };
+    let progress = Arc::new(StderrProgress::new(ui.colored()));
+    let rt = tokio_runtime()?;
+    let outcome = rt.block_on(async {
+        let deps = run_deps(store, Some(progress));
+        stop_on_ctrl_c(&deps);
+        ui.line(&format!("run {} of `{name}`", request.run_id));
+        start(&deps, &rider_config(), request).await
+    });
+    match outcome {
+        Ok(outcome) => report(ui, &outcome, args.json, began.elapsed()),
+        Err(refusal) => Err(refused(refusal)),
+    }
+}

@@ -1,0 +1,119 @@
+//! What the run commands share: the tokio runtime, the engine's dependencies, run ids, and how
+//! an outcome is printed and turned into an exit status.
+
+use std::sync::Arc;
+
+use reel_runtime::{
+    EnvSecrets, NoProgress, ProcessEnvironment, ProgressSink, Refusal, RiderConfig, RunDeps,
+    RunOutcome, SystemClock,
+};
+use reel_store::{Owner, RunStatus, Store};
+use reel_tools::ToolHost;
+use tokio_util::sync::CancellationToken;
+
+use super::ui::{Ui, print_stdout};
+use super::{Failure, Status};
+
+/// A multi-threaded tokio runtime for one command.
+pub fn tokio_runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))
+}
+
+/// The engine's dependencies for this process: the real clock, tools, secrets and environment.
+pub fn run_deps(store: Arc<dyn Store>, progress: Option<Arc<dyn ProgressSink>>) -> RunDeps {
+    let shutdown = CancellationToken::new();
+    RunDeps {
+        store,
+        tools: Arc::new(ToolHost::new()),
+        clock: Arc::new(SystemClock),
+        secrets: Arc::new(EnvSecrets::from_process()),
+        env: Arc::new(ProcessEnvironment),
+        progress: progress.unwrap_or_else(|| Arc::new(NoProgress)),
+        shutdown,
+        owner: Owner::this_process(),
+    }
+}
+
+/// Cancels `deps.shutdown` on Ctrl-C, so the run stops where it is and stays resumable.
+pub fn stop_on_ctrl_c(deps: &RunDeps) {
+    let shutdown = deps.shutdown.clone();
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            shutdown.cancel();
+        }
+    });
+}
+
+/// The engine's settings.
+pub fn rider_config() -> RiderConfig {
+    RiderConfig::default()
+}
+
+/// A new run id: sortable by time, lowercase.
+pub fn new_run_id() -> String {
+    ulid::Ulid::new().to_string().to_lowercase()
+}
+
+/// Prints an outcome as the contract says and gives the exit status.
+pub fn report(
+    ui: &Ui,
+    outcome: &RunOutcome,
+    json: bool,
+    took: std::time::Duration,
+) -> Result<Status, Failure> {
+    if json {
+        print_stdout(&format!("{}\n", outcome.to_json()))?;
+    } else if let (RunStatus::Succeeded, Some(output)) = (outcome.status, &outcome.output) {
+        let text = serde_json::to_string_pretty(output).unwrap_or_else(|_| "null".into());
+        print_stdout(&format!("{text}\n"))?;
+    }
+    let took = super::progress::duration(took);
+    match outcome.status {
+        RunStatus::Succeeded => ui.line(&format!("run {} succeeded in {took}", outcome.run)),
+        RunStatus::Waiting => ui.line(&format!(
+            "run {} is waiting; `reel worker` continues it when its timer is due or its signal arrives",
+            outcome.run
+        )),
+        RunStatus::Failed | RunStatus::Canceled => {
+            let what = if outcome.status == RunStatus::Failed { "failed" } else { "was canceled" };
+            match &outcome.error {
+                Some(e) => {
+                    let at = e.step.as_ref().map(|s| format!(" at step `{s}`")).unwrap_or_default();
+                    ui.error(&format!("run {} {what}{at}: [{}] {}", outcome.run, e.code, e.message));
+                    if outcome.status == RunStatus::Failed {
+                        ui.line(&format!(
+                            "fix the cause and continue it with `reel resume {}`: its finished steps are kept",
+                            outcome.run
+                        ));
+                    }
+                }
+                None => ui.error(&format!("run {} {what}", outcome.run)),
+            }
+        }
+        RunStatus::Running => ui.line(&format!("run {} is still running", outcome.run)),
+        RunStatus::Quarantined => ui.error(&format!("run {} is quarantined", outcome.run)),
+    }
+    Ok(match outcome.status {
+        RunStatus::Succeeded | RunStatus::Waiting | RunStatus::Running => Status::Success,
+        RunStatus::Failed | RunStatus::Canceled => Status::Failed,
+        RunStatus::Quarantined => Status::Quarantined,
+    })
+}
+
+/// A refusal as a failure with the contract's exit status.
+pub fn refused(refusal: Refusal) -> Failure {
+    let message = refusal.to_string();
+    match refusal {
+        Refusal::Input(_) | Refusal::Secret(_) | Refusal::UnknownRun(_) | Refusal::Held { .. } => {
+            Failure::usage(message)
+        }
+        Refusal::Quarantined(_) => Failure {
+            status: Status::Quarantined,
+            messages: vec![message],
+        },
+        Refusal::Store(_) | Refusal::Spec(_) | Refusal::Interrupted(_) => Failure::failed(message),
+    }
+}

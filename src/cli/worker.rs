@@ -1,0 +1,66 @@
+//! `reel worker`: resume every run whose timer is due or whose signal arrived, and keep doing so.
+
+use std::time::Duration;
+
+use reel_runtime::worker::{WorkerConfig, WorkerEvent, work};
+use reel_store::RunStatus;
+
+use super::project::Project;
+use super::runtime::{rider_config, run_deps, stop_on_ctrl_c, tokio_runtime};
+use super::ui::Ui;
+use super::{Failure, Status};
+
+/// Resume runs as they become due: timers that are due, signals that arrived, and runs whose
+/// process died (their lease is taken over). Two workers never take the same run. Runs until
+/// stopped (Ctrl-C), or with `--until-idle` until no run is running or waiting.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Stop once no run is running or waiting.
+    #[arg(long)]
+    until_idle: bool,
+
+    /// How many runs to drive at once.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    concurrency: usize,
+
+    /// How often to look for due runs, in milliseconds.
+    #[arg(long, default_value_t = 250, value_name = "MS")]
+    poll_ms: u64,
+}
+
+/// Runs `reel worker`.
+pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
+    let project = Project::current()?;
+    let store = project.open_store()?;
+    let rt = tokio_runtime()?;
+    ui.line(&format!("worker on {}", project.store_dir.display()));
+    let result = rt.block_on(async {
+        let deps = run_deps(store, None);
+        stop_on_ctrl_c(&deps);
+        let config = WorkerConfig {
+            poll: Duration::from_millis(args.poll_ms.max(10)),
+            concurrency: args.concurrency.max(1),
+            until_idle: args.until_idle,
+        };
+        work(
+            deps,
+            rider_config(),
+            config,
+            |event: WorkerEvent| match event.result {
+                Ok(o) => {
+                    let detail = match (&o.status, &o.error) {
+                        (RunStatus::Failed | RunStatus::Canceled, Some(e)) => {
+                            format!(": [{}] {}", e.code, e.message)
+                        }
+                        _ => String::new(),
+                    };
+                    eprintln!("run {} {}{detail}", o.run, o.status.as_str());
+                }
+                Err(e) => eprintln!("run {}: {e}", event.run),
+            },
+        )
+        .await
+    });
+    result.map_err(|e| Failure::failed(e.to_string()))?;
+    Ok(Status::Success)
+}

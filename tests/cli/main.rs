@@ -1,0 +1,8 @@
+//! End-to-end tests of the `reel` binary: each runs the built command in a temporary directory
+//! and checks its exit status, stdout and stderr against `shared/cli.md`.
+
+mod build;
+mod check;
+mod fmt;
+mod runs;
+mod support;
