@@ -5,7 +5,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
-export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/work/target-bench}"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 
 cd "$root"
 cargo build --release -p reel-bench --bins

@@ -39,14 +39,15 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
     let mut sig = FlowSignature::default();
     let mut inputs = Vec::new();
     // One namespace for inputs, secrets and steps (the contract), one for env names.
-    let mut names: Vec<(String, Span, &'static str)> = Vec::new();
+    let mut names: std::collections::HashMap<String, (Span, &'static str)> =
+        std::collections::HashMap::new();
     let mut env_names: Vec<(String, Span)> = Vec::new();
     let mut output: Option<Span> = None;
     let mut declare = |name: &ast::Ident,
                        what: &'static str,
                        diags: &mut Vec<Diagnostic>|
      -> bool {
-        if let Some((_, first, first_what)) = names.iter().find(|(n, _, _)| *n == name.name) {
+        if let Some((first, first_what)) = names.get(&name.name) {
             diags.push(
                 Diagnostic::error(
                     "name.duplicate",
@@ -59,7 +60,7 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
             );
             return false;
         }
-        names.push((name.name.clone(), name.span, what));
+        names.insert(name.name.clone(), (name.span, what));
         true
     };
     for m in members {
@@ -141,7 +142,7 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
                         ),
                         StepBody::Expr(_) => (None, false, false),
                     };
-                    sig.steps.push(StepHead {
+                    sig.push_step(StepHead {
                         name: s.name.name.clone(),
                         tool,
                         has_when,

@@ -16,7 +16,7 @@ pub struct StepHead {
 }
 
 /// Everything a flow declares, by name.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowSignature {
     /// Inputs and their declared types, in order (the first of duplicates).
     pub inputs: Vec<(String, Type)>,
@@ -26,6 +26,8 @@ pub struct FlowSignature {
     pub env: Vec<String>,
     /// Steps, in order (the first of duplicates).
     pub steps: Vec<StepHead>,
+    /// Index of each step in `steps`, by name: lookups are per reference, so they must not scan.
+    pub step_index: std::collections::HashMap<String, usize>,
 }
 
 impl FlowSignature {
@@ -36,6 +38,12 @@ impl FlowSignature {
 
     /// The step called `name`.
     pub fn step(&self, name: &str) -> Option<&StepHead> {
-        self.steps.iter().find(|s| s.name == name)
+        self.step_index.get(name).map(|&i| &self.steps[i])
+    }
+
+    /// Adds a step (its name not declared before).
+    pub fn push_step(&mut self, head: StepHead) {
+        self.step_index.insert(head.name.clone(), self.steps.len());
+        self.steps.push(head);
     }
 }
