@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Builds the compiler benchmarks in release mode and runs them, printing the figures.
+# Builds the benchmarks in release mode and runs them, printing the figures: the compiler's
+# (check-bench), then the runtime's (run-bench, side by side with DBOS Transact for Python).
+# BENCH_ONLY=compiler or BENCH_ONLY=runtime runs one of the two.
 # Works from any directory. Extra arguments go to check-bench (e.g. --sizes 1000 --budget 1).
 set -euo pipefail
 
@@ -13,5 +15,23 @@ cargo build --release -p reel-bench --bins
 echo "date:   $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "host:   $(nproc) cores, $(uname -srm)"
 echo "load:   $(uptime)"
-"$CARGO_TARGET_DIR/release/check-bench" --explain "$@"
+if [ "${BENCH_ONLY:-all}" != runtime ]; then
+  "$CARGO_TARGET_DIR/release/check-bench" --explain "$@"
+fi
+if [ "${BENCH_ONLY:-all}" != compiler ]; then
+  # The runtime benchmark: DBOS Transact for Python (SQLite) in a virtual environment, then
+  # Reel's engine, which prints its figures and the ratios to DBOS's side by side.
+  venv="${DBOS_VENV:-$CARGO_TARGET_DIR/dbos-venv}"
+  dbos_json="$(mktemp)"
+  dbos_args=()
+  if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } \
+    && "$venv/bin/pip" install --quiet --disable-pip-version-check dbos \
+    && "$venv/bin/python" "$here/dbos/bench.py" --out "$dbos_json"; then
+    dbos_args=(--dbos "$dbos_json")
+  else
+    echo "DBOS could not be installed or run (see above): Reel's figures only" >&2
+  fi
+  "$CARGO_TARGET_DIR/release/run-bench" "${dbos_args[@]}"
+  rm -f "$dbos_json"
+fi
 echo "load after: $(uptime)"

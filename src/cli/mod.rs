@@ -7,6 +7,7 @@ mod events;
 mod flows;
 mod fmt;
 mod logs;
+mod lsp;
 mod progress;
 mod project;
 mod resume;
@@ -57,6 +58,7 @@ enum Command {
     Signal(signal::Args),
     Cancel(cancel::Args),
     Worker(worker::Args),
+    Lsp(lsp::Args),
 }
 
 /// The `--color` choices.
@@ -146,6 +148,7 @@ pub fn main() -> ExitCode {
         Command::Signal(args) => signal::run(args, &ui),
         Command::Cancel(args) => cancel::run(args, &ui),
         Command::Worker(args) => worker::run(args, &ui),
+        Command::Lsp(args) => lsp::run(args, &ui),
     };
     match outcome {
         Ok(status) => status.into(),

@@ -157,21 +157,6 @@ pub async fn start(
     let inputs_digest = store.put_value(&Value::Object(inputs.clone()))?;
     let env_digest = store.put_value(&Value::Object(env.clone()))?;
     let now = deps.clock.now_ms();
-    let new = NewRun {
-        id: req.run_id.clone(),
-        flow: spec.name.clone(),
-        flow_digest: spec.digest.clone(),
-        source: req.source.clone(),
-        source_abs: req.source_abs.clone(),
-        cwd: req.cwd.display().to_string(),
-        parent: req.parent.clone(),
-        keep_for_ms: req.keep_for_ms,
-        durability: req.durability,
-        created_at: now,
-    };
-    let owner = deps.owner.clone();
-    let lease_ms = cfg.lease_ms;
-    let lease = blocking(store.clone(), move |s| s.create_run(new, &owner, lease_ms)).await?;
     let started = RunStarted {
         flow: spec.digest.clone(),
         inputs: inputs_digest,
@@ -185,7 +170,25 @@ pub async fn start(
             Durability::Durable => "durable".into(),
         },
     };
-    let mut run = Run::new(
+    // The run and its `run_started` are committed together: a crash can never leave a run
+    // that has no beginning to resume from.
+    let new = NewRun {
+        id: req.run_id.clone(),
+        flow: spec.name.clone(),
+        flow_digest: spec.digest.clone(),
+        source: req.source.clone(),
+        source_abs: req.source_abs.clone(),
+        cwd: req.cwd.display().to_string(),
+        parent: req.parent.clone(),
+        keep_for_ms: req.keep_for_ms,
+        durability: req.durability,
+        created_at: now,
+        first_events: vec![Event::RunStarted(started).to_row(now)],
+    };
+    let owner = deps.owner.clone();
+    let lease_ms = cfg.lease_ms;
+    let lease = blocking(store.clone(), move |s| s.create_run(new, &owner, lease_ms)).await?;
+    let run = Run::new(
         deps.clone(),
         cfg.clone(),
         spec,
@@ -197,7 +200,6 @@ pub async fn start(
         env,
         secrets,
     );
-    run.record(Event::RunStarted(started));
     run.drive(Folded::default()).await
 }
 
@@ -382,6 +384,14 @@ struct StepRt {
     items: Vec<Value>,
     foreach: bool,
     in_flight: usize,
+}
+
+/// A call whose start is recorded, ready to be made.
+struct Prepared {
+    step: usize,
+    index: usize,
+    attempt: u32,
+    call: ToolCall,
 }
 
 struct CallResult {
@@ -1066,7 +1076,8 @@ impl Run {
 
     /// Starts every ready call the limits allow.
     async fn dispatch(&mut self) -> Result<(), Refusal> {
-        for i in 0..self.steps.len() {
+        let mut ready: Vec<Prepared> = Vec::new();
+        'steps: for i in 0..self.steps.len() {
             if self.steps[i].status != StepStatus::Active {
                 continue;
             }
@@ -1076,21 +1087,36 @@ impl Run {
                 1
             };
             for c in 0..self.steps[i].calls.len() {
+                // Calls already started in this round are still made: their starts are recorded.
                 if self.failure.is_some() || self.canceled {
-                    return Ok(());
+                    break 'steps;
                 }
                 if self.in_flight >= self.cfg.max_parallel || self.steps[i].in_flight >= limit {
                     break;
                 }
-                if matches!(self.steps[i].calls[c].state, CallState::Ready) {
-                    self.start_call(i, c).await?;
+                if matches!(self.steps[i].calls[c].state, CallState::Ready)
+                    && let Some(call) = self.start_call(i, c)
+                {
+                    ready.push(call);
                 }
             }
+        }
+        // In `durable` mode the record of every start must land before its call is made; one
+        // sync covers all the calls started together.
+        if self.lease.durability == Durability::Durable
+            && ready.iter().any(|r| r.call.kind != ToolKind::Pure)
+        {
+            self.sync().await?;
+        }
+        for r in ready {
+            self.launch(r);
         }
         Ok(())
     }
 
-    async fn start_call(&mut self, i: usize, c: usize) -> Result<(), Refusal> {
+    /// Records the start of call `c` of step `i` and prepares it; timers and signal waits need
+    /// no call and give `None`, as does a call whose arguments fail to evaluate.
+    fn start_call(&mut self, i: usize, c: usize) -> Option<Prepared> {
         let spec = self.spec.steps[i].clone();
         let index = spec.foreach.as_ref().map(|_| c as u32);
         let item = index.map(|ix| (self.steps[i].items[c].clone(), ix));
@@ -1120,7 +1146,7 @@ impl Run {
                 Err(e) => {
                     self.steps[i].calls[c].state = CallState::Failed;
                     self.fail_step(i, e);
-                    return Ok(());
+                    return None;
                 }
             }
         }
@@ -1133,7 +1159,7 @@ impl Run {
                     Err(e) => {
                         self.steps[i].calls[c].state = CallState::Failed;
                         self.fail_step(i, e);
-                        return Ok(());
+                        return None;
                     }
                 };
                 self.steps[i].calls[c] = CallRt {
@@ -1147,7 +1173,7 @@ impl Run {
                     index,
                     until,
                 });
-                return Ok(());
+                return None;
             }
             "signal" => {
                 let name = args
@@ -1171,7 +1197,7 @@ impl Run {
                     name,
                     deadline,
                 });
-                return Ok(());
+                return None;
             }
             _ => {}
         }
@@ -1197,9 +1223,6 @@ impl Run {
             inputs: inputs_digest,
             key: key.clone(),
         });
-        if self.lease.durability == Durability::Durable && spec.kind != ToolKind::Pure {
-            self.sync().await?;
-        }
         let user = spec
             .tool
             .as_ref()
@@ -1221,19 +1244,28 @@ impl Run {
                 .map(|d| std::time::Duration::from_millis(d.millis())),
             secrets: self.secrets.clone(),
         };
+        Some(Prepared {
+            step: i,
+            index: c,
+            attempt,
+            call,
+        })
+    }
+
+    /// Makes a prepared call; its result comes back on the results channel.
+    fn launch(&self, r: Prepared) {
         let tools = self.deps.tools.clone();
         let tx = self.results_tx.clone();
         let cancel = self.calls_cancel.child_token();
         tokio::spawn(async move {
-            let outcome = tools.call(call, cancel).await;
+            let outcome = tools.call(r.call, cancel).await;
             let _ = tx.send(CallResult {
-                step: i,
-                call: c,
-                attempt,
+                step: r.step,
+                call: r.index,
+                attempt: r.attempt,
                 outcome,
             });
         });
-        Ok(())
     }
 
     fn on_result(&mut self, r: CallResult) {

@@ -17,6 +17,7 @@ fn wait(ticket: Ticket) -> Result<(), StoreError> {
 
 fn new_run(id: &str, durability: Durability) -> NewRun {
     NewRun {
+        first_events: Vec::new(),
         id: id.to_string(),
         flow: "bench".to_string(),
         flow_digest: "0".repeat(64),

@@ -129,6 +129,8 @@ pub struct NewRun {
     pub durability: Durability,
     /// Creation time, milliseconds since the Unix epoch.
     pub created_at: i64,
+    /// The journal's first events, committed with the run: a run is never seen without them.
+    pub first_events: Vec<NewEvent>,
 }
 
 /// A stored run.

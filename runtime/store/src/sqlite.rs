@@ -299,15 +299,35 @@ impl Store for SqliteStore {
         self.readers.with(|c| read::spec(c, digest))
     }
 
-    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError> {
+    fn create_run(
+        &self,
+        mut run: NewRun,
+        owner: &Owner,
+        lease_ms: u64,
+    ) -> Result<Lease, StoreError> {
         let (id, durability) = (run.id.clone(), run.durability);
+        let rows = std::mem::take(&mut run.first_events)
+            .into_iter()
+            .map(|e| {
+                Ok(Row {
+                    data: json_text(&e.data)?,
+                    at: e.at,
+                    kind: e.kind,
+                    step: e.step,
+                    index: e.index,
+                    attempt: e.attempt,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let next_seq = rows.len() as u64;
         self.call(|reply| Cmd::Create {
             run: Box::new(run),
+            rows,
             owner: owner.clone(),
             lease_ms,
             reply,
         })?;
-        Ok(new_lease(&id, 1, owner, durability, 0))
+        Ok(new_lease(&id, 1, owner, durability, next_seq))
     }
 
     fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError> {

@@ -262,6 +262,7 @@ pub(crate) enum Cmd {
     /// Create a run leased to `owner`.
     Create {
         run: Box<NewRun>,
+        rows: Vec<Row>,
         owner: Owner,
         lease_ms: u64,
         reply: Reply<()>,
@@ -766,10 +767,24 @@ impl Writer {
             }
             Cmd::Create {
                 run,
+                rows,
                 owner,
                 lease_ms,
                 ..
-            } => self.create(run, owner, *lease_ms),
+            } => {
+                self.create(run, owner, *lease_ms)?;
+                // The first events land in the same transaction as the run itself.
+                let tag = Tag {
+                    run: run.id.clone(),
+                    token: 1,
+                    durable: run.durability == Durability::Durable,
+                };
+                if rows.is_empty() {
+                    Ok(())
+                } else {
+                    self.append(&tag, 0, rows)
+                }
+            }
             Cmd::Claim {
                 run,
                 owner,

@@ -18,6 +18,7 @@ fn store() -> (TempDir, SqliteStore) {
 
 fn new_run(id: &str) -> NewRun {
     NewRun {
+        first_events: Vec::new(),
         id: id.to_string(),
         flow: "deploy".to_string(),
         flow_digest: "f".repeat(64),

@@ -1,0 +1,73 @@
+//! The editor features, one module each, over a read-only view of one file in the database.
+//!
+//! Each feature is a plain function of a [`Ctx`] and a byte offset; the server converts between
+//! LSP positions and offsets (`position.rs`) and runs these on a database snapshot.
+
+pub mod completion;
+pub mod edits;
+pub mod hover;
+pub mod names;
+pub mod outline;
+pub mod signature;
+pub mod tokens;
+
+use reel_compiler::contracts::{Contract, builtin_contract};
+use reel_compiler::queries::{FlowId, StepId, step_type, user_tools};
+use reel_compiler::{Db, SourceFile, file_flows, parse_file};
+use reel_flowspec::Type;
+use reel_syntax::Parsed;
+
+use crate::position::Lines;
+
+/// One file as the features see it: the database, the file and its text, parse and lines.
+pub struct Ctx<'a> {
+    /// The database snapshot.
+    pub db: &'a dyn Db,
+    /// The file.
+    pub file: SourceFile,
+    /// Its text.
+    pub text: &'a str,
+    /// Its syntax tree (absolute spans).
+    pub parsed: &'a Parsed,
+    /// Offset ⇄ position conversion for its text.
+    pub lines: Lines<'a>,
+}
+
+impl<'a> Ctx<'a> {
+    /// The view of `file` in `db`.
+    pub fn new(db: &'a dyn Db, file: SourceFile) -> Self {
+        let text: &str = file.text(db);
+        Ctx {
+            db,
+            file,
+            text,
+            parsed: parse_file(db, file),
+            lines: Lines::new(text),
+        }
+    }
+
+    /// The interned flow of the file's item `idx` (by name: the first flow of that name).
+    pub fn flow_id(&self, idx: usize) -> Option<FlowId<'a>> {
+        let reel_syntax::ast::Item::Flow(f) = self.parsed.file.items.get(idx)? else {
+            return None;
+        };
+        file_flows(self.db, self.file)
+            .iter()
+            .copied()
+            .find(|id| *id.name(self.db) == f.name.name)
+    }
+
+    /// The inferred type of step `name` of flow `idx`.
+    pub fn step_type(&self, idx: usize, name: &str) -> Option<Type> {
+        let flow = self.flow_id(idx)?;
+        Some(step_type(self.db, StepId::new(self.db, flow, name.to_string())).clone())
+    }
+
+    /// The contract of tool `name`: a tool declared in the file, else a built-in.
+    pub fn contract(&self, name: &str) -> Option<Contract> {
+        user_tools(self.db, self.file)
+            .get(name)
+            .map(|t| t.contract.clone())
+            .or_else(|| builtin_contract(name).cloned())
+    }
+}

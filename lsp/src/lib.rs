@@ -1,0 +1,23 @@
+//! Reel's language server: the compiler's view of the open `.reel` files, over LSP on stdio.
+//!
+//! Layout: `server.rs` (protocol, ordering, snapshots and cancellation), `position.rs` (the one
+//! offset ⇄ position conversion), `diagnostics.rs` (compiler diagnostics as LSP ones), and
+//! `ide/` (one module per feature, plain functions of a file view and an offset), and
+//! `runs.rs` + `hints.rs` (past runs from the store, read-only, as inlay hints and hover).
+
+pub mod diagnostics;
+pub mod hints;
+pub mod ide;
+pub mod position;
+pub mod runs;
+pub mod server;
+
+use tower_lsp_server::{LspService, Server};
+
+/// Serves the language server on stdin and stdout until the client exits.
+pub async fn serve_stdio() {
+    let (service, socket) = LspService::new(server::Backend::new);
+    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
+        .serve(service)
+        .await;
+}

@@ -1,0 +1,344 @@
+//! Past runs of the open flows: the store found as the CLI finds it, opened read-only, and the
+//! latest run of each flow folded from its journal into per-step results for inlay hints and hover.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use reel_runtime::RunError;
+use reel_runtime::journal::Event;
+use reel_store::{Flow, RunFilter, RunRow, RunStatus, SqliteStore, Store};
+use serde_json::Value;
+
+/// The store directory for a document in `dir`: `REEL_HOME`, else `.reel/` beside the nearest
+/// `reel.toml` from `dir` upward, else `.reel/` in `dir` (as `src/cli/project.rs` does).
+pub fn store_dir(dir: &Path) -> PathBuf {
+    if let Some(home) = std::env::var_os("REEL_HOME").filter(|v| !v.is_empty()) {
+        return PathBuf::from(home);
+    }
+    dir.ancestors()
+        .find(|d| d.join("reel.toml").is_file())
+        .unwrap_or(dir)
+        .join(".reel")
+}
+
+/// Stores opened so far, by directory; a store that does not exist yet is tried again next time.
+#[derive(Clone, Default)]
+pub struct Stores(Arc<Mutex<HashMap<PathBuf, Arc<SqliteStore>>>>);
+
+impl Stores {
+    /// The read-only store in `dir`, if it exists.
+    pub fn get(&self, dir: &Path) -> Option<Arc<SqliteStore>> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(s) = map.get(dir) {
+            return Some(s.clone());
+        }
+        let store = Arc::new(SqliteStore::open_read_only(dir).ok()?);
+        map.insert(dir.to_path_buf(), store.clone());
+        Some(store)
+    }
+}
+
+/// Where one step of a run stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum StepState {
+    /// Started, not finished.
+    Running,
+    /// Finished with this value.
+    Succeeded(Option<Value>),
+    /// Failed for good.
+    Failed(RunError),
+    /// Its `when` was false.
+    Skipped(String),
+    /// Waiting for a signal of this name.
+    WaitingSignal(String),
+    /// Sleeping until this time (ms since epoch).
+    Sleeping(i64),
+}
+
+/// What the journal says about one step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepRun {
+    /// Its state.
+    pub state: StepState,
+    /// When its first event happened (ms since epoch).
+    pub first_at: i64,
+    /// When its last event happened.
+    pub last_at: i64,
+    /// The highest attempt of any call.
+    pub attempts: u32,
+    /// For `foreach` steps: calls that succeeded and calls that failed for good, when any call had an index.
+    pub calls: Option<(u32, u32)>,
+    /// Each attempt's start: (index, attempt, time).
+    pub starts: Vec<(Option<u32>, u32, i64)>,
+    /// Idempotency keys the calls started with.
+    pub keys: Vec<String>,
+    /// Effects recorded, by key.
+    pub effects: Vec<String>,
+}
+
+/// The latest run of one flow from one source file, folded.
+#[derive(Clone, Debug)]
+pub struct RunView {
+    /// The run.
+    pub run: RunRow,
+    /// How many journal events it has.
+    pub events: u64,
+    /// Per step, by name.
+    pub steps: BTreeMap<String, StepRun>,
+    /// The semantic digest of each step of the spec it ran, by step name.
+    pub digests: BTreeMap<String, String>,
+}
+
+/// The latest run of `flow` started from `source_abs`, if any.
+pub fn latest(store: &SqliteStore, source_abs: &str, flow: &str) -> Option<RunRow> {
+    let filter = RunFilter {
+        source_abs: Some(source_abs.to_string()),
+        flow: Some(flow.to_string()),
+        limit: Some(1),
+        ..Default::default()
+    };
+    store.list_runs(&filter).ok()?.into_iter().next()
+}
+
+/// How many events a run's journal holds.
+pub fn journal_len(store: &SqliteStore, run: &str) -> u64 {
+    let mut n = 0;
+    let _ = store.read_journal(run, 0, &mut |_| {
+        n += 1;
+        Flow::Continue
+    });
+    n
+}
+
+/// Folds the journal of `run` into per-step results.
+pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
+    let mut steps: BTreeMap<String, StepRun> = BTreeMap::new();
+    let mut events = 0u64;
+    let mut pending_outputs: Vec<(String, String)> = Vec::new();
+    let _ = store.read_journal(&run.id, 0, &mut |row| {
+        events += 1;
+        let at = row.at;
+        let Ok(event) = Event::from_row(&row) else {
+            return Flow::Continue;
+        };
+        let Some(name) = row.step.clone() else {
+            return Flow::Continue;
+        };
+        let step = steps.entry(name.clone()).or_insert(StepRun {
+            state: StepState::Running,
+            first_at: at,
+            last_at: at,
+            attempts: 0,
+            calls: None,
+            starts: Vec::new(),
+            keys: Vec::new(),
+            effects: Vec::new(),
+        });
+        step.last_at = at;
+        if row.index.is_some() && step.calls.is_none() {
+            step.calls = Some((0, 0));
+        }
+        match event {
+            Event::StepStarted {
+                index,
+                attempt,
+                key,
+                ..
+            } => {
+                step.attempts = step.attempts.max(attempt);
+                step.starts.push((index, attempt, at));
+                step.keys.extend(key.filter(|k| !step.keys.contains(k)));
+                step.state = StepState::Running;
+            }
+            Event::CallSucceeded { index, .. } | Event::EffectRecorded { index, .. } => {
+                if let (Some(_), Some(c)) = (index, step.calls.as_mut()) {
+                    c.0 += 1;
+                }
+                if let Event::EffectRecorded { key, .. } = event {
+                    step.effects.push(key);
+                }
+            }
+            Event::CallFailed {
+                index, retry_at, ..
+            } => {
+                if let (Some(_), None, Some(c)) = (index, retry_at, step.calls.as_mut()) {
+                    c.1 += 1;
+                }
+            }
+            Event::StepSucceeded {
+                output, attempts, ..
+            } => {
+                step.attempts = step.attempts.max(attempts);
+                pending_outputs.push((name, output));
+            }
+            Event::StepFailed { error, .. } => step.state = StepState::Failed(error),
+            Event::StepSkipped { reason, .. } => step.state = StepState::Skipped(reason),
+            Event::SignalAwaited { name, .. } => step.state = StepState::WaitingSignal(name),
+            Event::SignalReceived { .. } | Event::TimerFired { .. } => {
+                step.state = StepState::Running
+            }
+            Event::TimerStarted { until, .. } => step.state = StepState::Sleeping(until),
+            _ => {}
+        }
+        Flow::Continue
+    });
+    // Values are read after the journal, so the journal's read is not held open meanwhile.
+    for (name, digest) in pending_outputs {
+        let value = store.get_value(&digest).ok().flatten();
+        if let Some(s) = steps.get_mut(&name) {
+            s.state = StepState::Succeeded(value);
+        }
+    }
+    let digests = store
+        .get_spec(&run.flow_digest)
+        .ok()
+        .flatten()
+        .and_then(|json| reel_flowspec::FlowSpec::from_json(&json).ok())
+        .map(|spec| {
+            spec.steps
+                .into_iter()
+                .map(|s| (s.id, s.semantic_digest))
+                .collect()
+        })
+        .unwrap_or_default();
+    RunView {
+        run,
+        events,
+        steps,
+        digests,
+    }
+}
+
+/// `1.2s`, `340ms`, `2m05s`.
+pub fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 1000 {
+        format!("{ms}ms")
+    } else if ms < 60_000 {
+        format!("{:.1}s", ms as f64 / 1000.0)
+    } else {
+        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
+    }
+}
+
+/// `text` cut to `max` characters, with `…` when cut.
+pub fn cut(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        text.to_string()
+    } else {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    }
+}
+
+/// The one-line hint for a step: mark, duration, attempts and a short result.
+pub fn hint(step: &StepRun) -> String {
+    let took = duration(step.last_at - step.first_at);
+    let tries = if step.attempts > 1 {
+        format!(" ×{}", step.attempts)
+    } else {
+        String::new()
+    };
+    let calls = match step.calls {
+        Some((ok, 0)) => format!(" {ok} calls"),
+        Some((ok, failed)) => format!(" {ok} ok, {failed} failed"),
+        None => String::new(),
+    };
+    match &step.state {
+        StepState::Succeeded(v) => {
+            let shown = v.as_ref().map_or_else(
+                || "(value not stored)".to_string(),
+                |v| cut(&v.to_string(), 40),
+            );
+            format!("✓ {took}{tries}{calls} {shown}")
+        }
+        StepState::Failed(e) => format!("✗ {took}{tries}{calls} {}", e.code),
+        StepState::Skipped(reason) => format!("↷ skipped: {}", cut(reason, 40)),
+        StepState::WaitingSignal(name) => format!("⏸ waiting for signal `{name}`"),
+        StepState::Sleeping(until) => format!("⏸ sleeping until {}", time(*until)),
+        StepState::Running => format!("… running{calls}"),
+    }
+}
+
+/// A time as `HH:MM:SS` UTC.
+pub fn time(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime("%H:%M:%S").to_string())
+        .unwrap_or_else(|_| ms.to_string())
+}
+
+/// The Markdown added to a step's hover: the recorded result in full (cut at a sensible size).
+pub fn details(run: &RunRow, step: &StepRun) -> String {
+    let mut out = format!("**Run `{}`** ({})\n\n", run.id, run.status.as_str());
+    match &step.state {
+        StepState::Succeeded(Some(v)) => {
+            let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
+            out.push_str(&format!("Output:\n```json\n{}\n```\n", cut(&pretty, 2000)));
+        }
+        StepState::Succeeded(None) => out.push_str("Succeeded (value not stored)\n"),
+        StepState::Failed(e) => out.push_str(&format!("Failed: `{}`: {}\n", e.code, e.message)),
+        StepState::Skipped(r) => out.push_str(&format!("Skipped: {r}\n")),
+        StepState::WaitingSignal(n) => out.push_str(&format!("Waiting for signal `{n}`\n")),
+        StepState::Sleeping(u) => out.push_str(&format!("Sleeping until {}\n", time(*u))),
+        StepState::Running => out.push_str("Running\n"),
+    }
+    if !step.starts.is_empty() {
+        out.push_str("\nAttempts:\n");
+        for (index, attempt, at) in step.starts.iter().take(20) {
+            let idx = index.map(|i| format!("[{i}] ")).unwrap_or_default();
+            out.push_str(&format!("- {idx}attempt {attempt} at {}\n", time(*at)));
+        }
+    }
+    for key in &step.keys {
+        out.push_str(&format!("\nIdempotency key: `{key}`\n"));
+    }
+    if !step.effects.is_empty() {
+        out.push_str(&format!("\nEffects recorded: {}\n", step.effects.len()));
+    }
+    out
+}
+
+/// Whether a run may still change (its journal may grow).
+pub fn is_live(status: RunStatus) -> bool {
+    !status.is_ended()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_say_status_time_attempts_and_value() {
+        let mut s = StepRun {
+            state: StepState::Succeeded(Some(serde_json::json!({ "a": "x".repeat(60) }))),
+            first_at: 0,
+            last_at: 1500,
+            attempts: 2,
+            calls: None,
+            starts: Vec::new(),
+            keys: Vec::new(),
+            effects: Vec::new(),
+        };
+        let h = hint(&s);
+        assert!(
+            h.starts_with("✓ 1.5s ×2 {\"a\":\"xxx") && h.ends_with('…'),
+            "{h}"
+        );
+        s.state = StepState::WaitingSignal("go".into());
+        assert_eq!(hint(&s), "⏸ waiting for signal `go`");
+        s.state = StepState::Skipped("`when` was false".into());
+        assert_eq!(hint(&s), "↷ skipped: `when` was false");
+    }
+
+    #[test]
+    fn the_store_is_found_like_the_cli_finds_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        if std::env::var_os("REEL_HOME").is_none() {
+            assert_eq!(store_dir(&sub), sub.join(".reel"));
+            std::fs::write(dir.path().join("reel.toml"), "").unwrap();
+            assert_eq!(store_dir(&sub), dir.path().join(".reel"));
+        }
+    }
+}

@@ -1,0 +1,18 @@
+//! `reel lsp`: the language server, speaking LSP over stdin and stdout for an editor.
+
+use super::runtime::tokio_runtime;
+use super::ui::Ui;
+use super::{Failure, Status};
+
+/// Serve the language server on stdin/stdout (editors start it; people rarely run it by hand).
+/// Diagnostics, hover, go to definition, references, rename, symbols, folding, formatting,
+/// completion, signature help and quick fixes for `.reel` files.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+/// Runs `reel lsp` until the editor closes the connection.
+pub fn run(_args: Args, _ui: &Ui) -> Result<Status, Failure> {
+    let rt = tokio_runtime()?;
+    rt.block_on(reel_lsp::serve_stdio());
+    Ok(Status::Success)
+}

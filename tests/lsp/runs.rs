@@ -1,0 +1,163 @@
+//! Past runs inline: run a flow with the `reel` binary, then see each step's recorded result as an
+//! inlay hint on its line, marked stale after an edit, and refreshed live while a run waits.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::{Value, json};
+
+use crate::support::{Client, uri};
+
+/// Runs `reel` in `dir` with the store in `home`; returns stdout, asserting success.
+fn reel(dir: &Path, home: &Path, args: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_reel"))
+        .args(args)
+        .current_dir(dir)
+        .env("REEL_HOME", home)
+        .output()
+        .expect("reel runs");
+    assert!(
+        out.status.success(),
+        "reel {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The hints of `uri`, as (line, label).
+fn hints(client: &mut Client, uri: &str) -> Vec<(u64, String)> {
+    let r = client.request(
+        "textDocument/inlayHint",
+        json!({ "textDocument": { "uri": uri }, "range": { "start": { "line": 0, "character": 0 }, "end": { "line": 100, "character": 0 } } }),
+    );
+    r["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|h| {
+            (
+                h["position"]["line"].as_u64().unwrap(),
+                h["label"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+const PIPELINE: &str = r#"flow pipeline {
+  input n: int = 2
+
+  step a = echo {
+    value: { x: input.n }
+  }
+
+  step b = a.x + 1
+
+  output b
+}
+"#;
+
+#[test]
+fn recorded_results_show_on_their_lines_and_go_stale_on_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("store");
+    let path = dir.path().join("pipe.reel");
+    std::fs::write(&path, PIPELINE).unwrap();
+    let mut client = Client::start(dir.path(), &home);
+    let uri = uri(&path);
+    client.open(&uri, PIPELINE);
+    // No store yet: no hints, and no error.
+    assert_eq!(hints(&mut client, &uri), Vec::new());
+
+    reel(dir.path(), &home, &["run", "pipe.reel"]);
+    let h = hints(&mut client, &uri);
+    assert_eq!(h.len(), 2, "{h:?}");
+    assert_eq!(h[0].0, 3);
+    assert!(
+        h[0].1.starts_with("✓ ") && h[0].1.ends_with(r#"{"x":2}"#),
+        "{h:?}"
+    );
+    assert_eq!(h[1].0, 7);
+    assert!(h[1].1.starts_with("✓ ") && h[1].1.ends_with(" 3"), "{h:?}");
+
+    // Hover on the step adds the recorded output.
+    let hover = client.at("textDocument/hover", &uri, (3, 7), json!({}));
+    let text = hover["result"]["contents"]["value"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        text.contains("Output:") && text.contains("\"x\": 2"),
+        "{hover}"
+    );
+
+    let edited = PIPELINE.replace("a.x + 1", "a.x + 2");
+    client.change(&uri, 2, &edited);
+    let h = hints(&mut client, &uri);
+    assert!(!h[0].1.starts_with("(stale)"), "{h:?}");
+    assert!(h[1].1.starts_with("(stale) ✓"), "{h:?}");
+    // While the text has errors, nothing can be verified.
+    let broken = PIPELINE.replace("a.x + 1", "a.y + 1");
+    client.change(&uri, 3, &broken);
+    let h = hints(&mut client, &uri);
+    assert!(
+        h.iter().all(|(_, l)| l.starts_with("(unverified)")),
+        "{h:?}"
+    );
+    client.shutdown();
+}
+
+const WAITER: &str = r#"flow waiter {
+  step go = signal {
+    name: "go"
+  }
+
+  output go
+}
+"#;
+
+#[test]
+fn a_waiting_run_refreshes_the_hints_when_its_signal_arrives() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("store");
+    let path = dir.path().join("wait.reel");
+    std::fs::write(&path, WAITER).unwrap();
+    let capabilities = json!({ "workspace": { "inlayHint": { "refreshSupport": true } } });
+    let mut client = Client::start_with(dir.path(), &home, capabilities);
+    let uri = uri(&path);
+    client.open(&uri, WAITER);
+    assert_eq!(hints(&mut client, &uri), Vec::new());
+
+    let out = reel(dir.path(), &home, &["run", "wait.reel", "--json"]);
+    let run: Value = serde_json::from_str(&out).unwrap();
+    let id = run["run"].as_str().unwrap().to_string();
+    let h = refreshed_until(&mut client, &uri, |h| !h.is_empty());
+    assert_eq!(h, vec![(1, "⏸ waiting for signal `go`".to_string())]);
+
+    reel(dir.path(), &home, &["signal", &id, "go", r#""hi""#]);
+    reel(dir.path(), &home, &["worker", "--until-idle"]);
+    let h = refreshed_until(&mut client, &uri, |h| {
+        h.iter().any(|(_, l)| l.starts_with('✓'))
+    });
+    assert_eq!(h.len(), 1, "{h:?}");
+    assert!(
+        h[0].1.starts_with("✓ ") && h[0].1.ends_with(r#""hi""#),
+        "{h:?}"
+    );
+    client.shutdown();
+}
+
+/// Waits for inlay hint refreshes until the hints satisfy `done` (a refresh may come while a
+/// process is still writing, and then another follows).
+fn refreshed_until(
+    client: &mut Client,
+    uri: &str,
+    done: impl Fn(&[(u64, String)]) -> bool,
+) -> Vec<(u64, String)> {
+    for _ in 0..20 {
+        client.wait_for("workspace/inlayHint/refresh", |_| true);
+        let h = hints(client, uri);
+        if done(&h) {
+            return h;
+        }
+    }
+    panic!("the hints never got there");
+}
