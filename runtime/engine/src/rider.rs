@@ -640,9 +640,10 @@ impl Run {
         let mut renew_at = self.now() + (self.cfg.lease_ms / 3) as i64;
         let mut poll_at = self.now() + self.cfg.poll_ms as i64;
         loop {
+            let mut progressed = false;
             if self.failure.is_none() && !self.canceled {
                 self.activate_ready();
-                self.dispatch().await?;
+                progressed = self.dispatch().await?;
             }
             self.flush()?;
             if let Some(e) = self.fatal.take() {
@@ -680,7 +681,8 @@ impl Run {
             if let Some(t) = self.earliest_timer() {
                 wake_at = wake_at.min(t);
             }
-            let wake = if wake_at <= now {
+            // Calls that finished at once may have made more work ready: no waiting then.
+            let wake = if progressed || wake_at <= now {
                 Wake::Tick
             } else {
                 let sleep = self.deps.clock.sleep_until(wake_at);
@@ -1075,7 +1077,8 @@ impl Run {
     }
 
     /// Starts every ready call the limits allow.
-    async fn dispatch(&mut self) -> Result<(), Refusal> {
+    /// Returns whether some call already finished (so more work may be ready at once).
+    async fn dispatch(&mut self) -> Result<bool, Refusal> {
         let mut ready: Vec<Prepared> = Vec::new();
         'steps: for i in 0..self.steps.len() {
             if self.steps[i].status != StepStatus::Active {
@@ -1108,10 +1111,14 @@ impl Run {
         {
             self.sync().await?;
         }
+        let mut finished = false;
         for r in ready {
-            self.launch(r);
+            if let Some(result) = self.launch(r) {
+                self.on_result(result);
+                finished = true;
+            }
         }
-        Ok(())
+        Ok(finished)
     }
 
     /// Records the start of call `c` of step `i` and prepares it; timers and signal waits need
@@ -1253,12 +1260,24 @@ impl Run {
     }
 
     /// Makes a prepared call; its result comes back on the results channel.
-    fn launch(&self, r: Prepared) {
+    fn launch(&self, r: Prepared) -> Option<CallResult> {
         let tools = self.deps.tools.clone();
         let tx = self.results_tx.clone();
         let cancel = self.calls_cancel.child_token();
+        let mut call = Box::pin(async move { tools.call(r.call, cancel).await });
+        // A call that finishes without waiting (`echo`, a bad argument) is taken at once: a
+        // task and a wake-up per step would cost more than the step.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(outcome) = call.as_mut().poll(&mut cx) {
+            return Some(CallResult {
+                step: r.step,
+                call: r.index,
+                attempt: r.attempt,
+                outcome,
+            });
+        }
         tokio::spawn(async move {
-            let outcome = tools.call(r.call, cancel).await;
+            let outcome = call.await;
             let _ = tx.send(CallResult {
                 step: r.step,
                 call: r.index,
@@ -1266,6 +1285,7 @@ impl Run {
                 outcome,
             });
         });
+        None
     }
 
     fn on_result(&mut self, r: CallResult) {
