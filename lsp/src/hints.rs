@@ -1,5 +1,6 @@
 //! Past runs shown in the document: an inlay hint at the end of each step's header line with the
-//! latest run's result, and the full recorded result in a step's hover.
+//! shown run's result (the one the user pinned, else the latest), and the full recorded result
+//! in a step's hover.
 //!
 //! Stale results are marked by comparing each step's `semantic_digest` in the spec the run
 //! executed with the one the open text compiles to. When the text does not check clean there is
@@ -14,21 +15,29 @@ use tower_lsp_server::lsp_types::{InlayHint, InlayHintKind, InlayHintLabel, Uri}
 
 use crate::ide::Ctx;
 use crate::ide::names::{self, Kind};
-use crate::runs::{self, RunView, Stores};
+use crate::runs::{self, Pins, RunView, Stores};
 
 /// What the live refresh watches: per document, the (store directory, source, flow) of its flows.
 pub type Watched = Arc<Mutex<HashMap<Uri, Vec<WatchKey>>>>;
 
 /// The document's canonical path and its store directory, when it is a file.
-fn locate(cx: &Ctx<'_>) -> Option<(String, PathBuf)> {
-    let path = Path::new(cx.file.path(cx.db));
+pub fn locate(cx: &Ctx<'_>) -> Option<(String, PathBuf)> {
+    locate_path(Path::new(cx.file.path(cx.db)))
+}
+
+/// A source file's canonical path (as runs record it) and its store directory.
+pub fn locate_path(path: &Path) -> Option<(String, PathBuf)> {
     let abs = std::fs::canonicalize(path).ok()?;
     let dir = abs.parent()?.to_path_buf();
     Some((abs.to_string_lossy().into_owned(), runs::store_dir(&dir)))
 }
 
-/// The latest run of each flow of the document, by flow name.
-fn latest_runs(cx: &Ctx<'_>, stores: &Stores) -> (Vec<WatchKey>, BTreeMap<String, RunView>) {
+/// The shown run (pinned, else latest) of each flow of the document, by flow name.
+fn shown_runs(
+    cx: &Ctx<'_>,
+    stores: &Stores,
+    pins: &Pins,
+) -> (Vec<WatchKey>, BTreeMap<String, RunView>) {
     let mut watched = Vec::new();
     let mut views = BTreeMap::new();
     let Some((source, dir)) = locate(cx) else {
@@ -39,7 +48,7 @@ fn latest_runs(cx: &Ctx<'_>, stores: &Stores) -> (Vec<WatchKey>, BTreeMap<String
         if let Item::Flow(f) = item {
             watched.push((dir.clone(), source.clone(), f.name.name.clone()));
             if let Some(store) = &store
-                && let Some(run) = runs::latest(store, &source, &f.name.name)
+                && let Some((run, _)) = runs::shown(store, pins, &source, &f.name.name)
             {
                 views.insert(f.name.name.clone(), runs::view(store, run));
             }
@@ -49,8 +58,14 @@ fn latest_runs(cx: &Ctx<'_>, stores: &Stores) -> (Vec<WatchKey>, BTreeMap<String
 }
 
 /// The inlay hints of the document, recording its flows for the live refresh.
-pub fn inlay_hints(cx: &Ctx<'_>, uri: &Uri, stores: &Stores, watched: &Watched) -> Vec<InlayHint> {
-    let (flows, views) = latest_runs(cx, stores);
+pub fn inlay_hints(
+    cx: &Ctx<'_>,
+    uri: &Uri,
+    stores: &Stores,
+    pins: &Pins,
+    watched: &Watched,
+) -> Vec<InlayHint> {
+    let (flows, views) = shown_runs(cx, stores, pins);
     watched
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -95,7 +110,7 @@ pub fn inlay_hints(cx: &Ctx<'_>, uri: &Uri, stores: &Stores, watched: &Watched) 
 }
 
 /// The recorded result of the step named at `offset`, for its hover.
-pub fn step_details(cx: &Ctx<'_>, offset: usize, stores: &Stores) -> Option<String> {
+pub fn step_details(cx: &Ctx<'_>, offset: usize, stores: &Stores, pins: &Pins) -> Option<String> {
     let occs = names::occurrences(&cx.parsed.file);
     let occ = names::at(&occs, offset)?;
     if occ.symbol.kind != Kind::Step {
@@ -106,7 +121,7 @@ pub fn step_details(cx: &Ctx<'_>, offset: usize, stores: &Stores) -> Option<Stri
     };
     let (source, dir) = locate(cx)?;
     let store = stores.get(&dir)?;
-    let run = runs::latest(&store, &source, &f.name.name)?;
+    let (run, _) = runs::shown(&store, pins, &source, &f.name.name)?;
     let view = runs::view(&store, run);
     let step = view.steps.get(&occ.symbol.name)?;
     Some(runs::details(&view.run, step))
@@ -115,9 +130,9 @@ pub fn step_details(cx: &Ctx<'_>, offset: usize, stores: &Stores) -> Option<Stri
 /// What the live refresh remembers of one watched flow: its store, source and name.
 pub type WatchKey = (PathBuf, String, String);
 
-/// A fingerprint of the watched flows' latest runs: run id, status and, while a run is live, the
+/// A fingerprint of the watched flows' shown runs: run id, status and, while a run is live, the
 /// length of its journal (empty when there is no run). A change means the hints are out of date.
-pub fn fingerprint(stores: &Stores, watched: &Watched) -> BTreeMap<WatchKey, String> {
+pub fn fingerprint(stores: &Stores, pins: &Pins, watched: &Watched) -> BTreeMap<WatchKey, String> {
     let entries: Vec<WatchKey> = watched
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -132,7 +147,7 @@ pub fn fingerprint(stores: &Stores, watched: &Watched) -> BTreeMap<WatchKey, Str
             let print = stores
                 .get(dir)
                 .and_then(|store| {
-                    let run = runs::latest(&store, source, flow)?;
+                    let (run, _) = runs::shown(&store, pins, source, flow)?;
                     let len = if runs::is_live(run.status) {
                         runs::journal_len(&store, &run.id)
                     } else {

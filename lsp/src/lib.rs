@@ -3,11 +3,13 @@
 //! Layout: `server.rs` (protocol, ordering, snapshots and cancellation), `position.rs` (the one
 //! offset ⇄ position conversion), `diagnostics.rs` (compiler diagnostics as LSP ones), and
 //! `ide/` (one module per feature, plain functions of a file view and an offset), and
-//! `runs.rs` + `hints.rs` (past runs from the store, read-only, as inlay hints and hover).
+//! `runs.rs` + `hints.rs` + `lenses.rs` (past runs from the store, read-only, as inlay hints,
+//! hover and code lenses).
 
 pub mod diagnostics;
 pub mod hints;
 pub mod ide;
+pub mod lenses;
 pub mod position;
 pub mod runs;
 pub mod server;

@@ -39,6 +39,92 @@ impl Stores {
     }
 }
 
+/// Runs the user chose to see instead of the latest, by (source's absolute path, flow name).
+#[derive(Clone, Default)]
+pub struct Pins(Arc<Mutex<HashMap<(String, String), String>>>);
+
+impl Pins {
+    /// The run pinned for `flow` of `source_abs`, if any.
+    pub fn get(&self, source_abs: &str, flow: &str) -> Option<String> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(&(source_abs.to_string(), flow.to_string()))
+            .cloned()
+    }
+
+    /// Pins `run` for `flow` of `source_abs`; `None` follows the latest run again.
+    pub fn set(&self, source_abs: &str, flow: &str, run: Option<String>) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (source_abs.to_string(), flow.to_string());
+        match run {
+            Some(id) => map.insert(key, id),
+            None => map.remove(&key),
+        };
+    }
+}
+
+/// The run to show for `flow` of `source_abs`: the pinned one while it exists and belongs to that
+/// flow, else the latest. The flag says whether it is pinned.
+pub fn shown(
+    store: &SqliteStore,
+    pins: &Pins,
+    source_abs: &str,
+    flow: &str,
+) -> Option<(RunRow, bool)> {
+    if let Some(id) = pins.get(source_abs, flow)
+        && let Ok(Some(run)) = store.run(&id)
+        && run.flow == flow
+        && run.source_abs.as_deref() == Some(source_abs)
+    {
+        return Some((run, true));
+    }
+    latest(store, source_abs, flow).map(|run| (run, false))
+}
+
+/// The most recent runs of `flow` started from `source_abs`, newest first.
+pub fn recent(store: &SqliteStore, source_abs: &str, flow: &str, limit: usize) -> Vec<RunRow> {
+    let filter = RunFilter {
+        source_abs: Some(source_abs.to_string()),
+        flow: Some(flow.to_string()),
+        limit: Some(limit),
+        ..Default::default()
+    };
+    store.list_runs(&filter).unwrap_or_default()
+}
+
+/// How long ago `then` was, seen at `now` (both ms since epoch): `just now`, `12 s ago`,
+/// `5 min ago`, `3 h ago`, `2 d ago`.
+pub fn age(now: i64, then: i64) -> String {
+    let s = (now - then).max(0) / 1000;
+    match s {
+        0..5 => "just now".to_string(),
+        5..60 => format!("{s} s ago"),
+        60..3600 => format!("{} min ago", s / 60),
+        3600..86_400 => format!("{} h ago", s / 3600),
+        _ => format!("{} d ago", s / 86_400),
+    }
+}
+
+/// One run as the run picker lists it: id, status, times (RFC 3339), a label and a detail line.
+pub fn picker_entry(run: &RunRow, now_ms: i64) -> Value {
+    let rfc3339 = |ms: i64| {
+        jiff::Timestamp::from_millisecond(ms)
+            .map(|t| t.to_string())
+            .unwrap_or_default()
+    };
+    let took = run
+        .ended_at
+        .map(|end| format!(" · took {}", duration(end - run.created_at)))
+        .unwrap_or_default();
+    serde_json::json!({
+        "id": run.id,
+        "status": run.status.as_str(),
+        "started_at": rfc3339(run.created_at),
+        "ended_at": run.ended_at.map(rfc3339),
+        "label": run.id,
+        "detail": format!("{} · started {}{took}", run.status.as_str(), age(now_ms, run.created_at)),
+    })
+}
+
 /// Where one step of a run stands.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StepState {

@@ -22,7 +22,15 @@ use crate::diagnostics::to_lsp;
 use crate::hints::{self, Watched};
 use crate::ide::completion::{self, ItemKind};
 use crate::ide::{Ctx, edits, hover, names, outline, signature, tokens};
-use crate::runs::Stores;
+use crate::lenses;
+use crate::runs::{self, Pins, Stores};
+
+/// The server-side command listing recent runs of a flow: `[uri, flow]` → runs, newest first.
+pub const LIST_RUNS: &str = "reel.server.listRuns";
+/// The server-side command choosing the run a flow's hints show: `[uri, flow, run id or null]`.
+pub const SHOW_RUN: &str = "reel.server.showRun";
+/// How many runs the run picker offers.
+const PICKER_RUNS: usize = 50;
 
 /// An open document: its salsa input and the editor's version of it.
 struct Doc {
@@ -42,8 +50,10 @@ pub struct Backend {
     client: Client,
     state: Arc<Mutex<State>>,
     stores: Stores,
+    pins: Pins,
     watched: Watched,
     refresh_support: AtomicBool,
+    lens_refresh_support: AtomicBool,
 }
 
 impl Backend {
@@ -53,8 +63,10 @@ impl Backend {
             client,
             state: Arc::default(),
             stores: Stores::default(),
+            pins: Pins::default(),
             watched: Watched::default(),
             refresh_support: AtomicBool::new(false),
+            lens_refresh_support: AtomicBool::new(false),
         }
     }
 
@@ -160,6 +172,13 @@ fn paths(uri: &Uri) -> (String, String) {
     }
 }
 
+/// The wall clock in ms since the epoch: the server shows ages of runs, and reads no other time.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
 fn failed(message: String) -> Error {
     Error {
         code: ErrorCode::ServerError(-32803),
@@ -189,13 +208,20 @@ fn workspace_edit(uri: &Uri, edits: Vec<TextEdit>) -> WorkspaceEdit {
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
-        let refresh = params
-            .capabilities
-            .workspace
-            .and_then(|w| w.inlay_hint)
+        let workspace = params.capabilities.workspace;
+        let refresh = workspace
+            .as_ref()
+            .and_then(|w| w.inlay_hint.as_ref())
             .and_then(|h| h.refresh_support)
             .unwrap_or(false);
         self.refresh_support.store(refresh, Ordering::Relaxed);
+        let lens_refresh = workspace
+            .as_ref()
+            .and_then(|w| w.code_lens.as_ref())
+            .and_then(|l| l.refresh_support)
+            .unwrap_or(false);
+        self.lens_refresh_support
+            .store(lens_refresh, Ordering::Relaxed);
         Ok(InitializeResult {
             server_info: Some(ServerInfo {
                 name: "reel".into(),
@@ -222,6 +248,13 @@ impl LanguageServer for Backend {
                 }),
                 code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
                 inlay_hint_provider: Some(OneOf::Left(true)),
+                code_lens_provider: Some(CodeLensOptions {
+                    resolve_provider: Some(false),
+                }),
+                execute_command_provider: Some(ExecuteCommandOptions {
+                    commands: vec![LIST_RUNS.into(), SHOW_RUN.into()],
+                    ..Default::default()
+                }),
                 semantic_tokens_provider: Some(
                     SemanticTokensServerCapabilities::SemanticTokensOptions(
                         SemanticTokensOptions {
@@ -244,18 +277,27 @@ impl LanguageServer for Backend {
         // were asked for, and ask for new hints when one changed (a run started, its journal grew).
         let client = self.client.clone();
         let stores = self.stores.clone();
+        let pins = self.pins.clone();
         let watched = self.watched.clone();
+        let lenses = self.lens_refresh_support.load(Ordering::Relaxed);
         tokio::spawn(async move {
             let mut last = BTreeMap::new();
             loop {
                 tokio::time::sleep(Duration::from_millis(300)).await;
-                let (s, w) = (stores.clone(), watched.clone());
-                let Ok(now) = tokio::task::spawn_blocking(move || hints::fingerprint(&s, &w)).await
+                let (s, p, w) = (stores.clone(), pins.clone(), watched.clone());
+                let Ok(now) =
+                    tokio::task::spawn_blocking(move || hints::fingerprint(&s, &p, &w)).await
                 else {
                     continue;
                 };
-                if hints::changed(&last, &now) && client.inlay_hint_refresh().await.is_err() {
-                    break;
+                if hints::changed(&last, &now) {
+                    if client.inlay_hint_refresh().await.is_err() {
+                        break;
+                    }
+                    // The lens naming the shown run changes with it (a new run, a new status).
+                    if lenses {
+                        let _ = client.code_lens_refresh().await;
+                    }
                 }
                 last = now;
             }
@@ -277,11 +319,79 @@ impl LanguageServer for Backend {
 
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         let uri = params.text_document.uri.clone();
-        let (stores, watched) = (self.stores.clone(), self.watched.clone());
+        let (stores, pins, watched) =
+            (self.stores.clone(), self.pins.clone(), self.watched.clone());
         self.query(&params.text_document.uri, move |cx| {
-            hints::inlay_hints(cx, &uri, &stores, &watched)
+            hints::inlay_hints(cx, &uri, &stores, &pins, &watched)
         })
         .await
+    }
+
+    async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
+        let uri = params.text_document.uri.clone();
+        let (stores, pins) = (self.stores.clone(), self.pins.clone());
+        let now = now_ms();
+        self.query(&params.text_document.uri, move |cx| {
+            lenses::code_lenses(cx, &uri, &stores, &pins, now)
+        })
+        .await
+    }
+
+    async fn execute_command(
+        &self,
+        params: ExecuteCommandParams,
+    ) -> Result<Option<tower_lsp_server::lsp_types::LSPAny>> {
+        let args = params.arguments;
+        let text = |i: usize| args.get(i).and_then(|v| v.as_str()).map(str::to_string);
+        let (Some(uri), Some(flow)) = (text(0), text(1)) else {
+            return Err(Error::invalid_params(format!(
+                "`{}` takes the document's URI and a flow name",
+                params.command
+            )));
+        };
+        let source = uri
+            .parse::<Uri>()
+            .ok()
+            .and_then(|u| u.to_file_path().map(|p| p.into_owned()))
+            .and_then(|p| hints::locate_path(&p));
+        let Some((source, dir)) = source else {
+            return Err(Error::invalid_params(format!(
+                "`{uri}` is not a file on disk, so it has no runs"
+            )));
+        };
+        match params.command.as_str() {
+            LIST_RUNS => {
+                let stores = self.stores.clone();
+                let now = now_ms();
+                let listed = tokio::task::spawn_blocking(move || {
+                    let Some(store) = stores.get(&dir) else {
+                        return Vec::new();
+                    };
+                    runs::recent(&store, &source, &flow, PICKER_RUNS)
+                        .into_iter()
+                        .map(|run| runs::picker_entry(&run, now))
+                        .collect::<Vec<_>>()
+                })
+                .await
+                .unwrap_or_default();
+                Ok(Some(serde_json::Value::Array(listed)))
+            }
+            SHOW_RUN => {
+                let run = text(2);
+                self.pins.set(&source, &flow, run);
+                // Every client that can refresh does; one that cannot asks again on its own.
+                if self.refresh_support.load(Ordering::Relaxed) {
+                    let _ = self.client.inlay_hint_refresh().await;
+                }
+                if self.lens_refresh_support.load(Ordering::Relaxed) {
+                    let _ = self.client.code_lens_refresh().await;
+                }
+                Ok(None)
+            }
+            other => Err(Error::invalid_params(format!(
+                "unknown command `{other}`; this server knows `{LIST_RUNS}` and `{SHOW_RUN}`"
+            ))),
+        }
     }
 
     async fn shutdown(&self) -> Result<()> {
@@ -312,12 +422,12 @@ impl LanguageServer for Backend {
 
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         let p = params.text_document_position_params;
-        let stores = self.stores.clone();
+        let (stores, pins) = (self.stores.clone(), self.pins.clone());
         Ok(self
             .query(&p.text_document.uri, move |cx| {
                 let offset = cx.lines.offset(p.position);
                 let (mut text, span) = hover::hover(cx, offset)?;
-                if let Some(run) = hints::step_details(cx, offset, &stores) {
+                if let Some(run) = hints::step_details(cx, offset, &stores, &pins) {
                     text.push_str("\n\n---\n\n");
                     text.push_str(&run);
                 }

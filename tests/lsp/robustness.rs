@@ -129,11 +129,26 @@ fn every_request_at_random_positions_is_answered() {
             "textDocument/foldingRange",
             "textDocument/formatting",
             "textDocument/inlayHint",
+            "textDocument/codeLens",
             "textDocument/semanticTokens/full",
         ] {
             let whole = json!({ "start": { "line": 0, "character": 0 }, "end": { "line": lines, "character": 0 } });
             let r = client.request(method, json!({ "textDocument": { "uri": uri }, "range": whole, "options": { "tabSize": 2, "insertSpaces": true } }));
             assert!(r.get("error").is_none(), "{method} on {text:?}: {r}");
+        }
+        // The run picker's commands on any document (with or without a store, any flow name).
+        for (command, args) in [
+            ("reel.server.listRuns", json!([uri, "f"])),
+            ("reel.server.showRun", json!([uri, text, null])),
+            ("reel.server.showRun", json!([uri])),
+        ] {
+            let r = client.request(
+                "workspace/executeCommand",
+                json!({ "command": command, "arguments": args }),
+            );
+            if let Some(e) = r.get("error") {
+                assert_ne!(e["code"], -32603, "{command} on {text:?}: {r}");
+            }
         }
     }
     client.shutdown();

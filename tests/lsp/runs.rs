@@ -161,3 +161,146 @@ fn refreshed_until(
     }
     panic!("the hints never got there");
 }
+
+/// The code lenses of `uri`, as (line, title, command).
+fn lenses(client: &mut Client, uri: &str) -> Vec<(u64, String, String)> {
+    let r = client.request(
+        "textDocument/codeLens",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    r["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{r}"))
+        .iter()
+        .map(|l| {
+            (
+                l["range"]["start"]["line"].as_u64().unwrap(),
+                l["command"]["title"].as_str().unwrap().to_string(),
+                l["command"]["command"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn execute(client: &mut Client, command: &str, arguments: Value) -> Value {
+    client.request(
+        "workspace/executeCommand",
+        json!({ "command": command, "arguments": arguments }),
+    )
+}
+
+#[test]
+fn lenses_name_the_shown_run_and_the_picker_pins_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("store");
+    let path = dir.path().join("pipe.reel");
+    let text = format!("// two runs\n{PIPELINE}");
+    std::fs::write(&path, &text).unwrap();
+    let capabilities = json!({ "workspace": {
+        "inlayHint": { "refreshSupport": true },
+        "codeLens": { "refreshSupport": true },
+    } });
+    let mut client = Client::start_with(dir.path(), &home, capabilities);
+    let uri = uri(&path);
+    client.open(&uri, &text);
+    let before = lenses(&mut client, &uri);
+    let titles: Vec<&str> = before.iter().map(|l| l.1.as_str()).collect();
+    assert_eq!(titles, ["▶ Run pipeline", "No runs yet", "Pick run…"]);
+    assert!(before.iter().all(|l| l.0 == 1), "{before:?}");
+    assert_eq!(before[0].2, "reel.runFlow");
+    assert_eq!(before[2].2, "reel.pickRun");
+    assert!(
+        execute(
+            &mut client,
+            "reel.server.listRuns",
+            json!([uri, "pipeline"])
+        )["result"]
+            .as_array()
+            .is_some_and(|a| a.is_empty())
+    );
+
+    let first: Value =
+        serde_json::from_str(&reel(dir.path(), &home, &["run", "pipe.reel", "--json"])).unwrap();
+    let second: Value = serde_json::from_str(&reel(
+        dir.path(),
+        &home,
+        &["run", "pipe.reel", "--input", "n=5", "--json"],
+    ))
+    .unwrap();
+    let (first, second) = (
+        first["run"].as_str().unwrap(),
+        second["run"].as_str().unwrap(),
+    );
+
+    let shown = lenses(&mut client, &uri);
+    assert!(
+        shown[1]
+            .1
+            .starts_with(&format!("Showing run {second} · succeeded · ")),
+        "{shown:?}"
+    );
+    assert!(!shown[1].1.ends_with("pinned"), "{shown:?}");
+    assert!(hints(&mut client, &uri)[0].1.ends_with(r#"{"x":5}"#));
+
+    let listed = execute(
+        &mut client,
+        "reel.server.listRuns",
+        json!([uri, "pipeline"]),
+    );
+    let listed = listed["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"));
+    let ids: Vec<&str> = listed.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, [second, first], "newest first");
+    assert_eq!(listed[0]["status"], "succeeded");
+    assert!(listed[0]["started_at"].as_str().unwrap().ends_with('Z'));
+    assert!(listed[0]["ended_at"].is_string());
+
+    // Pinning the first run: the hints and the lens show it, and the editor is told to refresh.
+    let r = execute(
+        &mut client,
+        "reel.server.showRun",
+        json!([uri, "pipeline", first]),
+    );
+    assert!(r.get("error").is_none(), "{r}");
+    client.wait_for("workspace/inlayHint/refresh", |_| true);
+    client.wait_for("workspace/codeLens/refresh", |_| true);
+    assert!(hints(&mut client, &uri)[0].1.ends_with(r#"{"x":2}"#));
+    let pinned = lenses(&mut client, &uri);
+    assert!(
+        pinned[1].1.starts_with(&format!("Showing run {first} · "))
+            && pinned[1].1.ends_with(" · pinned"),
+        "{pinned:?}"
+    );
+    let hover = client.at("textDocument/hover", &uri, (4, 7), json!({}));
+    assert!(
+        hover["result"]["contents"]["value"]
+            .as_str()
+            .is_some_and(|t| t.contains(first)),
+        "{hover}"
+    );
+
+    // Following the latest again.
+    execute(
+        &mut client,
+        "reel.server.showRun",
+        json!([uri, "pipeline", null]),
+    );
+    assert!(hints(&mut client, &uri)[0].1.ends_with(r#"{"x":5}"#));
+
+    // Bad arguments get an error that says what the command takes.
+    let bad = execute(&mut client, "reel.server.listRuns", json!([]));
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("URI and a flow name")),
+        "{bad}"
+    );
+    let unknown = execute(&mut client, "reel.server.nope", json!([uri, "pipeline"]));
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("unknown command"))
+    );
+    client.shutdown();
+}
