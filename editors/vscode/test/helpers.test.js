@@ -1,0 +1,93 @@
+// The extension's helpers that do not need VS Code: quoting a command line for the terminal,
+// resolving `reel.path`, and the age shown for a run. Runs against the compiled out/ files.
+'use strict';
+
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const { execFileSync } = require('node:child_process');
+
+const OUT = path.join(__dirname, '..', 'out');
+assert.ok(fs.existsSync(path.join(OUT, 'shell.js')), `${OUT} is not built: run npm run build first`);
+const { commandLine, dialectOf } = require('../out/shell.js');
+const { resolveReelPath, findExecutable } = require('../out/reelPath.js');
+const { relativeAge } = require('../out/age.js');
+
+const awkward = [
+  '/tmp/my flows/it\'s "here"/a.reel',
+  'plain',
+  '$HOME `x` $(y) \\z ; & | * ? ~ # !',
+  '',
+  'ünïcode dir/f.reel',
+];
+
+test('POSIX shells get every argument back unchanged', () => {
+  assert.equal(dialectOf('/bin/bash'), 'posix');
+  assert.equal(dialectOf('/usr/bin/zsh'), 'posix');
+  const line = commandLine(['printf', '%s\\n', ...awkward], '/bin/bash');
+  for (const sh of ['/bin/sh', '/bin/bash']) {
+    if (!fs.existsSync(sh)) continue;
+    const printed = execFileSync(sh, ['-c', line], { encoding: 'utf8' });
+    assert.deepEqual(printed.split('\n').slice(0, -1), awkward, `${sh} -c ${line}`);
+  }
+  assert.equal(commandLine(['reel', 'run', '/a/b.reel', '--flow', 'hello'], '/bin/bash'), 'reel run /a/b.reel --flow hello');
+});
+
+test('PowerShell and cmd quoting', () => {
+  assert.equal(dialectOf('C:\\Program Files\\PowerShell\\7\\pwsh.exe'), 'powershell');
+  assert.equal(dialectOf('C:\\Windows\\System32\\cmd.exe'), 'cmd');
+  assert.equal(
+    commandLine(['C:\\Program Files\\reel.exe', 'run', "C:\\it's\\a.reel", '--flow', 'f'], 'pwsh.exe'),
+    "& 'C:\\Program Files\\reel.exe' run 'C:\\it''s\\a.reel' --flow f",
+  );
+  assert.equal(
+    commandLine(['C:\\Program Files\\reel.exe', 'run', 'C:\\a b\\x.reel'], 'cmd.exe'),
+    '"C:\\Program Files\\reel.exe" run "C:\\a b\\x.reel"',
+  );
+});
+
+test('reel.path: variables expanded, relative paths from the workspace folder', () => {
+  const env = { REEL_BIN: '/opt/reel/bin' };
+  assert.equal(resolveReelPath('reel', '/ws', env).resolved, 'reel');
+  assert.equal(resolveReelPath('  ', '/ws', env).resolved, 'reel');
+  assert.equal(resolveReelPath('${workspaceFolder}/target/debug/reel', '/ws', env).resolved, '/ws/target/debug/reel');
+  assert.equal(resolveReelPath('./target/release/reel', '/ws', env).resolved, path.join('/ws', 'target/release/reel'));
+  assert.equal(resolveReelPath('~/bin/reel', '/ws', env).resolved, path.join(os.homedir(), 'bin/reel'));
+  assert.equal(resolveReelPath('${userHome}/reel', '/ws', env).resolved, `${os.homedir()}/reel`);
+  assert.equal(resolveReelPath('${env:REEL_BIN}/reel', '/ws', env).resolved, '/opt/reel/bin/reel');
+  assert.equal(resolveReelPath('${workspaceFolder}/reel', '/ws', env).configured, '${workspaceFolder}/reel');
+});
+
+test('the executable is found on PATH or at its path, and not when it is not there', () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'reel-path-'));
+  const exe = path.join(dir, 'reel');
+  fs.writeFileSync(exe, '#!/bin/sh\n', { mode: 0o755 });
+  const notExe = path.join(dir, 'reel-data');
+  fs.writeFileSync(notExe, '', { mode: 0o644 });
+  try {
+    assert.equal(findExecutable('reel', { PATH: `/nonexistent${path.delimiter}${dir}` }), exe);
+    assert.equal(findExecutable(exe, { PATH: '' }), exe);
+    assert.equal(findExecutable('reel', { PATH: '/nonexistent' }), undefined);
+    assert.equal(findExecutable(path.join(dir, 'missing'), { PATH: dir }), undefined);
+    if (process.platform !== 'win32') {
+      assert.equal(findExecutable(notExe, { PATH: '' }), undefined);
+      assert.equal(findExecutable(dir, { PATH: '' }), undefined, 'a directory is not an executable');
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('run ages', () => {
+  const now = Date.parse('2025-06-01T12:00:00Z');
+  assert.equal(relativeAge('2025-06-01T12:00:00Z', now), 'just now');
+  assert.equal(relativeAge('2025-06-01T11:59:30Z', now), '30 s ago');
+  assert.equal(relativeAge('2025-06-01T11:55:00+00:00', now), '5 min ago');
+  assert.equal(relativeAge('2025-06-01T09:00:00Z', now), '3 h ago');
+  assert.equal(relativeAge('2025-05-31T11:00:00Z', now), 'yesterday');
+  assert.equal(relativeAge('2025-05-20T12:00:00Z', now), '12 days ago');
+  assert.equal(relativeAge('2024-01-02T03:04:05Z', now), '2024-01-02');
+  assert.equal(relativeAge('not a time', now), 'not a time');
+});
