@@ -1,0 +1,417 @@
+// Drives a real VS Code (code-server) in headless Chromium and asserts what a person sees with
+// the Reel extension: the recorded result of each step inline, the code lenses above the flow,
+// the hover of a step, diagnostics (squiggle, Problems panel, status bar), completion and the
+// stale mark. Started by run.sh, which sets the REEL_E2E_* variables below.
+//
+// Every wait polls the page with a timeout; a failure prints what was expected and what was on
+// the page, and saves a screenshot.
+import { chromium } from 'playwright-core';
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const env = (name) => {
+  const v = process.env[name];
+  if (!v) {
+    console.error(`e2e.mjs: ${name} is not set (start it with tests/vscode/run.sh)`);
+    process.exit(2);
+  }
+  return v;
+};
+const URL = env('REEL_E2E_URL');
+const SHOTS = env('REEL_E2E_SHOTS');
+const RUN_ID = process.env.REEL_E2E_RUN_ID || '';
+const HEADED = process.env.REEL_E2E_HEADED === '1';
+mkdirSync(SHOTS, { recursive: true });
+
+const t0 = Date.now();
+const secs = () => ((Date.now() - t0) / 1000).toFixed(1);
+const say = (msg) => console.log(`[e2e ${secs()}s] ${msg}`);
+
+/** Polls `probe` until it returns `{ ok: true, ... }`; throws with the last thing it saw. */
+async function waitFor(what, probe, timeout = 10_000, every = 150) {
+  const end = Date.now() + timeout;
+  let last;
+  for (;;) {
+    try {
+      last = await probe();
+    } catch (e) {
+      last = { ok: false, seen: `error while probing: ${e.message.split('\n')[0]}` };
+    }
+    if (last?.ok) return last;
+    if (Date.now() > end) {
+      const seen = typeof last?.seen === 'string' ? last.seen : JSON.stringify(last?.seen, null, 2);
+      throw new Error(`timed out after ${timeout / 1000}s waiting for ${what}\n  on the page: ${seen}`);
+    }
+    await new Promise((r) => setTimeout(r, every));
+  }
+}
+
+const nbsp = (s) => (s ?? '').replace(/[\u00a0\u200a\u2009]/g, ' ');
+
+// ---------------------------------------------------------------------------------------------
+const browser = await chromium.launch({
+  executablePath: process.env.REEL_E2E_CHROMIUM || '/usr/bin/chromium',
+  headless: !HEADED,
+  args: [
+    '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+    '--disable-background-networking', '--disable-component-update', '--disable-sync',
+    '--disable-dev-shm-usage',
+  ],
+});
+const context = await browser.newContext({ viewport: { width: 1280, height: 800 }, deviceScaleFactor: 1 });
+const page = await context.newPage();
+const pageErrors = [];
+page.on('pageerror', (e) => pageErrors.push(e.message));
+
+async function shot(name) {
+  const path = join(SHOTS, `${name}.png`);
+  await page.screenshot({ path });
+  say(`screenshot ${path}`);
+  return path;
+}
+
+const EDITOR = '.part.editor .editor-instance .monaco-editor';
+
+/** The editor's rendered lines in line order: code text and inlay hint texts. */
+async function editorLines() {
+  return page.evaluate((sel) => {
+    const ed = document.querySelector(sel);
+    if (!ed) return [];
+    const lines = [...ed.querySelectorAll('.view-lines .view-line')];
+    lines.sort((a, b) => parseFloat(a.style.top) - parseFloat(b.style.top));
+    return lines.map((l) => {
+      const hintEls = [...l.querySelectorAll('span[class*="dyn-rule"]')];
+      const hints = hintEls.map((s) => s.textContent).filter((t) => t.replace(/[\s\u00a0\u200a]/g, '') !== '');
+      const clone = l.cloneNode(true);
+      clone.querySelectorAll('span[class*="dyn-rule"]').forEach((s) => s.remove());
+      const r = l.getBoundingClientRect();
+      return { text: clone.textContent, hints, top: r.top, bottom: r.bottom };
+    });
+  }, EDITOR).then((ls) => ls.map((l) => ({ ...l, text: nbsp(l.text), hints: l.hints.map(nbsp) })));
+}
+
+const show = (lines) => lines.map((l) => `${l.text}${l.hints.length ? '   «' + l.hints.join(' | ') + '»' : ''}`).join('\n    ');
+
+/** The rendered line whose code matches `re`, or undefined. */
+const lineOf = (lines, re) => lines.find((l) => re.test(l.text));
+
+/** The centre of the `nth` occurrence of `word` on the editor line matching `lineRe`. */
+async function wordPoint(lineRe, word) {
+  const p = await page.evaluate(
+    ({ sel, src, flags, word }) => {
+      const re = new RegExp(src, flags);
+      const ed = document.querySelector(sel);
+      if (!ed) return null;
+      for (const l of ed.querySelectorAll('.view-lines .view-line')) {
+        const text = l.textContent.replace(/\u00a0/g, ' ');
+        if (!re.test(text)) continue;
+        const walker = document.createTreeWalker(l, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          if (n.parentElement.closest('span[class*="dyn-rule"]')) continue;
+          const i = n.textContent.replace(/\u00a0/g, ' ').search(new RegExp(`\\b${word}\\b`));
+          if (i < 0) continue;
+          const range = document.createRange();
+          range.setStart(n, i);
+          range.setEnd(n, i + word.length);
+          const r = range.getBoundingClientRect();
+          return { x: r.left + r.width / 2, y: r.top + r.height / 2 };
+        }
+      }
+      return null;
+    },
+    { sel: EDITOR, src: lineRe.source, flags: lineRe.flags, word },
+  );
+  if (!p) throw new Error(`no word "${word}" on a line matching ${lineRe} in the editor`);
+  return p;
+}
+
+/** Puts the cursor at the end of the line matching `lineRe` (a click on its code, then End). */
+async function cursorToEndOf(lineRe, word) {
+  const p = await wordPoint(lineRe, word);
+  await page.mouse.click(p.x, p.y);
+  await page.keyboard.press('End');
+}
+
+async function statusText(id) {
+  return page.evaluate((id) => {
+    const el = document.querySelector(`[id="${id}"]`);
+    return el ? `${el.getAttribute('aria-label') ?? ''} ${el.textContent}` : '';
+  }, id);
+}
+
+// ---------------------------------------------------------------------------------------------
+const results = [];
+async function check(name, fn) {
+  say(`--- ${name}`);
+  try {
+    await fn();
+    results.push({ name, ok: true });
+    say(`PASS ${name}`);
+  } catch (e) {
+    results.push({ name, ok: false, error: e.message });
+    console.error(`[e2e ${secs()}s] FAIL ${name}\n  ${e.message}`);
+    try {
+      await shot(`failure-${name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`);
+    } catch {}
+  } finally {
+    // Leave no widget open for the next check.
+    await page.keyboard.press('Escape').catch(() => {});
+    await page.mouse.move(200, 450).catch(() => {}); // the empty Explorer: no tooltip there
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+let opened = false;
+await check('open the flow', async () => {
+  await page.goto(URL, { waitUntil: 'domcontentloaded', timeout: 60_000 });
+  await waitFor('the workbench', async () => ({
+    ok: await page.locator('.monaco-workbench .part.statusbar').isVisible(),
+    seen: await page.title(),
+  }), 60_000);
+  say('workbench up');
+  // Open it as a person would: a double click on it in the Explorer; Quick Open (Ctrl+P) when
+  // the Explorer does not show it (its key press can be lost before the window has focus).
+  const tab = page.locator('.tabs-container .tab', { hasText: 'greet.reel' });
+  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'greet.reel' });
+  await row.first().waitFor({ state: 'visible', timeout: 15_000 }).catch(() => {});
+  if (await row.count()) {
+    await row.first().dblclick();
+    await tab.first().waitFor({ state: 'visible', timeout: 10_000 }).catch(() => {});
+  }
+  await waitFor('the file greet.reel opened', async () => {
+    if (await tab.count()) return { ok: true };
+    say('  not opened from the Explorer: Quick Open');
+    const input = page.locator('.quick-input-widget .quick-input-box input');
+    if (!(await input.isVisible())) {
+      await page.locator('.part.editor').click({ position: { x: 300, y: 300 } }).catch(() => {});
+      await page.keyboard.press('Control+P');
+      await input.waitFor({ state: 'visible', timeout: 2000 }).catch(() => {});
+      if (!(await input.isVisible())) return { ok: false, seen: 'no Quick Open box after Ctrl+P' };
+      await input.fill('greet.reel');
+    }
+    const pick = page.locator('.quick-input-list .monaco-list-row', { hasText: 'greet.reel' });
+    try {
+      await pick.first().waitFor({ state: 'visible', timeout: 3000 });
+    } catch {
+      return { ok: false, seen: 'Quick Open shows no greet.reel' };
+    }
+    await page.keyboard.press('Enter');
+    await tab.first().waitFor({ state: 'visible', timeout: 3000 }).catch(() => {});
+    return { ok: (await tab.count()) > 0, seen: 'no greet.reel tab after Enter' };
+  }, 30_000, 500);
+  await waitFor('the flow text in the editor', async () => {
+    const lines = await editorLines();
+    return { ok: !!lineOf(lines, /^flow greet \{/), seen: show(lines) };
+  }, 15_000);
+  // The extension brings the language: the status bar names it once the extension is active.
+  await waitFor('the language mode "Reel" in the status bar (the extension is active)', async () => {
+    const lang = await statusText('status.editor.mode');
+    return { ok: /reel/i.test(lang), seen: lang.trim() };
+  }, 30_000);
+  opened = true;
+});
+
+// 1. The inline results: one hint per step at the end of its header line.
+const expectHints = [
+  ['greeting', /^\s*step greeting = "hello/, /^✓ .*"hello, reel"/],
+  ['shout', /^\s*step shout = echo \{/, /^✓ .*"HELLO, REEL"/],
+  ['stats', /^\s*step stats = echo \{/, /^✓ .*\{.*"words":2/],
+  ['whisper', /^\s*step whisper = echo \{/, /^↷ skipped: `when` was false/],
+  ['broken', /^\s*step broken = exec \{/, /^✗ .*tool\.exec\.exit/],
+];
+if (opened) await check('inline results', async () => {
+  await waitFor('an inlay hint on each step header line with its recorded result', async () => {
+    const lines = await editorLines();
+    const wrong = [];
+    for (const [step, lineRe, hintRe] of expectHints) {
+      const l = lineOf(lines, lineRe);
+      if (!l) wrong.push(`no line for step ${step}`);
+      else if (l.hints.length !== 1 || !hintRe.test(l.hints[0].trim()))
+        wrong.push(`step ${step}: hints ${JSON.stringify(l.hints)}, want one matching ${hintRe}`);
+    }
+    // No hint anywhere but on step header lines.
+    for (const l of lines)
+      if (l.hints.length && !/^\s*step \w+ =/.test(l.text)) wrong.push(`unexpected hint on "${l.text.trim()}": ${l.hints}`);
+    return { ok: wrong.length === 0, seen: `${wrong.join('; ')}\n    ${show(lines)}` };
+  }, 30_000);
+  const lines = await editorLines();
+  for (const [step, lineRe] of expectHints) say(`  ${step}: ${lineOf(lines, lineRe).hints[0].trim()}`);
+  // The picture is better with the lenses in it: give them a moment (they are checked below).
+  await page.locator(`${EDITOR} .codelens-decoration`).first().waitFor({ state: 'visible', timeout: 5000 }).catch(() => {});
+  await page.mouse.move(200, 450);
+  await shot('inline-results');
+});
+
+// 2. The code lenses above the flow line.
+if (opened) await check('code lenses', async () => {
+  const seen = await waitFor('code lenses "▶ Run greet" and "Showing run …" above `flow greet`', async () => {
+    const lenses = await page.evaluate((sel) => {
+      const ed = document.querySelector(sel);
+      return [...(ed?.querySelectorAll('.codelens-decoration') ?? [])].map((el) => {
+        const r = el.getBoundingClientRect();
+        return { text: el.textContent, top: r.top, bottom: r.bottom, visible: r.height > 0 };
+      });
+    }, EDITOR);
+    const text = nbsp(lenses.map((l) => l.text).join(' | '));
+    const lines = await editorLines();
+    const flow = lineOf(lines, /^flow greet \{/);
+    const ok = /Run greet/.test(text) && /Showing run/.test(text) && /Pick run/.test(text);
+    return { ok, seen: `lenses: ${JSON.stringify(text)}`, lenses, flow };
+  }, 15_000);
+  const text = nbsp(seen.lenses.map((l) => l.text).join(' | '));
+  say(`  lenses: ${text}`);
+  if (RUN_ID && !text.includes('failed'))
+    throw new Error(`the "Showing run" lens does not say the run failed: ${text}`);
+  // They sit right above the flow's line.
+  const lens = seen.lenses.find((l) => /Run greet/.test(nbsp(l.text)));
+  if (!(lens.bottom <= seen.flow.top + 2 && seen.flow.top - lens.bottom < 30))
+    throw new Error(`the lens (y ${lens.top}-${lens.bottom}) is not just above \`flow greet\` (y ${seen.flow.top})`);
+});
+
+/** The text of the hovers on screen (VS Code keeps hidden hover elements around). */
+function visibleHoverText() {
+  return page.evaluate(() =>
+    [...document.querySelectorAll('.monaco-hover-content')]
+      .filter((el) => el.getBoundingClientRect().height > 0 && el.checkVisibility())
+      .map((el) => el.innerText)
+      .join('\n'));
+}
+
+// 3. Hovering a step's name shows its recorded output.
+if (opened) await check('hover', async () => {
+  const p = await wordPoint(/^\s*step stats = echo/, 'stats');
+  await waitFor('a hover over `stats` with the recorded output', async () => {
+    await page.mouse.move(p.x - 2, p.y);
+    await page.mouse.move(p.x, p.y);
+    let text = '';
+    for (let i = 0; i < 10 && !text; i++) {
+      await page.waitForTimeout(150);
+      text = nbsp(await visibleHoverText());
+    }
+    const ok = /Output/.test(text) && /"words": 2/.test(text) && /"text": "HELLO, REEL"/.test(text)
+      && (!RUN_ID || text.includes(RUN_ID));
+    return { ok, seen: text || 'no hover' };
+  }, 15_000, 300);
+  await shot('hover');
+});
+
+// 5. Completion after `input.` and after a step name and `.`.
+async function suggestions() {
+  return page.evaluate(() =>
+    [...document.querySelectorAll('.editor-widget.suggest-widget.visible .monaco-list-row')].map(
+      (r) => (r.querySelector('.label-name')?.textContent ?? r.getAttribute('aria-label') ?? '').trim(),
+    ),
+  );
+}
+async function expectCompletion(typed, want) {
+  await page.keyboard.type(typed, { delay: 30 });
+  let invoked = false;
+  await waitFor(`completion after "${typed}" listing ${want.join(', ')}`, async () => {
+    const got = await suggestions();
+    if (!got.length && !invoked) {
+      // The `.` should open it; if it did not within a moment, ask for it as a person would.
+      invoked = true;
+      await page.waitForTimeout(1500);
+      if (!(await suggestions()).length) await page.keyboard.press('Control+Space');
+    }
+    return { ok: want.every((w) => got.includes(w)), seen: JSON.stringify(got) };
+  }, 10_000);
+  say(`  after "${typed}": ${JSON.stringify(await suggestions())}`);
+}
+if (opened) await check('completion', async () => {
+  await cursorToEndOf(/^\s*step greeting = "hello/, 'greeting');
+  await page.keyboard.press('Enter');
+  await expectCompletion('step probe = input.', ['name', 'loud']);
+  await shot('completion');
+  await page.keyboard.press('Escape');
+  for (let i = 0; i < 'input.'.length; i++) await page.keyboard.press('Backspace');
+  await expectCompletion('stats.', ['words', 'text']);
+  await page.keyboard.press('Escape');
+  // Take the probe line out again.
+  await page.keyboard.press('Control+Shift+K');
+  await waitFor('the probe line removed', async () => {
+    const lines = await editorLines();
+    return { ok: !lineOf(lines, /probe/), seen: show(lines) };
+  }, 5_000);
+});
+
+// 4. A mistake: squiggle, Problems panel entry, status bar count.
+const MESSAGE = 'nothing called `shuot` is in scope';
+if (opened) await check('diagnostics', async () => {
+  await waitFor('no errors before the edit', async () => {
+    const s = await statusText('status.problems');
+    return { ok: /Errors: 0|No Problems/i.test(s) || !/Errors: [1-9]/.test(s), seen: s };
+  }, 10_000);
+  await cursorToEndOf(/^\s*step greeting = "hello/, 'greeting');
+  await page.keyboard.press('Enter');
+  await page.keyboard.insertText('step typo = upper(shuot)');
+  await waitFor('a red squiggle under `shuot` on the new line', async () => {
+    const lines = await editorLines();
+    const typo = lineOf(lines, /step typo = upper\(shuot\)/);
+    const squiggles = await page.evaluate((sel) =>
+      [...document.querySelector(sel).querySelectorAll('.squiggly-error')].map((s) => {
+        const r = s.getBoundingClientRect();
+        return { top: r.top, bottom: r.bottom, left: r.left, width: r.width };
+      }), EDITOR);
+    const p = typo && (await wordPoint(/step typo = upper\(shuot\)/, 'shuot'));
+    const on = typo && squiggles.some((s) => s.top < typo.bottom && s.bottom > typo.top
+      && s.left <= p.x && s.left + s.width >= p.x);
+    return { ok: !!on, seen: `line ${JSON.stringify(typo?.text)}; squiggles ${JSON.stringify(squiggles)}` };
+  }, 15_000);
+  await waitFor('the status bar counting one error', async () => {
+    const s = await statusText('status.problems');
+    return { ok: /Errors: 1\b/.test(s), seen: s };
+  }, 10_000);
+  // The Problems panel lists it with the message.
+  await waitFor(`a Problems entry "${MESSAGE}"`, async () => {
+    const panel = page.locator('.markers-panel');
+    if (!(await panel.isVisible())) {
+      await page.keyboard.press('Control+Shift+M');
+      await panel.waitFor({ state: 'visible', timeout: 2000 }).catch(() => {});
+    }
+    const rows = await page.evaluate(() =>
+      [...document.querySelectorAll('.markers-panel .monaco-list-row')].map((r) => r.getAttribute('aria-label') ?? r.textContent));
+    return { ok: rows.some((r) => r.includes(MESSAGE)), seen: JSON.stringify(rows) };
+  }, 10_000, 300);
+  // With errors in the text every hint is marked as not verified against it.
+  await waitFor('the hints marked (unverified) while the text has an error', async () => {
+    const lines = await editorLines();
+    const l = lineOf(lines, /^\s*step shout = echo/);
+    return { ok: !!l && l.hints.length === 1 && l.hints[0].trim().startsWith('(unverified)'), seen: show(lines) };
+  }, 10_000);
+  await shot('problems');
+});
+
+// 6. Changing a step marks its result stale, and only its own.
+if (opened) await check('stale mark', async () => {
+  const p = await wordPoint(/step typo = upper\(shuot\)/, 'typo').catch(() => null);
+  if (p) {
+    await page.mouse.click(p.x, p.y);
+    await page.keyboard.press('Control+Shift+K');
+  }
+  const q = await wordPoint(/^\s*value: upper\(greeting\)/, 'upper');
+  await page.mouse.dblclick(q.x, q.y);
+  await page.keyboard.insertText('lower');
+  await waitFor('`shout` marked (stale), `greeting` not', async () => {
+    const lines = await editorLines();
+    const shout = lineOf(lines, /^\s*step shout = echo/);
+    const greeting = lineOf(lines, /^\s*step greeting = "hello/);
+    const ok = !!lineOf(lines, /value: lower\(greeting\)/)
+      && shout?.hints.length === 1 && shout.hints[0].trim().startsWith('(stale) ✓')
+      && greeting?.hints.length === 1 && greeting.hints[0].trim().startsWith('✓');
+    return { ok, seen: show(lines) };
+  }, 10_000);
+  await page.keyboard.press('Escape'); // the completion that typing opened
+  await shot('stale');
+});
+
+// ---------------------------------------------------------------------------------------------
+await browser.close();
+const failed = results.filter((r) => !r.ok);
+console.log('');
+for (const r of results) console.log(`${r.ok ? 'ok  ' : 'FAIL'} ${r.name}${r.ok ? '' : `\n     ${r.error.split('\n').join('\n     ')}`}`);
+if (failed.length && pageErrors.length) console.log(`page errors:\n  ${pageErrors.slice(0, 10).join('\n  ')}`);
+console.log(`screenshots in ${SHOTS}`);
+console.log(`vscode e2e took ${secs()}s`);
+console.log(`e2e: ${results.length - failed.length} passed, ${failed.length} failed`);
+process.exit(failed.length ? 1 : 0);
