@@ -44,7 +44,7 @@ fn shown_runs(
         return (watched, views);
     };
     let store = stores.get(&dir);
-    for item in &cx.parsed.file.items {
+    for item in &cx.parsed().file.items {
         if let Item::Flow(f) = item {
             watched.push((dir.clone(), source.clone(), f.name.name.clone()));
             if let Some(store) = &store
@@ -71,7 +71,7 @@ pub fn inlay_hints(
         .unwrap_or_else(|p| p.into_inner())
         .insert(uri.clone(), flows);
     let mut out = Vec::new();
-    for item in &cx.parsed.file.items {
+    for item in &cx.parsed().file.items {
         let Item::Flow(f) = item else { continue };
         let Some(view) = views.get(&f.name.name) else {
             continue;
@@ -111,12 +111,12 @@ pub fn inlay_hints(
 
 /// The recorded result of the step named at `offset`, for its hover.
 pub fn step_details(cx: &Ctx<'_>, offset: usize, stores: &Stores, pins: &Pins) -> Option<String> {
-    let occs = names::occurrences(&cx.parsed.file);
+    let occs = names::occurrences(&cx.parsed().file);
     let occ = names::at(&occs, offset)?;
     if occ.symbol.kind != Kind::Step {
         return None;
     }
-    let Some(Item::Flow(f)) = occ.symbol.flow.and_then(|i| cx.parsed.file.items.get(i)) else {
+    let Some(Item::Flow(f)) = occ.symbol.flow.and_then(|i| cx.parsed().file.items.get(i)) else {
         return None;
     };
     let (source, dir) = locate(cx)?;

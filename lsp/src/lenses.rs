@@ -76,7 +76,7 @@ pub fn flow_lenses(
     let located = hints::locate(cx);
     let store = located.as_ref().and_then(|(_, dir)| stores.get(dir));
     let mut out = Vec::new();
-    for (idx, item) in cx.parsed.file.items.iter().enumerate() {
+    for (idx, item) in cx.parsed().file.items.iter().enumerate() {
         let Item::Flow(f) = item else { continue };
         let flow = f.name.name.clone();
         let shown = match (&located, &store) {
@@ -107,7 +107,7 @@ pub fn code_lenses(
 ) -> Vec<CodeLens> {
     let mut out = Vec::new();
     for (idx, flow, lenses) in flow_lenses(cx, stores, pins, now_ms) {
-        let Item::Flow(f) = &cx.parsed.file.items[idx] else {
+        let Item::Flow(f) = &cx.parsed().file.items[idx] else {
             continue;
         };
         let at = cx.lines.position(f.span.start as usize);

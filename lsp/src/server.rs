@@ -23,6 +23,7 @@ use crate::hints::{self, Watched};
 use crate::ide::completion::{self, ItemKind};
 use crate::ide::{Ctx, edits, hover, names, outline, signature, tokens};
 use crate::lenses;
+use crate::position::Lines;
 use crate::runs::{self, Pins, Stores};
 
 /// The server-side command listing recent runs of a flow: `[uri, flow]` → runs, newest first.
@@ -91,6 +92,29 @@ impl Backend {
                 state.docs.insert(uri.clone(), Doc { file, version });
             }
         }
+    }
+
+    /// Applies `changes` in order to the open text of `uri` (ranges in the text as each change
+    /// finds it, as the protocol says); a change without a range replaces the whole text.
+    /// Synchronous on purpose, like [`Backend::set_text`]. Unknown documents are ignored.
+    fn apply_changes(&self, uri: &Uri, changes: Vec<TextDocumentContentChangeEvent>, version: i32) {
+        let mut state = self.lock();
+        let state = &mut *state;
+        let Some(doc) = state.docs.get_mut(uri) else {
+            return;
+        };
+        let mut text = String::from(&**doc.file.text(&state.db));
+        for change in changes {
+            match change.range {
+                Some(range) => {
+                    let span = Lines::new(&text).span(range);
+                    text.replace_range(span.start as usize..span.end as usize, &change.text);
+                }
+                None => text = change.text,
+            }
+        }
+        doc.file.set_text(&mut state.db).to(text.into());
+        doc.version = version;
     }
 
     /// Runs `f` on a snapshot of the database for `uri`, off the async threads; `Ok(None)` when
@@ -228,8 +252,9 @@ impl LanguageServer for Backend {
                 version: Some(env!("CARGO_PKG_VERSION").into()),
             }),
             capabilities: ServerCapabilities {
+                // Incremental: a keystroke in a large file sends one character, not the file.
                 text_document_sync: Some(TextDocumentSyncCapability::Kind(
-                    TextDocumentSyncKind::FULL,
+                    TextDocumentSyncKind::INCREMENTAL,
                 )),
                 hover_provider: Some(HoverProviderCapability::Simple(true)),
                 definition_provider: Some(OneOf::Left(true)),
@@ -405,12 +430,8 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
-        // Full sync: the last change holds the whole text.
-        let Some(change) = params.content_changes.into_iter().last() else {
-            return;
-        };
         let doc = params.text_document;
-        self.set_text(&doc.uri, change.text, doc.version);
+        self.apply_changes(&doc.uri, params.content_changes, doc.version);
         self.publish(doc.uri).await;
     }
 
@@ -451,7 +472,7 @@ impl LanguageServer for Backend {
         let uri = p.text_document.uri.clone();
         Ok(self
             .query(&p.text_document.uri, move |cx| {
-                let occs = names::occurrences(&cx.parsed.file);
+                let occs = names::occurrences(&cx.parsed().file);
                 let occ = names::at(&occs, cx.lines.offset(p.position))?;
                 let def = names::definition(&occs, &occ.symbol)?;
                 Some(GotoDefinitionResponse::Scalar(Location::new(
@@ -469,7 +490,7 @@ impl LanguageServer for Backend {
         let uri = p.text_document.uri.clone();
         Ok(self
             .query(&p.text_document.uri, move |cx| {
-                let occs = names::occurrences(&cx.parsed.file);
+                let occs = names::occurrences(&cx.parsed().file);
                 let occ = names::at(&occs, cx.lines.offset(p.position))?;
                 let symbol = occ.symbol.clone();
                 Some(

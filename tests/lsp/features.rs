@@ -229,3 +229,38 @@ fn rapid_edits_are_applied_in_order() {
     assert!(text.contains("step g40:"), "{hover}");
     client.shutdown();
 }
+
+#[test]
+fn incremental_changes_apply_in_order_with_utf16_columns() {
+    let text = "flow f {\n  step a = echo {\n    value: \"😀x\"\n  }\n\n  output a\n}\n";
+    let (_dir, mut client, uri) = setup(text);
+    assert_eq!(client.diagnostics(&uri, 1), Vec::<Value>::new());
+    // Two changes in one notification; the second's range is in the text the first left.
+    // `x` is at UTF-16 column 14 (the emoji takes two units), and `a` of `output a` at 9; the
+    // third change indents that line by four (so formatting has something to do).
+    let range = |l: u32, a: u32, b: u32| json!({ "start": { "line": l, "character": a }, "end": { "line": l, "character": b } });
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": 2 }, "contentChanges": [
+            { "range": range(2, 14, 15), "text": "yz" },
+            { "range": range(5, 9, 10), "text": "b" },
+            { "range": range(5, 0, 0), "text": "    " },
+        ] }),
+    );
+    let diags = client.diagnostics(&uri, 2);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0]["range"], range(5, 13, 14), "{diags:?}");
+    let r = client.request(
+        "textDocument/formatting",
+        json!({ "textDocument": { "uri": uri }, "options": { "tabSize": 2, "insertSpaces": true } }),
+    );
+    let formatted = r["result"][0]["newText"].as_str().unwrap_or_default();
+    assert!(
+        formatted.contains("value: \"😀yz\"") && formatted.contains("output b"),
+        "{r}"
+    );
+    // A change without a range replaces the whole text.
+    client.change(&uri, 3, text);
+    assert_eq!(client.diagnostics(&uri, 3), Vec::<Value>::new());
+    client.shutdown();
+}

@@ -73,7 +73,7 @@ pub fn complete(cx: &Ctx<'_>, offset: usize) -> Vec<Item> {
     if tool_prefix(trimmed) {
         return tools(cx);
     }
-    let flow = names::flow_at(&cx.parsed.file, offset).or_else(|| last_flow_before(cx, offset));
+    let flow = names::flow_at(&cx.parsed().file, offset).or_else(|| last_flow_before(cx, offset));
     let Some((idx, flow)) = flow else {
         return Vec::new();
     };
@@ -132,7 +132,7 @@ fn tool_prefix(trimmed: &str) -> bool {
 }
 
 fn last_flow_before<'a>(cx: &'a Ctx<'_>, offset: usize) -> Option<(usize, &'a Flow)> {
-    cx.parsed
+    cx.parsed()
         .file
         .items
         .iter()

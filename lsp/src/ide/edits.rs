@@ -15,7 +15,7 @@ pub type Edit = (Span, String);
 
 /// The edits that rename the step or input at `offset` to `new_name`, or why it cannot be done.
 pub fn rename(cx: &Ctx<'_>, offset: usize, new_name: &str) -> Result<Vec<Edit>, String> {
-    let occs = names::occurrences(&cx.parsed.file);
+    let occs = names::occurrences(&cx.parsed().file);
     let occ = names::at(&occs, offset).ok_or("there is no step or input here to rename")?;
     let symbol = &occ.symbol;
     if !matches!(symbol.kind, Kind::Step | Kind::Input) {
@@ -73,7 +73,7 @@ pub fn rename(cx: &Ctx<'_>, offset: usize, new_name: &str) -> Result<Vec<Edit>, 
 }
 
 fn binds_local(cx: &Ctx<'_>, flow: Option<usize>, name: &str) -> bool {
-    let Some(Item::Flow(f)) = flow.and_then(|i| cx.parsed.file.items.get(i)) else {
+    let Some(Item::Flow(f)) = flow.and_then(|i| cx.parsed().file.items.get(i)) else {
         return false;
     };
     let mut found = false;

@@ -12,21 +12,23 @@ use super::names::{self, Kind};
 
 /// Markdown for the hover at `offset`, and the span it is about.
 pub fn hover(cx: &Ctx<'_>, offset: usize) -> Option<(String, Span)> {
-    let occs = names::occurrences(&cx.parsed.file);
+    let occs = names::occurrences(&cx.parsed().file);
     if let Some(occ) = names::at(&occs, offset) {
         let text = describe(cx, &occ.symbol)?;
         return Some((text, occ.span));
     }
-    let (idx, flow) = names::flow_at(&cx.parsed.file, offset)?;
+    let (idx, flow) = names::flow_at(&cx.parsed().file, offset)?;
     expression_hover(cx, idx, flow, offset)
 }
 
 /// The description of a symbol, as Markdown.
 pub fn describe(cx: &Ctx<'_>, symbol: &names::Symbol) -> Option<String> {
-    let flow = symbol.flow.and_then(|i| match cx.parsed.file.items.get(i) {
-        Some(reel_syntax::ast::Item::Flow(f)) => Some(f),
-        _ => None,
-    });
+    let flow = symbol
+        .flow
+        .and_then(|i| match cx.parsed().file.items.get(i) {
+            Some(reel_syntax::ast::Item::Flow(f)) => Some(f),
+            _ => None,
+        });
     match symbol.kind {
         Kind::Step => {
             let flow = flow?;

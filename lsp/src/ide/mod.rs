@@ -27,8 +27,6 @@ pub struct Ctx<'a> {
     pub file: SourceFile,
     /// Its text.
     pub text: &'a str,
-    /// Its syntax tree (absolute spans).
-    pub parsed: &'a Parsed,
     /// Offset ⇄ position conversion for its text.
     pub lines: Lines<'a>,
 }
@@ -41,14 +39,19 @@ impl<'a> Ctx<'a> {
             db,
             file,
             text,
-            parsed: parse_file(db, file),
             lines: Lines::new(text),
         }
     }
 
+    /// Its syntax tree (absolute spans); parsed on first use, so that requests which need only
+    /// the checker's queries (diagnostics) never parse the whole file.
+    pub fn parsed(&self) -> &'a Parsed {
+        parse_file(self.db, self.file)
+    }
+
     /// The interned flow of the file's item `idx` (by name: the first flow of that name).
     pub fn flow_id(&self, idx: usize) -> Option<FlowId<'a>> {
-        let reel_syntax::ast::Item::Flow(f) = self.parsed.file.items.get(idx)? else {
+        let reel_syntax::ast::Item::Flow(f) = self.parsed().file.items.get(idx)? else {
             return None;
         };
         file_flows(self.db, self.file)

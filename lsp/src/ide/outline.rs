@@ -34,7 +34,7 @@ fn symbol(
 
 /// Flows (with inputs, secrets, env names, steps and the output) and tools, in source order.
 pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
-    cx.parsed
+    cx.parsed()
         .file
         .items
         .iter()
@@ -123,7 +123,7 @@ pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
 /// A fold for every flow, tool, step or output spanning several lines, and for runs of comments.
 pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
     let mut spans: Vec<(Span, Option<FoldingRangeKind>)> = Vec::new();
-    for item in &cx.parsed.file.items {
+    for item in &cx.parsed().file.items {
         spans.push((item.span(), None));
         if let Item::Flow(f) = item {
             spans.extend(
@@ -136,7 +136,7 @@ pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
     }
     // Consecutive comment lines fold as one block.
     let mut block: Option<Span> = None;
-    for c in &cx.parsed.file.comments {
+    for c in &cx.parsed().file.comments {
         block = match block {
             Some(b)
                 if cx.lines.line_of(c.span.start as usize)

@@ -64,7 +64,7 @@ pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
     for c in &lexed.comments {
         marks.push((c.span, COMMENT, if c.doc { DOC } else { 0 }));
     }
-    for occ in names::occurrences(&cx.parsed.file) {
+    for occ in names::occurrences(&cx.parsed().file) {
         let ty = match occ.symbol.kind {
             Kind::Step => STEP,
             Kind::Input | Kind::Secret | Kind::Env => INPUT,
@@ -72,7 +72,7 @@ pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
         };
         marks.push((occ.span, ty, if occ.definition { DECLARATION } else { 0 }));
     }
-    for item in &cx.parsed.file.items {
+    for item in &cx.parsed().file.items {
         let Item::Flow(f) = item else { continue };
         for m in &f.members {
             for e in reel_syntax::visit::member_exprs(m) {
