@@ -64,6 +64,11 @@ const pageErrors = [];
 page.on('pageerror', (e) => pageErrors.push(e.message));
 
 async function shot(name) {
+  // Let fade-ins (a hover, a panel) finish: wait until no finite animation runs.
+  await waitFor('animations to settle', async () => ({
+    ok: await page.evaluate(() => document.getAnimations().every((a) =>
+      a.playState !== 'running' || a.effect?.getComputedTiming().iterations === Infinity)),
+  }), 2_000, 50).catch(() => {});
   const path = join(SHOTS, `${name}.png`);
   await page.screenshot({ path });
   say(`screenshot ${path}`);
@@ -255,13 +260,14 @@ if (opened) await check('code lenses', async () => {
     const text = nbsp(lenses.map((l) => l.text).join(' | '));
     const lines = await editorLines();
     const flow = lineOf(lines, /^flow greet \{/);
-    const ok = /Run greet/.test(text) && /Showing run/.test(text) && /Pick run/.test(text);
+    const ok = /▶ Run greet/.test(text) && /Showing run/.test(text) && /Pick run/.test(text);
     return { ok, seen: `lenses: ${JSON.stringify(text)}`, lenses, flow };
   }, 15_000);
   const text = nbsp(seen.lenses.map((l) => l.text).join(' | '));
   say(`  lenses: ${text}`);
-  if (RUN_ID && !text.includes('failed'))
-    throw new Error(`the "Showing run" lens does not say the run failed: ${text}`);
+  // The run the store holds: its (short) id and its status.
+  if (RUN_ID && !new RegExp(`Showing run ${RUN_ID.slice(0, 6)}\\w* · failed`).test(text))
+    throw new Error(`the lens does not show run ${RUN_ID} as failed: ${text}`);
   // They sit right above the flow's line.
   const lens = seen.lenses.find((l) => /Run greet/.test(nbsp(l.text)));
   if (!(lens.bottom <= seen.flow.top + 2 && seen.flow.top - lens.bottom < 30))
@@ -389,6 +395,11 @@ if (opened) await check('stale mark', async () => {
     await page.mouse.click(p.x, p.y);
     await page.keyboard.press('Control+Shift+K');
   }
+  // The lines move up: wait for that before aiming at a word.
+  await waitFor('the typo line removed', async () => {
+    const lines = await editorLines();
+    return { ok: !lineOf(lines, /step typo/), seen: show(lines) };
+  }, 5_000);
   const q = await wordPoint(/^\s*value: upper\(greeting\)/, 'upper');
   await page.mouse.dblclick(q.x, q.y);
   await page.keyboard.insertText('lower');

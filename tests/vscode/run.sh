@@ -146,6 +146,7 @@ log "code-server (pid $cs_pid) at $url"
 # --- drive it --------------------------------------------------------------------------------
 shots="${REEL_E2E_SHOTS:-$repo/target/vscode-e2e/screenshots}"
 mkdir -p "$shots"
+rm -f "$shots"/failure-*.png
 export REEL_E2E_URL="$url" REEL_E2E_WORKSPACE="$ws" REEL_E2E_SHOTS="$shots" \
   REEL_E2E_RUN_ID="$run_id" REEL_E2E_TMP="$tmp"
 set +e
