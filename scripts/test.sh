@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the tests need on a fresh machine and runs every test of the workspace.
+# Installs what the tests need on a fresh machine and runs every test: the Rust workspace
+# (cargo nextest), the VS Code extension (build, grammar tests, .vsix), and the extension in a
+# real VS Code (code-server + headless Chromium; screenshots in target/vscode-e2e/screenshots/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -16,3 +18,9 @@ fi
 # Snapshot mismatches fail instead of writing new snapshots.
 export INSTA_UPDATE=no
 cargo nextest run --workspace --no-fail-fast "$@"
+
+# The extension: npm ci, TypeScript build, tokenization tests, editors/vscode/reel.vsix.
+bash editors/vscode/ci.sh
+# The extension in a real VS Code, against the reel binary the tests above built.
+target="${CARGO_TARGET_DIR:-target}"
+REEL_BIN="$target/debug/reel" REEL_VSIX=editors/vscode/reel.vsix bash tests/vscode/run.sh
