@@ -104,7 +104,8 @@ pub fn age(now: i64, then: i64) -> String {
     }
 }
 
-/// One run as the run picker lists it: id, status, times (RFC 3339), a label and a detail line.
+/// One run as the run picker lists it: id, status, times (RFC 3339), a label, its age and a
+/// detail line (the client shows these as they are, so ages read the same everywhere).
 pub fn picker_entry(run: &RunRow, now_ms: i64) -> Value {
     let rfc3339 = |ms: i64| {
         jiff::Timestamp::from_millisecond(ms)
@@ -121,7 +122,8 @@ pub fn picker_entry(run: &RunRow, now_ms: i64) -> Value {
         "started_at": rfc3339(run.created_at),
         "ended_at": run.ended_at.map(rfc3339),
         "label": run.id,
-        "detail": format!("{} · started {}{took}", run.status.as_str(), age(now_ms, run.created_at)),
+        "age": age(now_ms, run.created_at),
+        "detail": format!("started {} UTC{took}", day_time(run.created_at)),
     })
 }
 
@@ -344,6 +346,13 @@ pub fn hint(step: &StepRun) -> String {
         StepState::Sleeping(until) => format!("⏸ sleeping until {}", time(*until)),
         StepState::Running => format!("… running{calls}"),
     }
+}
+
+/// A time as `YYYY-MM-DD HH:MM:SS` UTC.
+pub fn day_time(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+        .unwrap_or_else(|_| ms.to_string())
 }
 
 /// A time as `HH:MM:SS` UTC.

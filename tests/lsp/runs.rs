@@ -255,6 +255,12 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     assert_eq!(listed[0]["status"], "succeeded");
     assert!(listed[0]["started_at"].as_str().unwrap().ends_with('Z'));
     assert!(listed[0]["ended_at"].is_string());
+    assert!(
+        listed[0]["age"]
+            .as_str()
+            .is_some_and(|a| a.ends_with("ago") || a == "just now"),
+        "{listed:?}"
+    );
 
     // Pinning the first run: the hints and the lens show it, and the editor is told to refresh.
     let r = execute(

@@ -10,7 +10,6 @@ import {
 
 import { resolveReelPath, findExecutable, ResolvedPath } from './reelPath';
 import { commandLine } from './shell';
-import { relativeAge } from './age';
 
 /** One run of a flow, as `reel.server.listRuns` returns it (newest first). */
 interface RunSummary {
@@ -19,6 +18,8 @@ interface RunSummary {
   started_at: string;
   ended_at: string | null;
   label: string;
+  /** How long ago it started ("5 min ago"), worded by the server as its code lens words it. */
+  age: string;
   detail: string;
 }
 
@@ -337,7 +338,6 @@ async function pickRun(uriArg: unknown, flowArg: unknown): Promise<void> {
     }
     return;
   }
-  const now = Date.now();
   const items: RunItem[] = [
     {
       label: '$(sync) Follow the latest run',
@@ -347,7 +347,7 @@ async function pickRun(uriArg: unknown, flowArg: unknown): Promise<void> {
     { label: 'Runs', kind: vscode.QuickPickItemKind.Separator, runId: null },
     ...runs.map((r) => ({
       label: r.label || r.id,
-      description: `${r.status} · ${relativeAge(r.started_at, now)}`,
+      description: `${r.status} · ${r.age}`,
       detail: r.detail || undefined,
       runId: r.id,
     })),

@@ -1,5 +1,5 @@
 // The extension's helpers that do not need VS Code: quoting a command line for the terminal,
-// resolving `reel.path`, and the age shown for a run. Runs against the compiled out/ files.
+// resolving `reel.path`. Runs against the compiled out/ files.
 'use strict';
 
 const test = require('node:test');
@@ -13,7 +13,6 @@ const OUT = path.join(__dirname, '..', 'out');
 assert.ok(fs.existsSync(path.join(OUT, 'shell.js')), `${OUT} is not built: run npm run build first`);
 const { commandLine, dialectOf } = require('../out/shell.js');
 const { resolveReelPath, findExecutable } = require('../out/reelPath.js');
-const { relativeAge } = require('../out/age.js');
 
 const awkward = [
   '/tmp/my flows/it\'s "here"/a.reel',
@@ -78,16 +77,4 @@ test('the executable is found on PATH or at its path, and not when it is not the
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
-});
-
-test('run ages', () => {
-  const now = Date.parse('2025-06-01T12:00:00Z');
-  assert.equal(relativeAge('2025-06-01T12:00:00Z', now), 'just now');
-  assert.equal(relativeAge('2025-06-01T11:59:30Z', now), '30 s ago');
-  assert.equal(relativeAge('2025-06-01T11:55:00+00:00', now), '5 min ago');
-  assert.equal(relativeAge('2025-06-01T09:00:00Z', now), '3 h ago');
-  assert.equal(relativeAge('2025-05-31T11:00:00Z', now), 'yesterday');
-  assert.equal(relativeAge('2025-05-20T12:00:00Z', now), '12 days ago');
-  assert.equal(relativeAge('2024-01-02T03:04:05Z', now), '2024-01-02');
-  assert.equal(relativeAge('not a time', now), 'not a time');
 });
