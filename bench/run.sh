@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the benchmarks in release mode and runs them, printing the figures: the compiler's
-# (check-bench), then the runtime's (run-bench, side by side with DBOS Transact for Python).
-# BENCH_ONLY=compiler or BENCH_ONLY=runtime runs one of the two.
+# (check-bench), the language server's (lsp-bench, through the real `reel lsp`), then the
+# runtime's (run-bench, side by side with DBOS Transact for Python).
+# BENCH_ONLY=compiler, BENCH_ONLY=lsp or BENCH_ONLY=runtime runs one of the three.
 # Works from any directory. Extra arguments go to check-bench (e.g. --sizes 1000 --budget 1).
 set -euo pipefail
 
@@ -10,15 +11,19 @@ root="$(dirname "$here")"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 
 cd "$root"
-cargo build --release -p reel-bench --bins
+cargo build --release -p reel-bench -p reel --bins
 
 echo "date:   $(date -u '+%Y-%m-%d %H:%M UTC')"
 echo "host:   $(nproc) cores, $(uname -srm)"
 echo "load:   $(uptime)"
-if [ "${BENCH_ONLY:-all}" != runtime ]; then
+only="${BENCH_ONLY:-all}"
+if [ "$only" = all ] || [ "$only" = compiler ]; then
   "$CARGO_TARGET_DIR/release/check-bench" --explain "$@"
 fi
-if [ "${BENCH_ONLY:-all}" != compiler ]; then
+if [ "$only" = all ] || [ "$only" = lsp ]; then
+  "$CARGO_TARGET_DIR/release/lsp-bench" --reel "$CARGO_TARGET_DIR/release/reel"
+fi
+if [ "$only" = all ] || [ "$only" = runtime ]; then
   # The runtime benchmark: DBOS Transact for Python (SQLite) in a virtual environment, then
   # Reel's engine, which prints its figures and the ratios to DBOS's side by side.
   venv="${DBOS_VENV:-$CARGO_TARGET_DIR/dbos-venv}"
