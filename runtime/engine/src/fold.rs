@@ -160,6 +160,8 @@ impl Folded {
                 attempts,
             } => {
                 self.calls.retain(|(s, _), _| *s != step);
+                // The record carries the count; a finished step keeps nothing else.
+                self.attempts.remove(&step);
                 self.steps.insert(
                     step,
                     StepRecord::Succeeded {
