@@ -459,6 +459,10 @@ impl Store for SqliteStore {
             .with(|c| read::read_journal(c, run, from_seq, f))
     }
 
+    fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.readers.with(|c| read::succeeded_steps(c, run))
+    }
+
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
         self.readers.with(|c| read::logs(c, run))
     }
