@@ -1,5 +1,6 @@
-//! `run-bench`: the runtime benchmark: steps per second of the engine in both write modes, and
-//! the time and peak memory of resuming runs of 10,000 to 100,000 journal events.
+//! `run-bench`: the runtime benchmark: steps per second of the engine in both write modes, the
+//! disk's fsync rate (the ceiling of `durable` sequential steps), and the time and peak memory
+//! of resuming runs of 10,000 to 100,000 journal events.
 //!
 //! Everything runs in-process against a fresh SQLite store in a temporary directory, as
 //! `reel run` does (same engine, same tool host, same store). `run-bench resume-child STORE RUN`
@@ -19,6 +20,8 @@ use reel_runtime::{
 use reel_store::{Durability, Owner, RunStatus, SqliteStore, Store};
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
+use std::io::Write;
+use std::os::unix::fs::FileExt;
 use tokio_util::sync::CancellationToken;
 
 /// The runtime benchmark.
@@ -45,6 +48,14 @@ struct Args {
 
 #[derive(Subcommand)]
 enum Cmd {
+    /// Only reads and parses RUN's FlowSpec, as a resume does first, and prints
+    /// {"hwm_before_kb", "hwm_kb", "spec_bytes"}: the part of a resume's memory that is the flow.
+    SpecChild {
+        /// The store directory.
+        store: PathBuf,
+        /// The run.
+        run: String,
+    },
     /// Resumes RUN of the store STORE once and prints {"ms", "events", "hwm_before_kb", "hwm_kb"}.
     ResumeChild {
         /// The store directory.
@@ -56,9 +67,10 @@ enum Cmd {
 
 fn main() {
     let args = Args::parse();
-    if let Some(Cmd::ResumeChild { store, run }) = &args.command {
-        resume_child(store, run);
-        return;
+    match &args.command {
+        Some(Cmd::ResumeChild { store, run }) => return resume_child(store, run),
+        Some(Cmd::SpecChild { store, run }) => return spec_child(store, run),
+        None => {}
     }
     let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let root = base.join(format!("reel-run-bench-{}", std::process::id()));
@@ -73,8 +85,8 @@ fn main() {
         args.reps
     );
     println!(
-        "{:<34} {:>8} {:>7} {:>11} {:>12}",
-        "workload", "mode", "steps", "time", "steps/s"
+        "{:<34} {:>8} {:>7} {:>11} {:>12} {:>11}",
+        "workload", "mode", "steps", "time", "steps/s", "fsyncs/step"
     );
     let workloads = [
         ("1,000 sequential echo steps", sequential_echo(1000), 1000),
@@ -86,64 +98,127 @@ fn main() {
         let spec = Arc::new(compile(source));
         for mode in [Durability::Fast, Durability::Durable] {
             let dir = root.join(format!("{}-{}", short(name), mode_name(mode)));
-            let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir).expect("a store"));
+            let sqlite = Arc::new(SqliteStore::open(&dir).expect("a store"));
+            let store: Arc<dyn Store> = sqlite.clone();
             // One untimed run warms the store and the page cache.
             rt.block_on(run_once(&store, &spec, mode, &root));
+            let syncs_before = sqlite.stats().full_syncs;
             let mut samples: Vec<Duration> = (0..args.reps)
                 .map(|_| rt.block_on(run_once(&store, &spec, mode, &root)))
                 .collect();
+            // Commits that waited for an fsync (a durable write in them), per step.
+            let syncs = (sqlite.stats().full_syncs - syncs_before) as f64
+                / (args.reps.max(1) * steps) as f64;
             samples.sort();
             let median = samples[samples.len() / 2];
             let rate = *steps as f64 / median.as_secs_f64();
             rates.push((name, mode_name(mode), rate));
             println!(
-                "{:<34} {:>8} {:>7} {:>11} {:>12.0}",
+                "{:<34} {:>8} {:>7} {:>11} {:>12.0} {:>11.2}",
                 name,
                 mode_name(mode),
                 steps,
                 show(median),
-                rate
+                rate,
+                syncs
             );
         }
     }
 
-    println!("\n== Reel engine: resume of a parked run (child process; median time, peak RSS)");
+    let probe = fsync_probe(&root);
     println!(
-        "{:<16} {:>11} {:>16} {:>16} {:>12}",
-        "journal events", "resume", "RSS before (KiB)", "peak RSS (KiB)", "peak growth"
+        "\n== This disk: fdatasync rate (4 KiB write + fdatasync, same filesystem as the stores)"
     );
-    for &events in &args.events {
-        let dir = root.join(format!("resume-{events}"));
-        let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir).expect("a store"));
-        let spec = Arc::new(compile(&parked_foreach(events.div_ceil(2))));
-        let run = rt.block_on(async {
-            let deps = deps(store.clone());
-            let outcome = start(
-                &deps,
-                &RiderConfig::default(),
-                request(&spec, Durability::Fast, &root),
-            )
-            .await
-            .expect("the run starts");
-            assert_eq!(outcome.status, RunStatus::Waiting, "{outcome:?}");
-            outcome.run
-        });
-        drop(store);
-        let mut samples: Vec<Value> = (0..args.reps.max(1))
-            .map(|_| resume_in_child(&dir, &run))
-            .collect();
-        samples.sort_by_key(|s| s["ms"].as_f64().unwrap_or(0.0) as u64);
-        let m = &samples[samples.len() / 2];
-        let before = m["hwm_before_kb"].as_u64().unwrap_or(0);
-        let peak = m["hwm_kb"].as_u64().unwrap_or(0);
-        println!(
-            "{:<16} {:>8.1} ms {:>16} {:>16} {:>12}",
-            m["events"],
-            m["ms"].as_f64().unwrap_or(0.0),
-            before,
-            peak,
-            format!("+{} KiB", peak.saturating_sub(before))
-        );
+    println!("{:<34} {:>12} {:>12}", "probe", "fsyncs/s", "ms each");
+    for (name, rate) in [
+        ("overwrite one block", probe.0),
+        ("append a block (file grows)", probe.1),
+    ] {
+        println!("{name:<34} {rate:>12.0} {:>12.3}", 1000.0 / rate);
+    }
+    let durable_seq = rates
+        .iter()
+        .find(|(n, m, _)| *n == "1,000 sequential echo steps" && *m == "durable")
+        .map_or(0.0, |r| r.2);
+    let ceiling = probe.0.max(probe.1);
+    println!(
+        "durable sequential steps/s: {durable_seq:.0} = {:.0}% of the faster probe's {ceiling:.0} fsyncs/s \
+         (one fsync'd commit per step is the contract's floor)",
+        100.0 * durable_seq / ceiling
+    );
+
+    println!(
+        "\n== Reel engine: resume of a parked run (child process; median time, peak RSS growth)"
+    );
+    println!("unread: a `foreach` of N/2 `echo` calls, then a signal wait `after` it; only the");
+    println!("        output reads the list: the resume must hold no step value");
+    println!("read:   the same, but the wait's `when` reads the list: the resume must hold it");
+    println!(
+        "chain:  N/3 sequential `echo` steps, each reading the one before, then a signal wait;"
+    );
+    println!("        no value must be held, but the flow itself has N/3 steps");
+    println!(
+        "{:<9} {:>9} {:>7} {:>10} {:>14} {:>13} {:>14} {:>16}",
+        "workload",
+        "events",
+        "steps",
+        "resume",
+        "RSS before",
+        "peak growth",
+        "spec (JSON)",
+        "spec parse alone"
+    );
+    let workloads: [(&str, FlowOfEvents); 3] = [
+        ("unread", |events| parked_foreach(events.div_ceil(2), false)),
+        ("read", |events| parked_foreach(events.div_ceil(2), true)),
+        ("chain", |events| {
+            chain_then_signal((events.saturating_sub(3) / 3).max(1))
+        }),
+    ];
+    for (workload, make) in workloads {
+        for &events in &args.events {
+            let dir = root.join(format!("resume-{workload}-{events}"));
+            let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir).expect("a store"));
+            let spec = Arc::new(compile(&make(events)));
+            let steps = spec.steps.len();
+            let run = rt.block_on(async {
+                let deps = deps(store.clone());
+                let outcome = start(
+                    &deps,
+                    &RiderConfig::default(),
+                    request(&spec, Durability::Fast, &root),
+                )
+                .await
+                .expect("the run starts");
+                assert_eq!(outcome.status, RunStatus::Waiting, "{outcome:?}");
+                outcome.run
+            });
+            drop(store);
+            let mut samples: Vec<Value> = (0..args.reps.max(1))
+                .map(|_| resume_in_child(&dir, &run))
+                .collect();
+            samples.sort_by_key(|s| s["ms"].as_f64().unwrap_or(0.0) as u64);
+            let m = &samples[samples.len() / 2];
+            let before = m["hwm_before_kb"].as_u64().unwrap_or(0);
+            let peak = m["hwm_kb"].as_u64().unwrap_or(0);
+            // What parsing the flow alone costs: the part of the growth that is the spec.
+            let spec_only = in_child("spec-child", &dir, &run);
+            let spec_growth = spec_only["hwm_kb"]
+                .as_u64()
+                .unwrap_or(0)
+                .saturating_sub(spec_only["hwm_before_kb"].as_u64().unwrap_or(0));
+            println!(
+                "{:<9} {:>9} {:>7} {:>7.1} ms {:>10} KiB {:>13} {:>10} KiB {:>16}",
+                workload,
+                m["events"],
+                steps,
+                m["ms"].as_f64().unwrap_or(0.0),
+                before,
+                format!("+{} KiB", peak.saturating_sub(before)),
+                spec_only["spec_bytes"].as_u64().unwrap_or(0) / 1024,
+                format!("+{spec_growth} KiB")
+            );
+        }
     }
 
     if let Some(path) = &args.dbos {
@@ -200,16 +275,42 @@ fn print_ratios(path: &Path, rates: &[(&str, &str, f64)]) {
     }
 }
 
+/// The child that only parses the run's FlowSpec.
+fn spec_child(dir: &Path, run: &str) {
+    let store = SqliteStore::open(dir).expect("the store");
+    let hwm_before = vm_hwm_kb();
+    let row = store.run(run).expect("the run reads").expect("the run");
+    let json = store
+        .get_spec(&row.flow_digest)
+        .expect("the spec reads")
+        .expect("the spec");
+    let spec = FlowSpec::from_json(&json).expect("the spec parses");
+    println!(
+        "{}",
+        json!({
+            "hwm_before_kb": hwm_before,
+            "hwm_kb": vm_hwm_kb(),
+            "spec_bytes": json.len(),
+            "steps": spec.steps.len(),
+        })
+    );
+}
+
 /// Starts `run-bench resume-child` for `run` and reads what it printed.
 fn resume_in_child(store: &Path, run: &str) -> Value {
+    in_child("resume-child", store, run)
+}
+
+/// Starts `run-bench WHICH STORE RUN` and reads the JSON it printed.
+fn in_child(which: &str, store: &Path, run: &str) -> Value {
     let exe = std::env::current_exe().expect("this executable");
     let out = std::process::Command::new(exe)
-        .args(["resume-child", &store.display().to_string(), run])
+        .args([which, &store.display().to_string(), run])
         .output()
         .expect("the child starts");
     assert!(
         out.status.success(),
-        "resume-child failed: {}",
+        "{which} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).expect("the child prints JSON")
@@ -282,6 +383,9 @@ async fn run_once(
     assert_eq!(outcome.status, RunStatus::Succeeded, "{outcome:?}");
     took
 }
+
+/// Makes the source of a flow that parks after about this many journal events.
+type FlowOfEvents = fn(usize) -> String;
 
 /// The engine's dependencies, as `reel run` builds them (no progress display).
 fn deps(store: Arc<dyn Store>) -> RunDeps {
@@ -360,11 +464,61 @@ fn sequential_exec(n: usize) -> String {
     s
 }
 
+/// `n` small `echo` steps, each reading the one before, then a wait for a signal that never
+/// comes: the run parks with `3n + 3` events (`step_started`, `effect_recorded`,
+/// `step_succeeded` per step). A resume needs no step value to park again: the wait's
+/// arguments read none, and the output (which reads the last step) is not computed yet.
+fn chain_then_signal(n: usize) -> String {
+    let mut s = String::from("flow bench {\n  step s0 = echo { value: 0 }\n");
+    for i in 1..n {
+        s.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
+    }
+    s.push_str(&format!(
+        "  step w = signal {{\n    name: \"go\"\n    after: [s{}]\n  }}\n  output {{ last: s{}, w: w }}\n}}\n",
+        n - 1,
+        n - 1
+    ));
+    s
+}
+
+/// How many 4 KiB write + `fdatasync` pairs per second this filesystem allows: overwriting one
+/// block (no metadata changes), and appending (the file grows, as a WAL does between
+/// checkpoints). Runs about half a second each, in `dir`.
+fn fsync_probe(dir: &Path) -> (f64, f64) {
+    let block = [0x5au8; 4096];
+    let rate = |append: bool| -> f64 {
+        let path = dir.join(format!("fsync-probe-{append}"));
+        let mut file = std::fs::File::create(&path).expect("a probe file");
+        file.write_all(&block).expect("the probe writes");
+        file.sync_all().expect("the probe syncs");
+        let began = Instant::now();
+        let mut n = 0u64;
+        while began.elapsed() < Duration::from_millis(500) || n < 50 {
+            let offset = if append { 4096 * (n + 1) } else { 0 };
+            file.write_all_at(&block, offset).expect("the probe writes");
+            file.sync_data().expect("the probe syncs");
+            n += 1;
+        }
+        let rate = n as f64 / began.elapsed().as_secs_f64();
+        let _ = std::fs::remove_file(&path);
+        rate
+    };
+    (rate(false), rate(true))
+}
+
 /// A `foreach` of `calls` `echo` calls (two journal events each), then a wait for a signal
-/// that never comes: the run parks with about `2 × calls` events.
-fn parked_foreach(calls: usize) -> String {
+/// that never comes: the run parks with about `2 × calls` events. With `read`, the wait's
+/// `when` reads the list, and a resume evaluates it again, so the value it must hold grows with
+/// the journal; without, only the output reads it, which a parked run does not compute, so the
+/// journal grows while what the resume must hold does not. The flow is the same size either way.
+fn parked_foreach(calls: usize, read: bool) -> String {
+    let wait = if read {
+        "when: len(f) > 0"
+    } else {
+        "after: [f]"
+    };
     format!(
-        "flow bench {{\n  step f = echo {{\n    foreach: range({calls})\n    concurrency: 1000\n    value: index\n  }}\n  step w = signal {{\n    name: \"go\"\n    after: [f]\n  }}\n  output {{ n: len(f), w: w }}\n}}\n"
+        "flow bench {{\n  step f = echo {{\n    foreach: range({calls})\n    concurrency: 1000\n    value: index\n  }}\n  step w = signal {{\n    name: \"go\"\n    {wait}\n  }}\n  output {{ n: len(f), w: w }}\n}}\n"
     )
 }
 

@@ -1,10 +1,11 @@
 //! Rebuilding a run's state from its journal, streaming: only what is still needed is kept.
 //!
 //! Finished steps keep their output digest; calls of steps still in progress keep their last
-//! state. A step's per-call records are dropped as soon as the step's own result is read, so
-//! memory follows the number of steps and calls in progress, not the journal's length.
+//! state. The steps that succeeded are looked up first (`Store::succeeded_steps`), and their
+//! calls' records are passed over, so memory follows the number of steps and of calls still
+//! in progress, not the journal's length. No value is read here.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use reel_store::{EventRow, Flow, Store, StoreError};
 
@@ -92,11 +93,18 @@ pub struct Folded {
     pub error: Option<RunError>,
     /// Events read.
     pub events: u64,
+    /// Steps whose success the journal records: their calls' records are not kept.
+    done: HashSet<String>,
 }
 
 impl Folded {
     fn apply(&mut self, row: &EventRow, event: Event) {
         self.events += 1;
+        if let Some(step) = call_step(&event)
+            && self.done.contains(step)
+        {
+            return;
+        }
         let call_key = |step: &str, index: Option<u32>| (step.to_string(), index);
         match event {
             Event::RunStarted(s) => self.started = Some((s, row.at)),
@@ -160,6 +168,8 @@ impl Folded {
                 attempts,
             } => {
                 self.calls.retain(|(s, _), _| *s != step);
+                // The record carries the count; a finished step keeps nothing else.
+                self.attempts.remove(&step);
                 self.steps.insert(
                     step,
                     StepRecord::Succeeded {
@@ -228,9 +238,27 @@ impl Folded {
     }
 }
 
+/// The step of an event about one call (or one wait), which a finished step no longer needs.
+fn call_step(event: &Event) -> Option<&str> {
+    match event {
+        Event::StepStarted { step, .. }
+        | Event::CallSucceeded { step, .. }
+        | Event::EffectRecorded { step, .. }
+        | Event::CallFailed { step, .. }
+        | Event::TimerStarted { step, .. }
+        | Event::TimerFired { step, .. }
+        | Event::SignalAwaited { step, .. }
+        | Event::SignalReceived { step, .. } => Some(step),
+        _ => None,
+    }
+}
+
 /// Reads a run's journal into its state. A row that cannot be read is a hole: the run cannot resume.
 pub fn fold_journal(store: &dyn Store, run: &str) -> Result<Folded, StoreError> {
-    let mut folded = Folded::default();
+    let mut folded = Folded {
+        done: store.succeeded_steps(run)?,
+        ..Folded::default()
+    };
     let mut hole: Option<StoreError> = None;
     store.read_journal(run, 0, &mut |row| match Event::from_row(&row) {
         Ok(event) => {

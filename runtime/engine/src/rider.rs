@@ -23,7 +23,7 @@ use crate::error::RunError;
 use crate::fold::{CallRecord, Folded, StepRecord, fold_journal};
 use crate::inputs::resolve_inputs;
 use crate::journal::{DETERMINISM_EPOCH, Event, RunStarted};
-use crate::scope::{RunScope, idempotency_key, rfc3339, seeded_rng};
+use crate::scope::{RunScope, StepValues, idempotency_key, rfc3339, seeded_rng};
 
 /// How the Rider runs things.
 #[derive(Clone, Debug)]
@@ -375,8 +375,13 @@ struct CallRt {
 
 struct StepRt {
     status: StepStatus,
+    /// The steps this one waits for (and whose values its expressions may read).
+    deps: Vec<usize>,
     dependents: Vec<usize>,
     remaining: usize,
+    /// Dependents that have not finished: while some remain, this step's value may be read
+    /// and is worth keeping in memory; at zero it is dropped (its digest stays).
+    readers_left: usize,
     finished_at: i64,
     started_at: Option<i64>,
     attempts: u32,
@@ -414,8 +419,9 @@ struct Run {
     env: Map<String, Value>,
     secrets: Vec<(String, String)>,
     steps: Vec<StepRt>,
-    index: HashMap<String, usize>,
-    values: HashMap<String, Arc<Value>>,
+    index: Arc<HashMap<String, usize>>,
+    /// Finished steps' digests, and the values still to be read.
+    values: StepValues,
     ready: VecDeque<usize>,
     in_flight: usize,
     failure: Option<RunError>,
@@ -445,19 +451,22 @@ impl Run {
         env: Map<String, Value>,
         secrets: Vec<(String, String)>,
     ) -> Self {
-        let index: HashMap<String, usize> = spec
-            .steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id.clone(), i))
-            .collect();
+        let index: Arc<HashMap<String, usize>> = Arc::new(
+            spec.steps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.id.clone(), i))
+                .collect(),
+        );
         let mut steps: Vec<StepRt> = spec
             .steps
             .iter()
             .map(|s| StepRt {
                 status: StepStatus::Pending,
+                deps: Vec::new(),
                 dependents: Vec::new(),
                 remaining: 0,
+                readers_left: 0,
                 finished_at: started_at,
                 started_at: None,
                 attempts: 0,
@@ -476,10 +485,13 @@ impl Run {
             deps.sort_unstable();
             deps.dedup();
             steps[i].remaining = deps.len();
-            for d in deps {
+            for &d in &deps {
                 steps[d].dependents.push(i);
+                steps[d].readers_left += 1;
             }
+            steps[i].deps = deps;
         }
+        let values = StepValues::new(deps.store.clone(), index.clone());
         let (results_tx, results_rx) = mpsc::unbounded_channel();
         let calls_cancel = deps.shutdown.child_token();
         Run {
@@ -495,7 +507,7 @@ impl Run {
             secrets,
             steps,
             index,
-            values: HashMap::new(),
+            values,
             ready: VecDeque::new(),
             in_flight: 0,
             failure: None,
@@ -573,21 +585,28 @@ impl Run {
         }
     }
 
+    /// Takes the journal's state: finished steps keep only their status and output digest
+    /// (no value is read here: expressions read the few they need when they run).
     fn restore(&mut self, mut folded: Folded) {
         let redrive = matches!(folded.finished.as_deref(), Some("failed" | "canceled"));
-        for (i, s) in self.spec.steps.clone().iter().enumerate() {
-            if let Some(n) = folded.attempts.get(&s.id) {
-                self.steps[i].attempts = *n;
+        let spec = self.spec.clone();
+        for (i, s) in spec.steps.iter().enumerate() {
+            if let Some(n) = folded.attempts.remove(&s.id) {
+                self.steps[i].attempts = n;
             }
             match folded.steps.remove(&s.id) {
-                Some(StepRecord::Succeeded { output, at, .. }) => {
-                    let v = self.get_value(&output);
-                    self.values.insert(s.id.clone(), Arc::new(v));
+                Some(StepRecord::Succeeded {
+                    output,
+                    at,
+                    attempts,
+                }) => {
+                    self.values.succeeded(i, output, None);
                     self.steps[i].status = StepStatus::Succeeded;
                     self.steps[i].finished_at = at;
+                    self.steps[i].attempts = attempts;
                 }
                 Some(StepRecord::Skipped { at }) => {
-                    self.values.insert(s.id.clone(), Arc::new(Value::Null));
+                    self.values.skipped(i);
                     self.steps[i].status = StepStatus::Skipped;
                     self.steps[i].finished_at = at;
                 }
@@ -607,6 +626,7 @@ impl Run {
                 for d in self.steps[i].dependents.clone() {
                     self.steps[d].remaining -= 1;
                 }
+                self.forget_read_values(i);
             }
         }
         for i in 0..self.steps.len() {
@@ -645,8 +665,16 @@ impl Run {
                 self.activate_ready();
                 progressed = self.dispatch().await?;
             }
-            self.flush()?;
+            // In `durable` mode every append is committed at once with an fsync. When calls
+            // finished at once, the next round starts more calls and syncs their starts
+            // anyway: leaving these ends to that commit makes one fsync per step, not two.
+            // Before any wait, and in `fast` mode (whose writer gathers writes), they go now.
+            if !(progressed && self.lease.durability == Durability::Durable) {
+                self.flush()?;
+            }
             if let Some(e) = self.fatal.take() {
+                // What was recorded is true still: it is handed over if the store will take it.
+                let _ = self.flush();
                 return Err(e.into());
             }
             if self.in_flight == 0 {
@@ -828,11 +856,23 @@ impl Run {
         purpose: &str,
     ) -> Result<Value, RunError> {
         let mut scope = self.scope(Some(step), item, purpose);
-        reel_eval::eval(expr, &mut scope)
-            .map_err(|e| RunError::new(e.code, e.message).at_step(&self.spec.steps[step].id))
+        let result = reel_eval::eval(expr, &mut scope)
+            .map_err(|e| RunError::new(e.code, e.message).at_step(&self.spec.steps[step].id));
+        match self.values.failure() {
+            // A value that could not be read makes any result meaningless; `fail_step` turns
+            // this into the store error that stops the run, with nothing recorded.
+            Some(e) => Err(RunError::new(e.code(), e.to_string())),
+            None => result,
+        }
     }
 
     fn fail_step(&mut self, i: usize, error: RunError) {
+        if let Some(e) = self.values.take_failure() {
+            // The store failed, not the step: stop without journaling a failure, so a resume
+            // runs the step again.
+            self.fatal.get_or_insert(e);
+            return;
+        }
         let id = self.spec.steps[i].id.clone();
         let error = error.at_step(&id);
         self.steps[i].status = StepStatus::Failed;
@@ -861,7 +901,10 @@ impl Run {
         self.steps[i].status = StepStatus::Succeeded;
         self.steps[i].finished_at = now;
         self.steps[i].items.clear();
-        self.values.insert(id.clone(), Arc::new(value));
+        // Kept in memory only while a step still to finish may read it.
+        let keep = self.steps[i].readers_left > 0;
+        self.values
+            .succeeded(i, digest.clone(), keep.then_some(value));
         let attempts = self.steps[i].attempts;
         let calls = self.steps[i].calls.len().max(1) as u32;
         self.record(Event::StepSucceeded {
@@ -880,6 +923,20 @@ impl Run {
         });
         self.steps[i].calls.clear();
         self.release_dependents(i);
+        self.forget_read_values(i);
+    }
+
+    /// Step `i` has finished: the steps it read lose a reader, and those left with none drop
+    /// their values from memory.
+    fn forget_read_values(&mut self, i: usize) {
+        for k in 0..self.steps[i].deps.len() {
+            let d = self.steps[i].deps[k];
+            let left = &mut self.steps[d].readers_left;
+            *left = left.saturating_sub(1);
+            if *left == 0 {
+                self.values.release(d);
+            }
+        }
     }
 
     fn release_dependents(&mut self, i: usize) {
@@ -894,7 +951,7 @@ impl Run {
     /// Evaluates `when`, `foreach` and pure steps of every step whose dependencies are done.
     fn activate_ready(&mut self) {
         while let Some(i) = self.ready.pop_front() {
-            if self.failure.is_some() || self.canceled {
+            if self.failure.is_some() || self.canceled || self.fatal.is_some() {
                 return;
             }
             let spec = self.spec.steps[i].clone();
@@ -907,7 +964,7 @@ impl Run {
                         let now = self.now();
                         self.steps[i].status = StepStatus::Skipped;
                         self.steps[i].finished_at = now;
-                        self.values.insert(spec.id.clone(), Arc::new(Value::Null));
+                        self.values.skipped(i);
                         self.record(Event::StepSkipped {
                             step: spec.id.clone(),
                             reason: reason.clone(),
@@ -921,6 +978,7 @@ impl Run {
                             detail: Some(reason),
                         });
                         self.release_dependents(i);
+                        self.forget_read_values(i);
                         continue;
                     }
                     Ok(other) => {
@@ -1579,6 +1637,8 @@ impl Run {
             due_at,
             signals: signals.clone(),
         });
+        // The journal's events go before the row that says the run waits.
+        self.flush()?;
         self.deps.store.update_run(
             &self.lease,
             RunUpdate {
@@ -1612,7 +1672,12 @@ impl Run {
         let output = match &self.spec.output {
             Some(out) => {
                 let mut scope = self.scope(None, None, "#output");
-                match reel_eval::eval(&out.expr, &mut scope) {
+                let result = reel_eval::eval(&out.expr, &mut scope);
+                drop(scope);
+                if let Some(e) = self.values.take_failure() {
+                    return Err(e.into());
+                }
+                match result {
                     Ok(v) => match reel_eval::check_value(&v, &out.ty) {
                         Ok(()) => Ok(v),
                         Err(m) => Err(RunError::new(
@@ -1687,6 +1752,8 @@ impl Run {
         error: Option<RunError>,
     ) -> Result<(), Refusal> {
         let now = self.now();
+        // The journal's events go before the row that says how the run ended.
+        self.flush()?;
         self.deps.store.update_run(
             &self.lease,
             RunUpdate {

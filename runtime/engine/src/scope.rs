@@ -2,11 +2,13 @@
 //! logical time and the run's seeded randomness.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reel_flowspec::canonical::sha256_hex;
+use reel_store::{Store, StoreError};
 use serde_json::{Map, Value};
 
 /// A generator seeded from the run's seed and a purpose (a step, its index, an attempt), so
@@ -27,14 +29,138 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }
 
+/// What is known of one step's value.
+enum Slot {
+    /// Not finished (or failed): no value.
+    Unset,
+    /// Skipped: its value is null.
+    Null,
+    /// Succeeded: the digest is all that is kept; the value itself only once read and while
+    /// a step still to finish may read it.
+    Stored {
+        digest: String,
+        value: OnceLock<Arc<Value>>,
+    },
+}
+
+/// Finished steps' values, as expressions read them. Each step keeps its output digest; a
+/// value is read from the store the first time an expression needs it and dropped when no
+/// step still to finish reads it, so a resumed run holds the values it needs, not every
+/// value its journal names.
+pub struct StepValues {
+    store: Arc<dyn Store>,
+    index: Arc<HashMap<String, usize>>,
+    slots: Vec<Slot>,
+    /// The first failed read: the expression that needed it cannot be trusted, so the engine
+    /// stops the run with this error instead of recording a failure of the step.
+    failure: OnceLock<StoreError>,
+    loads: AtomicU64,
+}
+
+impl StepValues {
+    /// No step finished yet; `index` gives each step's position.
+    pub fn new(store: Arc<dyn Store>, index: Arc<HashMap<String, usize>>) -> Self {
+        let slots = (0..index.len()).map(|_| Slot::Unset).collect();
+        StepValues {
+            store,
+            index,
+            slots,
+            failure: OnceLock::new(),
+            loads: AtomicU64::new(0),
+        }
+    }
+
+    /// Step `i` succeeded with the value of `digest`; `value` is kept when given (a step that
+    /// still has readers), else it is read from the store when needed.
+    pub fn succeeded(&mut self, i: usize, digest: String, value: Option<Value>) {
+        let cell = OnceLock::new();
+        if let Some(v) = value {
+            let _ = cell.set(Arc::new(v));
+        }
+        if let Some(slot) = self.slots.get_mut(i) {
+            *slot = Slot::Stored {
+                digest,
+                value: cell,
+            };
+        }
+    }
+
+    /// Step `i` was skipped: its value is null.
+    pub fn skipped(&mut self, i: usize) {
+        if let Some(slot) = self.slots.get_mut(i) {
+            *slot = Slot::Null;
+        }
+    }
+
+    /// Drops step `i`'s value from memory (nothing still to run reads it); its digest stays,
+    /// so the output expression, or a redrive, can still read it from the store.
+    pub fn release(&mut self, i: usize) {
+        if let Some(Slot::Stored { value, .. }) = self.slots.get_mut(i) {
+            value.take();
+        }
+    }
+
+    /// A finished step's value (null when skipped), read from the store on first use; `None`
+    /// for a step that has no value, or when the read failed (see [`StepValues::failure`]).
+    pub fn get(&self, name: &str) -> Option<Arc<Value>> {
+        let i = *self.index.get(name)?;
+        match self.slots.get(i)? {
+            Slot::Unset => None,
+            Slot::Null => Some(Arc::new(Value::Null)),
+            Slot::Stored { digest, value } => {
+                if let Some(v) = value.get() {
+                    return Some(v.clone());
+                }
+                self.loads.fetch_add(1, Ordering::Relaxed);
+                match self.store.get_value(digest) {
+                    Ok(Some(v)) => Some(value.get_or_init(|| Arc::new(v)).clone()),
+                    Ok(None) => {
+                        let _ = self.failure.set(StoreError::MissingValue {
+                            digest: digest.clone(),
+                        });
+                        None
+                    }
+                    Err(e) => {
+                        let _ = self.failure.set(e);
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// The first read that failed, if any.
+    pub fn failure(&self) -> Option<&StoreError> {
+        self.failure.get()
+    }
+
+    /// Takes the first read that failed, if any.
+    pub fn take_failure(&mut self) -> Option<StoreError> {
+        self.failure.take()
+    }
+
+    /// How many values were read from the store so far.
+    pub fn loads(&self) -> u64 {
+        self.loads.load(Ordering::Relaxed)
+    }
+
+    /// How many values are held in memory now.
+    pub fn held(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| matches!(s, Slot::Stored { value, .. } if value.get().is_some()))
+            .count()
+    }
+}
+
 /// What an expression sees while a run executes.
 pub struct RunScope<'a> {
     /// `input.*`
     pub inputs: &'a Map<String, Value>,
     /// `env.*`
     pub env: &'a Map<String, Value>,
-    /// Values of finished steps (null for skipped ones).
-    pub steps: &'a HashMap<String, Arc<Value>>,
+    /// Values of finished steps (null for skipped ones), read on first use.
+    pub steps: &'a StepValues,
     /// `item`
     pub item: Option<Value>,
     /// `index`
@@ -55,7 +181,7 @@ impl reel_eval::Scope for RunScope<'_> {
     }
 
     fn step(&self, name: &str) -> Option<Value> {
-        self.steps.get(name).map(|v| (**v).clone())
+        self.steps.get(name).map(|v| (*v).clone())
     }
 
     fn item(&self) -> Option<Value> {

@@ -1,5 +1,6 @@
 //! The store's interface and the plain types that cross it.
 
+use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
@@ -458,6 +459,22 @@ pub trait Store: Send + Sync {
         from_seq: u64,
         f: &mut dyn FnMut(EventRow) -> Flow,
     ) -> Result<(), StoreError>;
+    /// The steps a run's journal records as succeeded. A resume reads these first so that its
+    /// fold can pass over their calls' records (nothing will use them) instead of holding
+    /// them until each step's end is read: a long `foreach` would otherwise cost memory in
+    /// proportion to its calls.
+    fn succeeded_steps(&self, run: &str) -> Result<HashSet<String>, StoreError> {
+        let mut out = HashSet::new();
+        self.read_journal(run, 0, &mut |row| {
+            if row.kind == "step_succeeded"
+                && let Some(step) = row.step
+            {
+                out.insert(step);
+            }
+            Flow::Continue
+        })?;
+        Ok(out)
+    }
     /// What a run's tools printed, in order.
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError>;
 

@@ -228,6 +228,22 @@ pub(crate) fn read_journal(
     Ok(())
 }
 
+/// The steps of a run with a `step_succeeded` row, without decoding any row's data.
+pub(crate) fn succeeded_steps(
+    conn: &Connection,
+    run: &str,
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT DISTINCT step FROM journal
+             WHERE run = ?1 AND kind = 'step_succeeded' AND step IS NOT NULL",
+        )
+        .map_err(sqlite)?;
+    stmt.query_map([run], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect())
+        .map_err(sqlite)
+}
+
 fn event_from(row: &Row<'_>, run: &str, seq: u64) -> Result<EventRow, String> {
     let err = |e: rusqlite::Error| e.to_string();
     let small = |n: Option<i64>, what: &str| {

@@ -52,6 +52,9 @@ pub struct WriterStats {
     pub batches: u64,
     /// Commands written (values, appends, updates, …).
     pub commands: u64,
+    /// Transactions attempted at `synchronous=FULL` with a durable write in them: each
+    /// commit waits for an fsync.
+    pub full_syncs: u64,
 }
 
 fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
@@ -125,6 +128,7 @@ impl SqliteStore {
         WriterStats {
             batches: self.shared.batches.load(Ordering::Relaxed),
             commands: self.shared.commands.load(Ordering::Relaxed),
+            full_syncs: self.shared.full_syncs.load(Ordering::Relaxed),
         }
     }
 
@@ -453,6 +457,10 @@ impl Store for SqliteStore {
     ) -> Result<(), StoreError> {
         self.readers
             .with(|c| read::read_journal(c, run, from_seq, f))
+    }
+
+    fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.readers.with(|c| read::succeeded_steps(c, run))
     }
 
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {

@@ -1,9 +1,11 @@
 //! The writer thread: the one connection that writes, committing queued commands in batches.
 //!
 //! Commands arrive on a bounded channel in the order callers enqueued them. The thread blocks
-//! for the first, takes whatever else is queued (and, when nobody is waiting and nothing is
-//! durable, lingers ~2 ms for more), then runs them all in one `BEGIN IMMEDIATE` transaction
-//! and commits once before answering anyone.
+//! for the first, takes whatever else is queued (and, when nobody is waiting, lingers ~2 ms
+//! for more), then runs them all in one `BEGIN IMMEDIATE` transaction and commits once before
+//! answering anyone. A durable write nobody waits for lingers too: the engine appends a
+//! call's start and then waits on a sync, and committing the append alone the moment it
+//! arrives would cost a second fsync when the sync follows microseconds later.
 //!
 //! Failure handling: a command fails alone only before it has written anything. Every command
 //! is built so that whatever can refuse it (the fence of an append, a missing run, …) is
@@ -146,6 +148,8 @@ pub(crate) struct Shared {
     pub(crate) batches: AtomicU64,
     /// Commands processed.
     pub(crate) commands: AtomicU64,
+    /// Transactions attempted at `synchronous=FULL`.
+    pub(crate) full_syncs: AtomicU64,
     /// Test hook: fails the append of this run that starts at this sequence number.
     #[cfg(test)]
     pub(crate) fail_append: Mutex<Option<(String, u64)>>,
@@ -410,14 +414,14 @@ pub(crate) fn spawn(
 /// How full a batch being gathered is.
 struct Fill {
     bytes: usize,
-    /// Someone waits for a command in it, or it must be durable: no lingering.
+    /// Someone waits for a command in it: no lingering.
     urgent: bool,
 }
 
 impl Fill {
     fn add(&mut self, cmd: Cmd, batch: &mut Vec<Cmd>) {
         self.bytes += cmd.weight();
-        self.urgent |= cmd.awaited() || cmd.durable();
+        self.urgent |= cmd.awaited();
         batch.push(cmd);
     }
 
@@ -455,7 +459,7 @@ impl Writer {
     }
 
     /// Fills a batch: what failed last time, the first command, whatever is queued, and, when
-    /// nobody waits and nothing must be durable, what arrives within [`LINGER`].
+    /// nobody waits, what arrives within [`LINGER`].
     fn gather(&mut self, first: Cmd, batch: &mut Vec<Cmd>) {
         batch.append(&mut self.carry);
         let mut fill = Fill {
@@ -488,6 +492,13 @@ impl Writer {
         let mut results = Vec::with_capacity(batch.len());
         let outcome = self.write(batch, durable, &mut results);
         self.shared.batches.fetch_add(1, Ordering::Relaxed);
+        // A sync alone writes nothing, so its commit has nothing to flush to the disk.
+        if batch
+            .iter()
+            .any(|c| c.durable() && !matches!(c, Cmd::Sync { .. }))
+        {
+            self.shared.full_syncs.fetch_add(1, Ordering::Relaxed);
+        }
         self.shared
             .commands
             .fetch_add(batch.len() as u64, Ordering::Relaxed);

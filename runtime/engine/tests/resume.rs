@@ -1,0 +1,287 @@
+//! What a resume holds and what a `durable` run costs: a resumed run reads from the store only
+//! the values still to be read, and sequential steps in `durable` mode take one commit each.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
+use reel_flowspec::FlowSpec;
+use reel_runtime::{
+    EnvSecrets, NoProgress, ProcessEnvironment, RiderConfig, RunDeps, StartRequest, SystemClock,
+    resume, start,
+};
+use reel_store::{
+    Claim, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner, RunFilter, RunRow,
+    RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError, Ticket,
+};
+use reel_tools::ToolHost;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// A store that counts the values read from it.
+struct Counting {
+    inner: Arc<SqliteStore>,
+    reads: AtomicU64,
+}
+
+impl Store for Counting {
+    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
+        self.inner.put_value(value)
+    }
+    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_value(digest)
+    }
+    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
+        self.inner.put_spec(digest, json)
+    }
+    fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.inner.get_spec(digest)
+    }
+    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError> {
+        self.inner.create_run(run, owner, lease_ms)
+    }
+    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError> {
+        self.inner.claim_run(run, owner, lease_ms)
+    }
+    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError> {
+        self.inner.renew(lease, lease_ms)
+    }
+    fn release(&self, lease: &Lease) -> Ticket {
+        self.inner.release(lease)
+    }
+    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
+        self.inner.append(lease, events)
+    }
+    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError> {
+        self.inner.update_run(lease, update)
+    }
+    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError> {
+        self.inner.append_log(lease, log)
+    }
+    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError> {
+        self.inner.consume_signal(lease, seq, by)
+    }
+    fn sync(&self, lease: &Lease) -> Ticket {
+        self.inner.sync(lease)
+    }
+    fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        self.inner.run(id)
+    }
+    fn find_runs(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.find_runs(prefix)
+    }
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        self.inner.list_runs(filter)
+    }
+    fn read_journal(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(EventRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        self.inner.read_journal(run, from_seq, f)
+    }
+    fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
+        self.inner.logs(run)
+    }
+    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
+        self.inner.send_signal(run, name, payload)
+    }
+    fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
+        self.inner.pending_signals(run)
+    }
+    fn request_cancel(&self, run: &str) -> Result<bool, StoreError> {
+        self.inner.request_cancel(run)
+    }
+    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.due_runs(now_ms, limit)
+    }
+}
+
+fn deps(store: Arc<dyn Store>) -> RunDeps {
+    RunDeps {
+        store,
+        tools: Arc::new(ToolHost::new()),
+        clock: Arc::new(SystemClock),
+        secrets: Arc::new(EnvSecrets::from_pairs([])),
+        env: Arc::new(ProcessEnvironment),
+        progress: Arc::new(NoProgress),
+        shutdown: CancellationToken::new(),
+        owner: Owner::this_process(),
+    }
+}
+
+fn compile(source: &str) -> FlowSpec {
+    let db = RootDb::default();
+    let file = SourceFile::new(&db, "t.reel".into(), "/".into(), Arc::from(source));
+    let errors: Vec<_> = file_diagnostics(&db, file)
+        .iter()
+        .filter(|d| d.is_error())
+        .cloned()
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+    build_flow(&db, file, "t").expect("the flow builds")
+}
+
+fn request(id: &str, spec: FlowSpec, durability: Durability, cwd: &Path) -> StartRequest {
+    StartRequest {
+        run_id: id.to_string(),
+        spec: Arc::new(spec),
+        inputs: serde_json::Map::new(),
+        cwd: cwd.to_path_buf(),
+        source: None,
+        source_abs: None,
+        keep_for_ms: None,
+        durability,
+        seed: 1,
+        parent: None,
+    }
+}
+
+/// `n` `echo` steps, each reading the one before, then a wait for signal `go`.
+fn chain_then_signal(n: usize) -> String {
+    let mut s = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
+    for i in 1..n {
+        s.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
+    }
+    s.push_str(&format!(
+        "  step w = signal {{\n    name: \"go\"\n    after: [s{}]\n  }}\n  output {{ last: s{}, first: s0, w: w }}\n}}\n",
+        n - 1,
+        n - 1
+    ));
+    s
+}
+
+/// Each step's `step_started` events, in journal order.
+fn starts(store: &dyn Store, run: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    store
+        .read_journal(run, 0, &mut |row| {
+            if row.kind == "step_started" {
+                out.push(row.step.clone().unwrap_or_default());
+            }
+            Flow::Continue
+        })
+        .expect("the journal reads");
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resume_reads_only_the_values_still_to_be_read() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    let n = 200;
+    let spec = compile(&chain_then_signal(n));
+    let first = start(
+        &deps(sqlite.clone()),
+        &RiderConfig::default(),
+        request("r1", spec, Durability::Fast, dir.path()),
+    )
+    .await
+    .expect("the run starts");
+    assert_eq!(first.status, RunStatus::Waiting, "{first:?}");
+    let started = starts(sqlite.as_ref(), "r1");
+    assert_eq!(started.len(), n);
+
+    // Parked again with nothing arrived: only the inputs and the environment are read.
+    let counting = Arc::new(Counting {
+        inner: sqlite.clone(),
+        reads: AtomicU64::new(0),
+    });
+    let again = resume(
+        &deps(counting.clone()),
+        &RiderConfig::default(),
+        "r1",
+        "resume",
+    )
+    .await
+    .expect("the run resumes");
+    assert_eq!(again.status, RunStatus::Waiting, "{again:?}");
+    let reads = counting.reads.load(Ordering::SeqCst);
+    assert!(reads <= 2, "a parked resume read {reads} values");
+
+    // The signal comes: the output reads two step values and the payload, nothing more.
+    sqlite
+        .send_signal("r1", "go", &json!({ "ok": true }))
+        .expect("the signal is kept");
+    counting.reads.store(0, Ordering::SeqCst);
+    let done = resume(
+        &deps(counting.clone()),
+        &RiderConfig::default(),
+        "r1",
+        "signal",
+    )
+    .await
+    .expect("the run resumes");
+    assert_eq!(done.status, RunStatus::Succeeded, "{done:?}");
+    let out = done.output.expect("an output");
+    assert_eq!(out["last"], json!(n - 1));
+    assert_eq!(out["first"], json!(0));
+    assert_eq!(out["w"], json!({ "ok": true }));
+    let reads = counting.reads.load(Ordering::SeqCst);
+    assert!(reads <= 6, "the ending resume read {reads} values");
+    // Nothing the journal recorded as finished ran again.
+    assert_eq!(starts(sqlite.as_ref(), "r1"), started);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_step_reads_the_value_it_needs_from_the_store() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    // `after` the signal, a step reads a value computed before the run parked.
+    let source = "flow t {\n  step a = echo { value: { n: 41 } }\n  step b = echo { value: a.n + 1 }\n  step w = signal {\n    name: \"go\"\n    after: [b]\n  }\n  step c = echo {\n    value: a.n + b\n    after: [w]\n  }\n  output c\n}\n";
+    let first = start(
+        &deps(sqlite.clone()),
+        &RiderConfig::default(),
+        request("r2", compile(source), Durability::Fast, dir.path()),
+    )
+    .await
+    .expect("the run starts");
+    assert_eq!(first.status, RunStatus::Waiting, "{first:?}");
+    sqlite
+        .send_signal("r2", "go", &json!(null))
+        .expect("the signal is kept");
+    let done = resume(
+        &deps(sqlite.clone()),
+        &RiderConfig::default(),
+        "r2",
+        "signal",
+    )
+    .await
+    .expect("the run resumes");
+    assert_eq!(done.status, RunStatus::Succeeded, "{done:?}");
+    assert_eq!(done.output, Some(json!(83)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn durable_sequential_steps_take_one_commit_each() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    let n = 60;
+    let mut source = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
+    for i in 1..n {
+        source.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
+    }
+    source.push_str(&format!("  output s{}\n}}\n", n - 1));
+    let spec = compile(&source);
+    let before = sqlite.stats().full_syncs;
+    let done = start(
+        &deps(sqlite.clone()),
+        &RiderConfig::default(),
+        request("r3", spec, Durability::Durable, dir.path()),
+    )
+    .await
+    .expect("the run starts");
+    assert_eq!(done.status, RunStatus::Succeeded, "{done:?}");
+    assert_eq!(done.output, Some(json!(n - 1)));
+    let batches = sqlite.stats().full_syncs - before;
+    // Each start must land before its call (n fsync'd commits); the run's creation and its
+    // ending add a few. Two per step would be about 2n. (Batches of values alone commit
+    // without a full sync and are not counted.)
+    assert!(
+        batches <= n as u64 + 8,
+        "{n} durable steps took {batches} fsync'd commits"
+    );
+}
