@@ -79,6 +79,9 @@ pub fn parse_chunk(src: &str, end: ChunkEnd) -> ChunkParse {
         .iter()
         .any(|d| d.code == "syntax.unclosed-delimiter");
     let open_end = !crate::lexer::ends_entry(&lexed.tokens);
+    // The file's separating line break is the first one after the chunk's last token (text
+    // that makes no token, such as a stray character, may stand between).
+    let last_end = lexed.tokens.last().map(|(_, s)| s.end as usize);
     let mut tokens: Vec<(Token, Sp)> = Vec::with_capacity(lexed.tokens.len() + 1);
     tokens.extend(
         lexed
@@ -88,7 +91,9 @@ pub fn parse_chunk(src: &str, end: ChunkEnd) -> ChunkParse {
     );
     let eoi = match end {
         ChunkEnd::Newline(at) => {
-            let at = at as usize;
+            let at = last_end
+                .and_then(|e| src.get(e..)?.find('\n').map(|n| e + n))
+                .unwrap_or(at as usize);
             // The file drops a line break an expression continues across.
             if !open_end {
                 tokens.push((Token::Newline, Sp::from(at..at + 1)));

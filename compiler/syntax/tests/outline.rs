@@ -88,6 +88,8 @@ fn fixed_cases() {
         "flow a {\n  step x = \"${ 1 }\"\n  step y = \"${\"\n}\n",
         "x\nflow a {\n}\n",
         "flow a {\n  step x = 1\n} step\n",
+        "flow a {\n  step s = 1\nstep\n\\\n  step t = 2\n}\n",
+        "flow a {\n  \\\n  step x = 1\n}\n",
     ];
     for c in cases {
         same(c);
