@@ -34,25 +34,29 @@ pub struct Declarations {
 }
 
 /// Checks the declarations of `members`: `(offset, member)` pairs whose spans are relative to
-/// `offset`, in source order. The diagnostics come out with absolute spans.
+/// `offset`, in source order, about `expected` of them. The diagnostics come out with absolute spans.
 pub fn check_declarations<'a>(
     members: impl IntoIterator<Item = (u32, &'a Member)>,
+    expected: usize,
 ) -> Declarations {
     let mut diags = Vec::new();
     let mut sig = FlowSignature::default();
+    sig.steps.reserve(expected);
+    sig.step_index.reserve(expected);
     let mut inputs = Vec::new();
     // One namespace for inputs, secrets and steps (the contract), one for env names.
-    let mut names: std::collections::HashMap<String, (Span, &'static str)> =
-        std::collections::HashMap::new();
+    let mut names: crate::fxhash::FxHashMap<&'a str, (Span, &'static str)> =
+        crate::fxhash::FxHashMap::default();
+    names.reserve(expected);
     let mut env_names: Vec<(String, Span)> = Vec::new();
     let mut output: Option<Span> = None;
-    let mut declare = |name: &ast::Ident,
+    let mut declare = |name: &'a ast::Ident,
                        offset: u32,
                        what: &'static str,
                        diags: &mut Vec<Diagnostic>|
      -> bool {
         let span = moved(name.span, offset);
-        if let Some((first, first_what)) = names.get(&name.name) {
+        if let Some((first, first_what)) = names.get(name.name.as_str()) {
             diags.push(
                 Diagnostic::error(
                     "name.duplicate",
@@ -65,7 +69,7 @@ pub fn check_declarations<'a>(
             );
             return false;
         }
-        names.insert(name.name.clone(), (span, what));
+        names.insert(name.name.as_str(), (span, what));
         true
     };
     for (offset, m) in members {

@@ -4,7 +4,7 @@
 //! the signature a step is checked against holds no spans: an edit re-checks the edited step and
 //! the steps whose inputs' types it changed, while every other step's result is reused.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use reel_flowspec::Type;
@@ -17,6 +17,7 @@ use crate::contracts::Contract;
 use crate::dag::{Dag, find_cycles};
 use crate::db::{Db, SourceFile};
 use crate::declarations::{Declarations, check_declarations};
+use crate::fxhash::{FxHashMap, FxHashSet};
 use crate::infer::{Checker, ItemScope, Refs};
 use crate::signature::FlowSignature;
 use crate::step::{StepCheck, check_step, syntactic_dependencies};
@@ -197,6 +198,11 @@ pub struct FlowLayout {
 }
 
 impl FlowLayout {
+    /// How many members the flow has.
+    pub fn member_count(&self) -> usize {
+        self.pieces.iter().map(|(_, l)| l.members().len()).sum()
+    }
+
     /// Every member with the offset its spans are relative to, in source order.
     pub fn members(&self) -> impl Iterator<Item = (u32, &Member)> {
         self.pieces
@@ -368,23 +374,20 @@ impl MemberRef {
 /// for that member alone, not when another member is edited or moves.
 #[salsa::tracked(debug)]
 pub struct MemberNode<'db> {
-    /// The step's name, or `OUTPUT_KEY` for the output.
-    #[returns(ref)]
-    pub key: String,
+    /// The step, or `None` for the output.
+    #[returns(copy)]
+    pub step: Option<StepId<'db>>,
     /// Where its syntax is.
     #[tracked]
     #[returns(ref)]
     pub source: MemberRef,
 }
 
-/// The key of a flow's output among its member nodes (no step name has a space).
-const OUTPUT_KEY: &str = " output";
-
 /// The named members of a flow: the first step of each name and the first output.
 #[derive(Clone, Debug, PartialEq, Eq, Default, salsa::SalsaValue)]
 pub struct FlowMembers<'db> {
-    /// Steps by name.
-    pub steps: HashMap<String, MemberNode<'db>>,
+    /// Steps by id.
+    pub steps: FxHashMap<StepId<'db>, MemberNode<'db>>,
     /// The output.
     pub output: Option<MemberNode<'db>>,
 }
@@ -397,6 +400,7 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
     let Some(layout) = flow_layout(db, flow) else {
         return out;
     };
+    out.steps.reserve(layout.member_count());
     for (_, list) in &layout.pieces {
         for (index, m) in list.members().iter().enumerate() {
             let source = || MemberRef {
@@ -404,12 +408,14 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
                 index,
             };
             match m {
-                Member::Step(s) if !out.steps.contains_key(&s.name.name) => {
-                    let node = MemberNode::new(db, s.name.name.clone(), source());
-                    out.steps.insert(s.name.name.clone(), node);
+                Member::Step(s) => {
+                    let id = StepId::new(db, flow, s.name.name.as_str());
+                    if let std::collections::hash_map::Entry::Vacant(v) = out.steps.entry(id) {
+                        v.insert(MemberNode::new(db, Some(id), source()));
+                    }
                 }
                 Member::Output(_) if out.output.is_none() => {
-                    out.output = Some(MemberNode::new(db, OUTPUT_KEY.to_string(), source()));
+                    out.output = Some(MemberNode::new(db, None, source()));
                 }
                 _ => {}
             }
@@ -422,8 +428,8 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
 #[salsa::tracked(returns(ref))]
 pub fn flow_declarations<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Declarations {
     match flow_layout(db, flow) {
-        Some(layout) => check_declarations(layout.members()),
-        None => check_declarations([]),
+        Some(layout) => check_declarations(layout.members(), layout.member_count()),
+        None => check_declarations([], 0),
     }
 }
 
@@ -450,8 +456,8 @@ pub fn user_tools(db: &dyn Db, file: SourceFile) -> BTreeMap<String, UserTool> {
 #[salsa::tracked(returns(ref))]
 pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
-    let mut flows: HashMap<&str, Span> = HashMap::new();
-    let mut tools: HashMap<&str, Span> = HashMap::new();
+    let mut flows: FxHashMap<&str, Span> = FxHashMap::default();
+    let mut tools: FxHashMap<&str, Span> = FxHashMap::default();
     let layout = file_layout(db, file);
     for &(is_flow, i) in &layout.order {
         let (name, span, list, what) = if is_flow {
@@ -490,7 +496,7 @@ pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
 /// A step's syntax with spans relative to its start (equal across edits elsewhere).
 #[salsa::tracked(returns(ref))]
 pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<ast::Step> {
-    let node = flow_members(db, step.flow(db)).steps.get(step.name(db))?;
+    let node = flow_members(db, step.flow(db)).steps.get(&step)?;
     match node.source(db).member()? {
         Member::Step(s) => {
             let mut s = s.clone();
@@ -629,7 +635,21 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     let mut diags = decls.diagnostics.clone();
     let dag = flow_dag(db, flow);
 
-    // Cycles: one diagnostic each, a label on every edge's reference.
+    // Cycles: one diagnostic each, a label on every edge's reference. Where each step starts
+    // is looked up once, and only when there is a cycle.
+    let mut starts: FxHashMap<&str, u32> = FxHashMap::default();
+    if !dag.cycles.is_empty() {
+        for (offset, m) in layout.members() {
+            if let Member::Step(s) = m {
+                starts
+                    .entry(s.name.name.as_str())
+                    .or_insert(offset + s.span.start);
+            }
+        }
+    }
+    let step_offset = |_: &dyn Db, id: StepId<'db>| -> u32 {
+        starts.get(id.name(db).as_str()).copied().unwrap_or(0)
+    };
     for cycle in &dag.cycles {
         let first = StepId::new(db, flow, cycle[0].clone());
         let first_name = step_syntax(db, first)
@@ -666,21 +686,24 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     }
 
     // Per-step diagnostics and references.
-    let mut used_steps: BTreeSet<String> = BTreeSet::new();
-    let mut used_inputs: BTreeSet<String> = BTreeSet::new();
-    let mut used_env: BTreeSet<String> = BTreeSet::new();
-    let mut used_secrets: BTreeSet<String> = BTreeSet::new();
-    let mut after_refs: Vec<String> = Vec::new();
-    let mut note_refs = |r: &Refs| {
-        used_steps.extend(r.steps.iter().map(|(n, _)| n.clone()));
-        used_inputs.extend(r.inputs.iter().cloned());
-        used_env.extend(r.env.iter().cloned());
-        used_secrets.extend(r.secrets.iter().cloned());
+    // Borrowed from the memoized checks: nothing is copied per step.
+    let mut used_steps: FxHashSet<&str> = FxHashSet::default();
+    used_steps.reserve(flow_signature(db, flow).steps.len());
+    let mut used_inputs: FxHashSet<&str> = FxHashSet::default();
+    let mut used_env: FxHashSet<&str> = FxHashSet::default();
+    let mut used_secrets: FxHashSet<&str> = FxHashSet::default();
+    let mut after_refs: Vec<&str> = Vec::new();
+    let mut note_refs = |r: &'db Refs| {
+        used_steps.extend(r.steps.iter().map(|(n, _)| n.as_str()));
+        used_inputs.extend(r.inputs.iter().map(String::as_str));
+        used_env.extend(r.env.iter().map(String::as_str));
+        used_secrets.extend(r.secrets.iter().map(String::as_str));
     };
     // The steps the signature holds (the first of each name, reserved names left out), in
     // source order, each with where it starts; and where the first output starts.
     let sig = flow_signature(db, flow);
-    let mut seen: HashSet<&str> = HashSet::with_capacity(sig.steps.len());
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    seen.reserve(sig.steps.len());
     let mut output_at = None;
     for (offset, m) in layout.members() {
         match m {
@@ -692,7 +715,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                     let at = offset + s.span.start;
                     diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
                     note_refs(&check.refs);
-                    after_refs.extend(check.after.iter().map(|(n, _)| n.clone()));
+                    after_refs.extend(check.after.iter().map(|(n, _)| n.as_str()));
                 }
             }
             Member::Output(o) if output_at.is_none() => output_at = Some(offset + o.span.start),
@@ -718,7 +741,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     for (offset, m) in layout.members().filter(|_| !has_errors) {
         let at = |s: Span| moved(s, offset);
         match m {
-            Member::Input(i) if !used_inputs.contains(&i.name.name) => diags.push(
+            Member::Input(i) if !used_inputs.contains(i.name.name.as_str()) => diags.push(
                 Diagnostic::warning(
                     "lint.unused-input",
                     at(i.name.span),
@@ -727,7 +750,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                 .with_label("unused input")
                 .with_help(format!("read it as `input.{}`, or remove it", i.name.name)),
             ),
-            Member::Secret(s) if !used_secrets.contains(&s.name.name) => diags.push(
+            Member::Secret(s) if !used_secrets.contains(s.name.name.as_str()) => diags.push(
                 Diagnostic::warning(
                     "lint.unused-secret",
                     at(s.name.span),
@@ -736,7 +759,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                 .with_label("unused secret")
                 .with_help("remove it, so runs do not need it set"),
             ),
-            Member::Env(e) if !used_env.contains(&e.name.name) => diags.push(
+            Member::Env(e) if !used_env.contains(e.name.name.as_str()) => diags.push(
                 Diagnostic::warning(
                     "lint.unused-env",
                     at(e.name.span),
@@ -745,7 +768,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                 .with_label("unused")
                 .with_help(format!("read it as `env.{}`, or remove it", e.name.name)),
             ),
-            Member::Step(s) if !used_steps.contains(&s.name.name) => {
+            Member::Step(s) if !used_steps.contains(s.name.name.as_str()) => {
                 let id = StepId::new(db, flow, s.name.name.as_str());
                 let kind = step_check(db, id).as_ref().map(|c| c.lowered.kind);
                 if matches!(

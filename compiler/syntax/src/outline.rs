@@ -210,9 +210,27 @@ impl<'a> Scanner<'a> {
         while self.pos < self.bytes.len() {
             if self.stack.last() == Some(&Delim::Str) {
                 self.string_body();
-            } else {
-                self.token()?;
+                continue;
             }
+            if self.mid_line() {
+                // Past a line's first token inside a block, only delimiters, strings, comments
+                // and line breaks change anything: skip the rest at once.
+                let rest = &self.bytes[self.pos..];
+                let plain = rest
+                    .iter()
+                    .position(|b| {
+                        matches!(
+                            b,
+                            b'\n' | b'"' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'/'
+                        )
+                    })
+                    .unwrap_or(rest.len());
+                self.pos += plain;
+                if self.pos >= self.bytes.len() {
+                    break;
+                }
+            }
+            self.token()?;
         }
         // A delimiter left open at the end: the lexer repairs it there; parse the file whole.
         if !self.stack.is_empty() {
@@ -256,6 +274,14 @@ impl<'a> Scanner<'a> {
         // The end of the file inside a string: the lexer reports it as unterminated.
         self.unterminated_seen = true;
         self.stack.pop();
+    }
+
+    /// Inside a block, after the first token of a line that is not a declaration's header line.
+    fn mid_line(&self) -> bool {
+        !self.line_start
+            && !self.after_item
+            && !self.stack.is_empty()
+            && self.flow.as_ref().is_none_or(|f| !f.on_header_line)
     }
 
     fn in_body(&self) -> bool {
