@@ -71,8 +71,25 @@ impl ChunkSpan {
     }
 }
 
+/// About one chunk in `GROUP` ends a group: members are parsed a few at a time, which costs an
+/// edit a few small parses but saves a lookup per member on every edit.
+const GROUP: u64 = 8;
+/// No group is longer than this, whatever the text.
+const MAX_GROUP: usize = 4 * GROUP as usize;
+
+/// Whether a group ends after `chunk`. Decided by the chunk's own first bytes (its doc comment or
+/// its `step NAME`), not by its place, so that inserting a member moves no other boundary.
+fn ends_group(src: &str, chunk: &ChunkSpan) -> bool {
+    let head = &src.as_bytes()[chunk.start as usize..chunk.end.min(chunk.start + 48) as usize];
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in head {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h >> 32).is_multiple_of(GROUP)
+}
+
 /// The chunks of one flow body as they are to be parsed: `(absolute start, parse)`, merging
-/// neighbours a line break does not separate. `parse` is given the chunk's text and what follows
+/// neighbours a line break does not separate, and grouping a few members per parse. `parse` is given the chunk's text and what follows
 /// it (relative). `None` when the body must be parsed with its flow (the scan and the lexer
 /// disagree, or a doc comment on the flow's first line belongs to its first member).
 pub fn lay_out_flow<P>(
@@ -83,7 +100,7 @@ pub fn lay_out_flow<P>(
 where
     P: std::ops::Deref<Target = ChunkParse>,
 {
-    let mut out = Vec::with_capacity(chunks.len());
+    let mut out = Vec::with_capacity(chunks.len() / GROUP as usize + 1);
     let mut i = 0;
     while i < chunks.len() {
         if chunks[i].joins_previous {
@@ -92,14 +109,23 @@ where
         let start = chunks[i].start;
         let mut j = i;
         loop {
+            // Group by content alone first (cheap), then parse once.
+            while j + 1 < chunks.len()
+                && (chunks[j + 1].joins_previous
+                    || (!ends_group(src, &chunks[j]) && j - i + 1 < MAX_GROUP))
+            {
+                j += 1;
+            }
             let text = src.get(start as usize..chunks[j].end as usize)?;
             let parsed = parse(text, chunks[j].end_from(start));
             if !parsed.balanced {
                 return None;
             }
-            let open = parsed.open_end && matches!(chunks[j].next, ChunkEnd::Newline(_));
-            let joined = chunks.get(j + 1).is_some_and(|c| c.joins_previous);
-            if (open || joined) && j + 1 < chunks.len() {
+            // The line break after the group separates nothing: take the next chunk in too.
+            if parsed.open_end
+                && matches!(chunks[j].next, ChunkEnd::Newline(_))
+                && j + 1 < chunks.len()
+            {
                 j += 1;
                 continue;
             }
@@ -495,10 +521,12 @@ impl<'a> Scanner<'a> {
             Some(d) if want.contains(d) => {
                 self.stack.pop();
             }
-            _ => match self.stack.iter().rposition(|d| want.contains(d)) {
-                Some(depth) => {
-                    // Delimiters closed implicitly: reported unless an unterminated string came
-                    // first, which only the whole file knows.
+            // A stray closer (no opener of its kind is open) is reported and skipped, in a
+            // chunk as in the file: nothing to do.
+            _ => {
+                if let Some(depth) = self.stack.iter().rposition(|d| want.contains(d)) {
+                    // Delimiters closed implicitly: reported unless an unterminated string
+                    // came first, which only the whole file knows.
                     if self.unterminated_seen {
                         return None;
                     }
@@ -507,9 +535,7 @@ impl<'a> Scanner<'a> {
                     }
                     self.stack.truncate(depth);
                 }
-                // A stray closer is reported and skipped, in a chunk as in the file.
-                None => {}
-            },
+            }
         }
         if self.stack.is_empty() {
             self.end_item(at, at_line_start);
