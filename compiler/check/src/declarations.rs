@@ -33,25 +33,34 @@ pub struct Declarations {
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Checks the declarations of `members` (absolute spans).
-pub fn check_declarations(members: &[Member]) -> Declarations {
+/// Checks the declarations of `members`: `(offset, member)` pairs whose spans are relative to
+/// `offset`, in source order, about `expected` of them. The diagnostics come out with absolute spans.
+pub fn check_declarations<'a>(
+    members: impl IntoIterator<Item = (u32, &'a Member)>,
+    expected: usize,
+) -> Declarations {
     let mut diags = Vec::new();
     let mut sig = FlowSignature::default();
+    sig.steps.reserve(expected);
+    sig.step_index.reserve(expected);
     let mut inputs = Vec::new();
     // One namespace for inputs, secrets and steps (the contract), one for env names.
-    let mut names: std::collections::HashMap<String, (Span, &'static str)> =
-        std::collections::HashMap::new();
+    let mut names: crate::fxhash::FxHashMap<&'a str, (Span, &'static str)> =
+        crate::fxhash::FxHashMap::default();
+    names.reserve(expected);
     let mut env_names: Vec<(String, Span)> = Vec::new();
     let mut output: Option<Span> = None;
-    let mut declare = |name: &ast::Ident,
+    let mut declare = |name: &'a ast::Ident,
+                       offset: u32,
                        what: &'static str,
                        diags: &mut Vec<Diagnostic>|
      -> bool {
-        if let Some((first, first_what)) = names.get(&name.name) {
+        let span = moved(name.span, offset);
+        if let Some((first, first_what)) = names.get(name.name.as_str()) {
             diags.push(
                 Diagnostic::error(
                     "name.duplicate",
-                    name.span,
+                    span,
                     format!("`{}` is declared twice in this flow", name.name),
                 )
                 .with_label(format!("this {what} reuses the name"))
@@ -60,15 +69,19 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
             );
             return false;
         }
-        names.insert(name.name.clone(), (name.span, what));
+        names.insert(name.name.as_str(), (span, what));
         true
     };
-    for m in members {
+    for (offset, m) in members {
+        // Problems local to this member are found with relative spans and moved once.
+        let mut local = Vec::new();
+        // Duplicates point at two members: their spans are absolute already.
+        let mut dups = Vec::new();
         match m {
             Member::Input(i) => {
-                let ty = resolve_type(&i.ty, &mut diags);
+                let ty = resolve_type(&i.ty, &mut local);
                 if ty.contains_secret() {
-                    diags.push(
+                    local.push(
                         Diagnostic::error(
                             "type.secret-input",
                             i.ty.span,
@@ -85,8 +98,8 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
                 let default = i
                     .default
                     .as_ref()
-                    .and_then(|d| input_default(d, &ty, &mut diags));
-                if declare(&i.name, "input", &mut diags) {
+                    .and_then(|d| input_default(d, &ty, &mut local));
+                if declare(&i.name, offset, "input", &mut dups) {
                     sig.inputs.push((i.name.name.clone(), ty.clone()));
                     inputs.push(CheckedInput {
                         name: i.name.name.clone(),
@@ -96,16 +109,16 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
                 }
             }
             Member::Secret(s) => {
-                if declare(&s.name, "secret", &mut diags) {
+                if declare(&s.name, offset, "secret", &mut dups) {
                     sig.secrets.push(s.name.name.clone());
                 }
             }
             Member::Env(e) => {
                 if let Some((_, first)) = env_names.iter().find(|(n, _)| *n == e.name.name) {
-                    diags.push(
+                    dups.push(
                         Diagnostic::error(
                             "name.duplicate",
-                            e.name.span,
+                            moved(e.name.span, offset),
                             format!("`env {}` is declared twice", e.name.name),
                         )
                         .with_label("declared again here")
@@ -113,13 +126,13 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
                         .with_help("remove one of them"),
                     );
                 } else {
-                    env_names.push((e.name.name.clone(), e.name.span));
+                    env_names.push((e.name.name.clone(), moved(e.name.span, offset)));
                     sig.env.push(e.name.name.clone());
                 }
             }
             Member::Step(s) => {
                 if RESERVED_STEP_NAMES.contains(&s.name.name.as_str()) {
-                    diags.push(
+                    local.push(
                         Diagnostic::error(
                             "name.reserved",
                             s.name.span,
@@ -131,9 +144,7 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
                             s.name.name
                         )),
                     );
-                    continue;
-                }
-                if declare(&s.name, "step", &mut diags) {
+                } else if declare(&s.name, offset, "step", &mut dups) {
                     let (tool, has_when, has_foreach) = match &s.body {
                         StepBody::Call(c) => (
                             Some(c.tool.name.clone()),
@@ -152,10 +163,10 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
             }
             Member::Output(o) => {
                 if let Some(first) = output {
-                    diags.push(
+                    dups.push(
                         Diagnostic::error(
                             "flow.duplicate-output",
-                            o.span,
+                            moved(o.span, offset),
                             "a flow has one `output`",
                         )
                         .with_label("a second output")
@@ -163,16 +174,25 @@ pub fn check_declarations(members: &[Member]) -> Declarations {
                         .with_help("merge them into one record: `output { a: …, b: … }`"),
                     );
                 } else {
-                    output = Some(o.span);
+                    output = Some(moved(o.span, offset));
                 }
             }
             Member::Error(_) => {}
         }
+        diags.extend(local.iter().map(|d| d.shifted(offset)));
+        diags.append(&mut dups);
     }
     Declarations {
         signature: sig,
         inputs,
         diagnostics: diags,
+    }
+}
+
+fn moved(span: Span, offset: u32) -> Span {
+    Span {
+        start: span.start + offset,
+        end: span.end + offset,
     }
 }
 

@@ -6,12 +6,12 @@ use reel_flowspec::{
     FORMAT_VERSION, FlowSpec, InputSpec, NameSpec, OutputSpec, SourceSpan, StepSpec, ToolSpec,
 };
 use reel_syntax::Span;
-use reel_syntax::ast::{Item, Member};
+use reel_syntax::ast::Member;
 
 use crate::db::{Db, SourceFile};
 use crate::queries::{
-    FlowId, StepId, file_diagnostics, flow_declarations, flow_layout, line_index, output_check,
-    parse_file, step_check, step_dependencies, user_tools,
+    FlowId, StepId, file_diagnostics, file_layout, flow_declarations, flow_layout, line_index,
+    output_check, step_check, step_dependencies, user_tools,
 };
 
 /// `span` of `file` in lines and columns.
@@ -40,7 +40,7 @@ pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
     if file_diagnostics(db, file).iter().any(|d| d.is_error()) {
         return None;
     }
-    let layout = flow_layout(db, flow).as_ref()?;
+    let layout = flow_layout(db, flow)?;
     let decls = flow_declarations(db, flow);
     let tools = user_tools(db, file);
     let mut inputs = Vec::new();
@@ -48,7 +48,9 @@ pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
     let mut env = Vec::new();
     let mut steps = Vec::new();
     let mut used_tools = BTreeMap::new();
-    for (offset, member) in &layout.members {
+    let mut output_span = None;
+    for (offset, member) in layout.members() {
+        let offset = &offset;
         match member {
             Member::Input(i) => {
                 let checked = decls.inputs.iter().find(|c| c.name == i.name.name)?;
@@ -71,7 +73,8 @@ pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
                 span: source_span(db, file, moved(e.span, *offset)),
             }),
             Member::Step(s) => {
-                let id = StepId::new(db, flow, s.name.name.clone());
+                // The first step of a name is the one checked (a duplicate is an error anyway).
+                let id = StepId::new(db, flow, s.name.name.as_str());
                 let check = step_check(db, id).as_ref()?;
                 let l = &check.lowered;
                 if let Some(tool) = &l.tool
@@ -105,32 +108,30 @@ pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
                     semantic_digest: String::new(),
                 });
             }
-            Member::Output(_) | Member::Error(_) => {}
+            Member::Output(o) => {
+                if output_span.is_none() {
+                    output_span = Some(moved(o.span, *offset));
+                }
+            }
+            Member::Error(_) => {}
         }
     }
-    let output = match (output_check(db, flow), layout.output_index) {
-        (Some(check), Some(idx)) => {
-            let (offset, m) = &layout.members[idx];
-            Some(OutputSpec {
-                expr: check.expr.clone(),
-                ty: check.expr.ty.clone(),
-                span: source_span(db, file, moved(m.span(), *offset)),
-            })
-        }
+    let output = match (output_check(db, flow), output_span) {
+        (Some(check), Some(span)) => Some(OutputSpec {
+            expr: check.expr.clone(),
+            ty: check.expr.ty.clone(),
+            span: source_span(db, file, span),
+        }),
         _ => None,
     };
-    let parsed = parse_file(db, file);
+    let file_tools = &file_layout(db, file).tools;
     let tools = used_tools
         .into_iter()
         .map(|(name, user)| {
-            let span = parsed
-                .file
-                .items
+            let span = file_tools
                 .iter()
-                .find_map(|i| match i {
-                    Item::Tool(t) if t.name.name == name => Some(t.span),
-                    _ => None,
-                })
+                .find(|t| t.tool.name.name == name)
+                .map(|t| moved(t.tool.span, t.offset))
                 .unwrap_or_default();
             let spec = ToolSpec {
                 name: name.clone(),

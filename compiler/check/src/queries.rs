@@ -5,16 +5,19 @@
 //! the steps whose inputs' types it changed, while every other step's result is reused.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use reel_flowspec::Type;
 use reel_syntax::ast::{self, Item, Member};
-use reel_syntax::visit::rebase_member;
-use reel_syntax::{Diagnostic, LineIndex, Parsed, Span};
+use reel_syntax::outline::lay_out_flow;
+use reel_syntax::visit::{rebase_member, step_spans_mut};
+use reel_syntax::{ChunkEnd, ChunkParse, Diagnostic, LineIndex, Parsed, Span};
 
 use crate::contracts::Contract;
 use crate::dag::{Dag, find_cycles};
 use crate::db::{Db, SourceFile};
 use crate::declarations::{Declarations, check_declarations};
+use crate::fxhash::{FxHashMap, FxHashSet};
 use crate::infer::{Checker, ItemScope, Refs};
 use crate::signature::FlowSignature;
 use crate::step::{StepCheck, check_step, syntactic_dependencies};
@@ -54,90 +57,380 @@ pub struct StepId<'db> {
     pub name: String,
 }
 
-/// The flows of a file, in order (the first of each name).
-#[salsa::tracked(returns(ref))]
-pub fn file_flows<'db>(db: &'db dyn Db, file: SourceFile) -> Vec<FlowId<'db>> {
-    let mut seen = BTreeSet::new();
-    parse_file(db, file)
-        .file
-        .items
-        .iter()
-        .filter_map(|i| match i {
-            Item::Flow(f) if seen.insert(f.name.name.clone()) => {
-                Some(FlowId::new(db, file, f.name.name.clone()))
-            }
-            _ => None,
-        })
-        .collect()
+/// A chunk of a flow body, by its text and the token that follows it: the same key, the same
+/// parse, so a chunk an edit did not touch is never parsed again.
+#[salsa::interned]
+pub struct ChunkText<'db> {
+    /// The chunk's text.
+    #[returns(ref)]
+    pub text: String,
+    /// Where the token after it is, relative to its start.
+    #[returns(copy)]
+    pub next_at: u32,
+    /// Whether that token is the flow's `}` (else a separating line break).
+    #[returns(copy)]
+    pub closes: bool,
 }
 
-/// A flow's members, each moved to start at 0, with where it really starts.
-#[derive(Clone, Debug, PartialEq)]
+/// A chunk parsed alone (spans relative to its start).
+#[salsa::tracked(returns(ref), no_eq)]
+pub fn chunk_parse<'db>(db: &'db dyn Db, chunk: ChunkText<'db>) -> Arc<ChunkParse> {
+    let at = chunk.next_at(db);
+    let end = if chunk.closes(db) {
+        ChunkEnd::Close(at)
+    } else {
+        ChunkEnd::Newline(at)
+    };
+    Arc::new(reel_syntax::parse_chunk(chunk.text(db), end))
+}
+
+/// A piece of a file parsed as one (a tool, a flow the outline could not split, or the whole
+/// file when the outline is unsure), with the doc comment its item has in the file.
+#[salsa::interned]
+pub struct PieceText<'db> {
+    /// The piece's text.
+    #[returns(ref)]
+    pub text: String,
+    /// The doc comment above it in the file, given to its one item.
+    #[returns(ref)]
+    pub doc: Option<String>,
+}
+
+/// The items of a piece parsed as one (spans relative to its start), shared by reference.
+#[derive(Debug)]
+pub struct ParsedPiece {
+    /// Its flows and tools, in order.
+    pub items: Vec<PieceItem>,
+    /// Its diagnostics (relative).
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// One item of a piece.
+#[derive(Debug)]
+pub enum PieceItem {
+    /// A flow: its header and its members.
+    Flow {
+        /// Name and name span.
+        name: ast::Ident,
+        /// Doc comment.
+        doc: Option<String>,
+        /// From `flow` to `}`.
+        span: Span,
+        /// The members.
+        members: Arc<Vec<Member>>,
+    },
+    /// A tool.
+    Tool(Arc<ast::Tool>),
+}
+
+/// A piece parsed as one.
+#[salsa::tracked(returns(ref), no_eq)]
+pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPiece> {
+    let parsed = reel_syntax::parse(piece.text(db));
+    let doc = piece.doc(db);
+    let single = parsed.file.items.len() == 1;
+    let items = parsed
+        .file
+        .items
+        .into_iter()
+        .map(|item| match item {
+            Item::Flow(f) => PieceItem::Flow {
+                name: f.name,
+                doc: if single { doc.clone() } else { f.doc },
+                span: f.span,
+                members: Arc::new(f.members),
+            },
+            Item::Tool(mut t) => {
+                if single {
+                    t.doc = doc.clone();
+                }
+                PieceItem::Tool(Arc::new(t))
+            }
+        })
+        .collect();
+    Arc::new(ParsedPiece {
+        items,
+        diagnostics: parsed.diagnostics,
+    })
+}
+
+/// The members of one piece of a flow body, shared with the parse that made them.
+#[derive(Clone, Debug)]
+pub enum MemberList {
+    /// A chunk's members.
+    Chunk(Arc<ChunkParse>),
+    /// The members of a flow parsed with its item.
+    Item(Arc<Vec<Member>>),
+}
+
+impl MemberList {
+    /// The members (spans relative to the piece's start).
+    pub fn members(&self) -> &[Member] {
+        match self {
+            MemberList::Chunk(c) => &c.members,
+            MemberList::Item(m) => m,
+        }
+    }
+
+    /// Whether both are the same parse (not merely equal ones).
+    pub fn same(&self, other: &MemberList) -> bool {
+        match (self, other) {
+            (MemberList::Chunk(a), MemberList::Chunk(b)) => Arc::ptr_eq(a, b),
+            (MemberList::Item(a), MemberList::Item(b)) => Arc::ptr_eq(a, b),
+            _ => false,
+        }
+    }
+}
+
+/// A flow as laid out in its file: its header, and its members piece by piece.
+#[derive(Clone, Debug)]
 pub struct FlowLayout {
+    /// Its name.
+    pub name: String,
     /// The `flow` declaration's span.
     pub span: Span,
     /// The flow name's span.
     pub name_span: Span,
     /// The flow's doc comment.
     pub doc: Option<String>,
-    /// `(offset, member with spans relative to offset)`, in source order.
-    pub members: Vec<(u32, Member)>,
-    /// Index of the first step of each name in `members`.
-    pub step_index: BTreeMap<String, usize>,
-    /// Index of the first output in `members`.
-    pub output_index: Option<usize>,
+    /// `(offset, members with spans relative to offset)`, in source order.
+    pub pieces: Vec<(u32, MemberList)>,
 }
 
-/// The layout of a flow, `None` if the file no longer declares it.
-#[salsa::tracked(returns(ref), no_eq)]
-pub fn flow_layout<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowLayout> {
-    let parsed = parse_file(db, flow.file(db));
-    let f = parsed.file.items.iter().find_map(|i| match i {
-        Item::Flow(f) if f.name.name == *flow.name(db) => Some(f),
-        _ => None,
-    })?;
-    let mut members = Vec::with_capacity(f.members.len());
-    let mut step_index = BTreeMap::new();
-    let mut output_index = None;
-    for m in &f.members {
-        let offset = m.span().start;
-        let mut rel = m.clone();
-        rebase_member(&mut rel, offset);
-        match &rel {
-            Member::Step(s) => {
-                step_index
-                    .entry(s.name.name.clone())
-                    .or_insert(members.len());
-            }
-            Member::Output(_) if output_index.is_none() => output_index = Some(members.len()),
-            _ => {}
-        }
-        members.push((offset, rel));
+impl FlowLayout {
+    /// How many members the flow has.
+    pub fn member_count(&self) -> usize {
+        self.pieces.iter().map(|(_, l)| l.members().len()).sum()
     }
-    Some(FlowLayout {
-        span: f.span,
-        name_span: f.name.span,
-        doc: f.doc.clone(),
-        members,
-        step_index,
-        output_index,
-    })
+
+    /// Every member with the offset its spans are relative to, in source order.
+    pub fn members(&self) -> impl Iterator<Item = (u32, &Member)> {
+        self.pieces
+            .iter()
+            .flat_map(|(offset, list)| list.members().iter().map(move |m| (*offset, m)))
+    }
 }
 
-/// The flow's declarations checked against the absolute members (cheap: no expressions but defaults).
+/// A tool as laid out in its file.
+#[derive(Clone, Debug)]
+pub struct ToolLayout {
+    /// The offset its spans are relative to.
+    pub offset: u32,
+    /// The tool (doc comment attached).
+    pub tool: Arc<ast::Tool>,
+}
+
+/// A file's items, each parsed in pieces that an edit elsewhere leaves shared and unchanged.
+#[derive(Clone, Debug, Default)]
+pub struct FileLayout {
+    /// Every flow, duplicates included, in source order.
+    pub flows: Vec<FlowLayout>,
+    /// Every tool, duplicates included, in source order.
+    pub tools: Vec<ToolLayout>,
+    /// The items in source order: `true` for a flow, with its index in `flows` or `tools`.
+    pub order: Vec<(bool, usize)>,
+    /// Lexical and syntax diagnostics (absolute spans), in source order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl FileLayout {
+    fn add_piece(&mut self, offset: u32, piece: &ParsedPiece) {
+        for item in &piece.items {
+            match item {
+                PieceItem::Flow {
+                    name,
+                    doc,
+                    span,
+                    members,
+                } => {
+                    self.order.push((true, self.flows.len()));
+                    self.flows.push(FlowLayout {
+                        name: name.name.clone(),
+                        span: moved(*span, offset),
+                        name_span: moved(name.span, offset),
+                        doc: doc.clone(),
+                        pieces: vec![(offset, MemberList::Item(members.clone()))],
+                    });
+                }
+                PieceItem::Tool(tool) => {
+                    self.order.push((false, self.tools.len()));
+                    self.tools.push(ToolLayout {
+                        offset,
+                        tool: tool.clone(),
+                    });
+                }
+            }
+        }
+        self.diagnostics
+            .extend(piece.diagnostics.iter().map(|d| d.shifted(offset)));
+    }
+}
+
+fn moved(span: Span, offset: u32) -> Span {
+    Span {
+        start: span.start + offset,
+        end: span.end + offset,
+    }
+}
+
+/// The file split into items and flow bodies into chunks, each parsed alone and memoized by its
+/// text (see `reel_syntax::outline`). Runs again on every edit, but only re-parses what changed.
+#[salsa::tracked(returns(ref), no_eq)]
+pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
+    let text: &str = file.text(db);
+    let outline = reel_syntax::outline::outline(text);
+    let mut layout = FileLayout::default();
+    if outline.whole {
+        let piece = PieceText::new(db, text, None::<String>);
+        layout.add_piece(0, piece_parse(db, piece));
+        return layout;
+    }
+    for item in &outline.items {
+        let pieces = item.body.as_ref().and_then(|chunks| {
+            lay_out_flow(text, chunks, |chunk, end| {
+                let (at, closes) = match end {
+                    ChunkEnd::Newline(at) => (at, false),
+                    ChunkEnd::Close(at) => (at, true),
+                };
+                chunk_parse(db, ChunkText::new(db, chunk, at, closes)).clone()
+            })
+        });
+        match pieces {
+            Some(pieces) => {
+                for (offset, chunk) in &pieces {
+                    layout
+                        .diagnostics
+                        .extend(chunk.diagnostics.iter().map(|d| d.shifted(*offset)));
+                }
+                layout.order.push((true, layout.flows.len()));
+                layout.flows.push(FlowLayout {
+                    name: item.name.name.clone(),
+                    span: item.span,
+                    name_span: item.name.span,
+                    doc: item.doc.clone(),
+                    pieces: pieces
+                        .into_iter()
+                        .map(|(offset, chunk)| (offset, MemberList::Chunk(chunk)))
+                        .collect(),
+                });
+            }
+            None => {
+                let piece = PieceText::new(db, &text[item.span.range()], item.doc.clone());
+                layout.add_piece(item.span.start, piece_parse(db, piece));
+            }
+        }
+    }
+    layout
+        .diagnostics
+        .sort_by_key(|d| (d.primary.span.start, d.primary.span.end));
+    layout
+}
+
+/// The flows of a file, in order (the first of each name).
+#[salsa::tracked(returns(ref))]
+pub fn file_flows<'db>(db: &'db dyn Db, file: SourceFile) -> Vec<FlowId<'db>> {
+    let mut seen = BTreeSet::new();
+    file_layout(db, file)
+        .flows
+        .iter()
+        .filter(|f| seen.insert(f.name.as_str()))
+        .map(|f| FlowId::new(db, file, f.name.as_str()))
+        .collect()
+}
+
+/// The layout of a flow (the first of its name), `None` if the file no longer declares it.
+pub fn flow_layout<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<&'db FlowLayout> {
+    let name = flow.name(db);
+    file_layout(db, flow.file(db))
+        .flows
+        .iter()
+        .find(|f| f.name == *name)
+}
+
+/// Where one member's syntax lives: a piece's members and an index into them. Two are equal
+/// only when they are the same parse, so comparing them costs nothing.
+#[derive(Clone, Debug)]
+pub struct MemberRef {
+    /// The piece's members.
+    pub list: MemberList,
+    /// The member's index among them.
+    pub index: usize,
+}
+
+impl PartialEq for MemberRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.index == other.index && self.list.same(&other.list)
+    }
+}
+
+impl MemberRef {
+    fn member(&self) -> Option<&Member> {
+        self.list.members().get(self.index)
+    }
+}
+
+/// One step (or the output) of a flow, identified by its name across revisions. Its `source`
+/// is the one field that changes when the member is re-parsed: a query that reads it re-runs
+/// for that member alone, not when another member is edited or moves.
+#[salsa::tracked(debug)]
+pub struct MemberNode<'db> {
+    /// The step, or `None` for the output.
+    #[returns(copy)]
+    pub step: Option<StepId<'db>>,
+    /// Where its syntax is.
+    #[tracked]
+    #[returns(ref)]
+    pub source: MemberRef,
+}
+
+/// The named members of a flow: the first step of each name and the first output.
+#[derive(Clone, Debug, PartialEq, Eq, Default, salsa::SalsaValue)]
+pub struct FlowMembers<'db> {
+    /// Steps by id.
+    pub steps: FxHashMap<StepId<'db>, MemberNode<'db>>,
+    /// The output.
+    pub output: Option<MemberNode<'db>>,
+}
+
+/// The flow's member nodes. Equal across edits that keep the set of names, so reading it does
+/// not make a query re-run.
+#[salsa::tracked(returns(ref))]
+pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db> {
+    let mut out = FlowMembers::default();
+    let Some(layout) = flow_layout(db, flow) else {
+        return out;
+    };
+    out.steps.reserve(layout.member_count());
+    for (_, list) in &layout.pieces {
+        for (index, m) in list.members().iter().enumerate() {
+            let source = || MemberRef {
+                list: list.clone(),
+                index,
+            };
+            match m {
+                Member::Step(s) => {
+                    let id = StepId::new(db, flow, s.name.name.as_str());
+                    if let std::collections::hash_map::Entry::Vacant(v) = out.steps.entry(id) {
+                        v.insert(MemberNode::new(db, Some(id), source()));
+                    }
+                }
+                Member::Output(_) if out.output.is_none() => {
+                    out.output = Some(MemberNode::new(db, None, source()));
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The flow's declarations checked against its members (cheap: no expressions but defaults).
 #[salsa::tracked(returns(ref))]
 pub fn flow_declarations<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Declarations {
-    let parsed = parse_file(db, flow.file(db));
-    let members: &[Member] = parsed
-        .file
-        .items
-        .iter()
-        .find_map(|i| match i {
-            Item::Flow(f) if f.name.name == *flow.name(db) => Some(f.members.as_slice()),
-            _ => None,
-        })
-        .unwrap_or(&[]);
-    check_declarations(members)
+    match flow_layout(db, flow) {
+        Some(layout) => check_declarations(layout.members(), layout.member_count()),
+        None => check_declarations([], 0),
+    }
 }
 
 /// The names and types a flow's expressions resolve against: free of spans, so most edits keep it equal.
@@ -151,11 +444,9 @@ pub fn flow_signature<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowSignature 
 pub fn user_tools(db: &dyn Db, file: SourceFile) -> BTreeMap<String, UserTool> {
     let mut out = BTreeMap::new();
     let mut sink = Vec::new();
-    for item in &parse_file(db, file).file.items {
-        if let Item::Tool(t) = item
-            && let Some(tool) = check_tool(t, &mut sink)
-        {
-            out.entry(t.name.name.clone()).or_insert(tool);
+    for t in &file_layout(db, file).tools {
+        if let Some(tool) = check_tool(&t.tool, &mut sink) {
+            out.entry(t.tool.name.name.clone()).or_insert(tool);
         }
     }
     out
@@ -165,30 +456,38 @@ pub fn user_tools(db: &dyn Db, file: SourceFile) -> BTreeMap<String, UserTool> {
 #[salsa::tracked(returns(ref))]
 pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
     let mut diags = Vec::new();
-    let mut flows: Vec<(&str, Span)> = Vec::new();
-    let mut tools: Vec<(&str, Span)> = Vec::new();
-    let parsed = parse_file(db, file);
-    for item in &parsed.file.items {
-        let (name, list, what) = match item {
-            Item::Flow(f) => (&f.name, &mut flows, "flow"),
-            Item::Tool(t) => {
-                check_tool(t, &mut diags);
-                (&t.name, &mut tools, "tool")
-            }
+    let mut flows: FxHashMap<&str, Span> = FxHashMap::default();
+    let mut tools: FxHashMap<&str, Span> = FxHashMap::default();
+    let layout = file_layout(db, file);
+    for &(is_flow, i) in &layout.order {
+        let (name, span, list, what) = if is_flow {
+            let f = &layout.flows[i];
+            (f.name.as_str(), f.name_span, &mut flows, "flow")
+        } else {
+            let t = &layout.tools[i];
+            let mut local = Vec::new();
+            check_tool(&t.tool, &mut local);
+            diags.extend(local.iter().map(|d| d.shifted(t.offset)));
+            (
+                t.tool.name.name.as_str(),
+                moved(t.tool.name.span, t.offset),
+                &mut tools,
+                "tool",
+            )
         };
-        if let Some((_, first)) = list.iter().find(|(n, _)| *n == name.name) {
+        if let Some(first) = list.get(name) {
             diags.push(
                 Diagnostic::error(
                     "name.duplicate",
-                    name.span,
-                    format!("the {what} `{}` is declared twice in this file", name.name),
+                    span,
+                    format!("the {what} `{name}` is declared twice in this file"),
                 )
                 .with_label("declared again here")
                 .with_secondary(*first, "first declared here")
                 .with_help(format!("rename one of the two {what}s")),
             );
         } else {
-            list.push((&name.name, name.span));
+            list.insert(name, span);
         }
     }
     diags
@@ -197,19 +496,31 @@ pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
 /// A step's syntax with spans relative to its start (equal across edits elsewhere).
 #[salsa::tracked(returns(ref))]
 pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<ast::Step> {
-    let layout = flow_layout(db, step.flow(db)).as_ref()?;
-    let idx = *layout.step_index.get(step.name(db))?;
-    match &layout.members[idx].1 {
-        Member::Step(s) => Some(s.clone()),
+    let node = flow_members(db, step.flow(db)).steps.get(&step)?;
+    match node.source(db).member()? {
+        Member::Step(s) => {
+            let mut s = s.clone();
+            let start = s.span.start;
+            step_spans_mut(&mut s, &mut |sp: &mut Span| {
+                sp.start = sp.start.saturating_sub(start);
+                sp.end = sp.end.saturating_sub(start);
+            });
+            Some(s)
+        }
         _ => None,
     }
 }
 
-/// Where a step starts in the file.
+/// Where a step starts in the file (a scan of the flow: for the rare diagnostic that needs it).
 pub fn step_offset(db: &dyn Db, step: StepId<'_>) -> u32 {
+    let name = step.name(db);
     flow_layout(db, step.flow(db))
-        .as_ref()
-        .and_then(|l| l.step_index.get(step.name(db)).map(|i| l.members[*i].0))
+        .and_then(|l| {
+            l.members().find_map(|(offset, m)| match m {
+                Member::Step(s) if s.name.name == *name => Some(offset + s.span.start),
+                _ => None,
+            })
+        })
         .unwrap_or(0)
 }
 
@@ -285,9 +596,16 @@ pub struct OutputCheck {
 /// The output member, relative to its start.
 #[salsa::tracked(returns(ref))]
 pub fn output_syntax<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<ast::Output> {
-    let layout = flow_layout(db, flow).as_ref()?;
-    match &layout.members[layout.output_index?].1 {
-        Member::Output(o) => Some(o.clone()),
+    let node = flow_members(db, flow).output?;
+    match node.source(db).member()? {
+        Member::Output(o) => {
+            let mut m = Member::Output(o.clone());
+            rebase_member(&mut m, o.span.start);
+            match m {
+                Member::Output(o) => Some(o),
+                _ => None,
+            }
+        }
         _ => None,
     }
 }
@@ -307,30 +625,31 @@ pub fn output_check<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<OutputChe
     })
 }
 
-fn shifted(d: &Diagnostic, offset: u32) -> Diagnostic {
-    let mut d = d.clone();
-    let mv = |s: &mut Span| {
-        s.start += offset;
-        s.end += offset;
-    };
-    mv(&mut d.primary.span);
-    d.secondary.iter_mut().for_each(|l| mv(&mut l.span));
-    d.fixes.iter_mut().for_each(|f| mv(&mut f.span));
-    d
-}
-
 /// Every diagnostic of one flow (absolute spans).
 #[salsa::tracked(returns(ref))]
 pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnostic> {
-    let Some(layout) = flow_layout(db, flow).as_ref() else {
+    let Some(layout) = flow_layout(db, flow) else {
         return Vec::new();
     };
     let decls = flow_declarations(db, flow);
     let mut diags = decls.diagnostics.clone();
     let dag = flow_dag(db, flow);
-    let steps = flow_steps(db, flow);
 
-    // Cycles: one diagnostic each, a label on every edge's reference.
+    // Cycles: one diagnostic each, a label on every edge's reference. Where each step starts
+    // is looked up once, and only when there is a cycle.
+    let mut starts: FxHashMap<&str, u32> = FxHashMap::default();
+    if !dag.cycles.is_empty() {
+        for (offset, m) in layout.members() {
+            if let Member::Step(s) = m {
+                starts
+                    .entry(s.name.name.as_str())
+                    .or_insert(offset + s.span.start);
+            }
+        }
+    }
+    let step_offset = |_: &dyn Db, id: StepId<'db>| -> u32 {
+        starts.get(id.name(db).as_str()).copied().unwrap_or(0)
+    };
     for cycle in &dag.cycles {
         let first = StepId::new(db, flow, cycle[0].clone());
         let first_name = step_syntax(db, first)
@@ -367,28 +686,44 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     }
 
     // Per-step diagnostics and references.
-    let mut used_steps: BTreeSet<String> = BTreeSet::new();
-    let mut used_inputs: BTreeSet<String> = BTreeSet::new();
-    let mut used_env: BTreeSet<String> = BTreeSet::new();
-    let mut used_secrets: BTreeSet<String> = BTreeSet::new();
-    let mut after_refs: Vec<String> = Vec::new();
-    let mut note_refs = |r: &Refs| {
-        used_steps.extend(r.steps.iter().map(|(n, _)| n.clone()));
-        used_inputs.extend(r.inputs.iter().cloned());
-        used_env.extend(r.env.iter().cloned());
-        used_secrets.extend(r.secrets.iter().cloned());
+    // Borrowed from the memoized checks: nothing is copied per step.
+    let mut used_steps: FxHashSet<&str> = FxHashSet::default();
+    used_steps.reserve(flow_signature(db, flow).steps.len());
+    let mut used_inputs: FxHashSet<&str> = FxHashSet::default();
+    let mut used_env: FxHashSet<&str> = FxHashSet::default();
+    let mut used_secrets: FxHashSet<&str> = FxHashSet::default();
+    let mut after_refs: Vec<&str> = Vec::new();
+    let mut note_refs = |r: &'db Refs| {
+        used_steps.extend(r.steps.iter().map(|(n, _)| n.as_str()));
+        used_inputs.extend(r.inputs.iter().map(String::as_str));
+        used_env.extend(r.env.iter().map(String::as_str));
+        used_secrets.extend(r.secrets.iter().map(String::as_str));
     };
-    for &step in &steps {
-        let offset = step_offset(db, step);
-        if let Some(check) = step_check(db, step) {
-            diags.extend(check.diagnostics.iter().map(|d| shifted(d, offset)));
-            note_refs(&check.refs);
-            after_refs.extend(check.after.iter().map(|(n, _)| n.clone()));
+    // The steps the signature holds (the first of each name, reserved names left out), in
+    // source order, each with where it starts; and where the first output starts.
+    let sig = flow_signature(db, flow);
+    let mut seen: FxHashSet<&str> = FxHashSet::default();
+    seen.reserve(sig.steps.len());
+    let mut output_at = None;
+    for (offset, m) in layout.members() {
+        match m {
+            Member::Step(s)
+                if sig.step(&s.name.name).is_some() && seen.insert(s.name.name.as_str()) =>
+            {
+                let step = StepId::new(db, flow, s.name.name.as_str());
+                if let Some(check) = step_check(db, step) {
+                    let at = offset + s.span.start;
+                    diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
+                    note_refs(&check.refs);
+                    after_refs.extend(check.after.iter().map(|(n, _)| n.as_str()));
+                }
+            }
+            Member::Output(o) if output_at.is_none() => output_at = Some(offset + o.span.start),
+            _ => {}
         }
     }
-    if let (Some(check), Some(idx)) = (output_check(db, flow), layout.output_index) {
-        let offset = layout.members[idx].0;
-        diags.extend(check.diagnostics.iter().map(|d| shifted(d, offset)));
+    if let (Some(check), Some(at)) = (output_check(db, flow), output_at) {
+        diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
         note_refs(&check.refs);
     }
 
@@ -397,16 +732,16 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     // Warnings for what nothing uses. They are held back while the flow has errors, syntax
     // errors inside it included: a mistyped or broken reference is often the use they would
     // complain about.
-    let syntax_errors = parse_file(db, flow.file(db)).diagnostics.iter().any(|d| {
+    let syntax_errors = file_layout(db, flow.file(db)).diagnostics.iter().any(|d| {
         d.is_error()
             && d.primary.span.start >= layout.span.start
             && d.primary.span.start <= layout.span.end
     });
     let has_errors = syntax_errors || diags.iter().any(Diagnostic::is_error);
-    for (offset, m) in layout.members.iter().filter(|_| !has_errors) {
-        let at = |s: Span| Span::new((s.start + offset) as usize, (s.end + offset) as usize);
+    for (offset, m) in layout.members().filter(|_| !has_errors) {
+        let at = |s: Span| moved(s, offset);
         match m {
-            Member::Input(i) if !used_inputs.contains(&i.name.name) => diags.push(
+            Member::Input(i) if !used_inputs.contains(i.name.name.as_str()) => diags.push(
                 Diagnostic::warning(
                     "lint.unused-input",
                     at(i.name.span),
@@ -415,7 +750,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                 .with_label("unused input")
                 .with_help(format!("read it as `input.{}`, or remove it", i.name.name)),
             ),
-            Member::Secret(s) if !used_secrets.contains(&s.name.name) => diags.push(
+            Member::Secret(s) if !used_secrets.contains(s.name.name.as_str()) => diags.push(
                 Diagnostic::warning(
                     "lint.unused-secret",
                     at(s.name.span),
@@ -424,7 +759,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                 .with_label("unused secret")
                 .with_help("remove it, so runs do not need it set"),
             ),
-            Member::Env(e) if !used_env.contains(&e.name.name) => diags.push(
+            Member::Env(e) if !used_env.contains(e.name.name.as_str()) => diags.push(
                 Diagnostic::warning(
                     "lint.unused-env",
                     at(e.name.span),
@@ -433,8 +768,8 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                 .with_label("unused")
                 .with_help(format!("read it as `env.{}`, or remove it", e.name.name)),
             ),
-            Member::Step(s) if !used_steps.contains(&s.name.name) => {
-                let id = StepId::new(db, flow, s.name.name.clone());
+            Member::Step(s) if !used_steps.contains(s.name.name.as_str()) => {
+                let id = StepId::new(db, flow, s.name.name.as_str());
                 let kind = step_check(db, id).as_ref().map(|c| c.lowered.kind);
                 if matches!(
                     kind,
@@ -456,7 +791,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
 /// Every diagnostic of a file, sorted by position.
 #[salsa::tracked(returns(ref))]
 pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
-    let mut diags = parse_file(db, file).diagnostics.clone();
+    let mut diags = file_layout(db, file).diagnostics.clone();
     diags.extend(item_diagnostics(db, file).iter().cloned());
     for &flow in file_flows(db, file) {
         diags.extend(flow_diagnostics(db, flow).iter().cloned());

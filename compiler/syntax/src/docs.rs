@@ -3,7 +3,7 @@
 use crate::ast::{Comment, File, Item, Member};
 
 /// The run of `///` lines that ends on the line just above `start`, joined by line breaks.
-fn doc_before(src: &str, comments: &[Comment], start: u32) -> Option<String> {
+pub(crate) fn doc_before(src: &str, comments: &[Comment], start: u32) -> Option<String> {
     let idx = comments.partition_point(|c| c.span.start < start);
     let mut lines = Vec::new();
     let mut next = start as usize;
@@ -30,17 +30,22 @@ pub(crate) fn attach_doc_comments(file: &mut File, src: &str) {
         match item {
             Item::Flow(flow) => {
                 flow.doc = doc_before(src, comments, flow.span.start);
-                for member in &mut flow.members {
-                    let doc = doc_before(src, comments, member.span().start);
-                    match member {
-                        Member::Input(i) => i.doc = doc,
-                        Member::Secret(n) | Member::Env(n) => n.doc = doc,
-                        Member::Step(s) => s.doc = doc,
-                        Member::Output(_) | Member::Error(_) => {}
-                    }
-                }
+                attach_member_docs(&mut flow.members, comments, src);
             }
             Item::Tool(tool) => tool.doc = doc_before(src, comments, tool.span.start),
+        }
+    }
+}
+
+/// Fills the `doc` fields of a flow's members from `comments` (every comment of `src`, in order).
+pub(crate) fn attach_member_docs(members: &mut [Member], comments: &[Comment], src: &str) {
+    for member in members {
+        let doc = doc_before(src, comments, member.span().start);
+        match member {
+            Member::Input(i) => i.doc = doc,
+            Member::Secret(n) | Member::Env(n) => n.doc = doc,
+            Member::Step(s) => s.doc = doc,
+            Member::Output(_) | Member::Error(_) => {}
         }
     }
 }

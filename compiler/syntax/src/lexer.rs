@@ -616,6 +616,19 @@ fn continues_before(t: &Token, next: Option<&Token>) -> bool {
     }
 }
 
+/// Whether a line break after the last of `tokens` (already filtered) would separate entries, as
+/// far as those tokens tell: no expression continues after them.
+pub(crate) fn ends_entry(tokens: &[(Token, Span)]) -> bool {
+    let n = tokens.len();
+    let Some((last, _)) = tokens.last() else {
+        return true;
+    };
+    let member_name = n >= 2
+        && matches!(last, Token::Kw(_))
+        && matches!(tokens[n - 2].0, Token::Dot | Token::QuestionDot);
+    member_name || !continues_after(last)
+}
+
 fn filter_newlines(raw: Vec<(Token, Span)>) -> Vec<(Token, Span)> {
     let mut out: Vec<(Token, Span)> = Vec::with_capacity(raw.len());
     let mut i = 0;

@@ -5,11 +5,12 @@ pub mod diagnostic;
 mod docs;
 pub mod format;
 pub mod lexer;
+pub mod outline;
 pub mod parser;
 pub mod span;
 pub mod token;
 pub mod visit;
 
 pub use diagnostic::{Diagnostic, Label, Severity};
-pub use parser::{Parsed, parse};
+pub use parser::{ChunkEnd, ChunkParse, Parsed, parse, parse_chunk};
 pub use span::{LineCol, LineIndex, Span};

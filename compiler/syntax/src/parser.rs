@@ -38,10 +38,96 @@ pub fn parse(src: &str) -> Parsed {
     let (items, errors) = file_parser()
         .parse(tokens[..].split_token_span(eoi))
         .into_output_errors();
-    let mut diagnostics = lexed.diagnostics;
+    let diagnostics = merge_diagnostics(lexed.diagnostics, &errors);
+    let mut file = File {
+        items: items.unwrap_or_default(),
+        comments: lexed.comments,
+    };
+    crate::docs::attach_doc_comments(&mut file, src);
+    Parsed { file, diagnostics }
+}
+
+/// Which token follows a chunk of a flow body in its file (offsets relative to the chunk's start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChunkEnd {
+    /// A separating line break at this offset: another member follows.
+    Newline(u32),
+    /// The flow's closing `}` at this offset.
+    Close(u32),
+}
+
+/// One chunk of a flow body parsed alone: what [`parse`] would give for that stretch of the file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChunkParse {
+    /// The members, spans relative to the chunk's start, doc comments attached.
+    pub members: Vec<Member>,
+    /// Lexical and syntax diagnostics, relative to the chunk's start, in source order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Whether the chunk's delimiters balance on their own (if not, the split was wrong).
+    pub balanced: bool,
+    /// Whether an expression continues after the chunk's last token, so that the line break
+    /// after it separates nothing and the chunk cannot be parsed apart from the next one.
+    pub open_end: bool,
+}
+
+/// Parses one chunk of a flow body (members and the comments between them), given the token
+/// that follows it in the file, so that an error at its end reads as it does in the whole file.
+pub fn parse_chunk(src: &str, end: ChunkEnd) -> ChunkParse {
+    let lexed = lex(src);
+    let balanced = !lexed
+        .diagnostics
+        .iter()
+        .any(|d| d.code == "syntax.unclosed-delimiter");
+    let open_end = !crate::lexer::ends_entry(&lexed.tokens);
+    // The file's separating line break is the first one after the chunk's last token (text
+    // that makes no token, such as a stray character, may stand between).
+    let last_end = lexed.tokens.last().map(|(_, s)| s.end as usize);
+    let mut tokens: Vec<(Token, Sp)> = Vec::with_capacity(lexed.tokens.len() + 1);
+    tokens.extend(
+        lexed
+            .tokens
+            .into_iter()
+            .map(|(t, s)| (t, Sp::from(s.range()))),
+    );
+    let eoi = match end {
+        ChunkEnd::Newline(at) => {
+            let at = last_end
+                .and_then(|e| src.get(e..)?.find('\n').map(|n| e + n))
+                .unwrap_or(at as usize);
+            // The file drops a line break an expression continues across.
+            if !open_end {
+                tokens.push((Token::Newline, Sp::from(at..at + 1)));
+            }
+            Sp::from(at + 1..at + 1)
+        }
+        ChunkEnd::Close(at) => {
+            let at = at as usize;
+            tokens.push((Token::RBrace, Sp::from(at..at + 1)));
+            Sp::from(at + 1..at + 1)
+        }
+    };
+    let (members, errors) = chunk_parser()
+        .parse(tokens[..].split_token_span(eoi))
+        .into_output_errors();
+    let diagnostics = merge_diagnostics(lexed.diagnostics, &errors);
+    let mut members = members.unwrap_or_default();
+    crate::docs::attach_member_docs(&mut members, &lexed.comments, src);
+    ChunkParse {
+        members,
+        diagnostics,
+        balanced,
+        open_end,
+    }
+}
+
+/// Lexical diagnostics and syntax errors together, in source order, without echoes.
+fn merge_diagnostics(
+    mut diagnostics: Vec<Diagnostic>,
+    errors: &[Rich<'_, Token, Sp>],
+) -> Vec<Diagnostic> {
     // A stray token right after a lexical error is that error's echo: report the first only.
     for err in errors {
-        let d = to_diagnostic(&err);
+        let d = to_diagnostic(err);
         let echo = diagnostics
             .iter()
             .any(|l| l.primary.span.end == d.primary.span.start && l.code.starts_with("syntax."));
@@ -51,12 +137,7 @@ pub fn parse(src: &str) -> Parsed {
     }
     diagnostics.sort_by_key(|d| (d.primary.span.start, d.primary.span.end));
     diagnostics.dedup_by(|a, b| a.primary.span == b.primary.span && a.message == b.message);
-    let mut file = File {
-        items: items.unwrap_or_default(),
-        comments: lexed.comments,
-    };
-    crate::docs::attach_doc_comments(&mut file, src);
-    Parsed { file, diagnostics }
+    diagnostics
 }
 
 fn to_diagnostic(err: &Rich<'_, Token, Sp>) -> Diagnostic {
@@ -648,13 +729,14 @@ where
     .map(|v| v.into_iter().flatten().collect())
 }
 
-fn file_parser<'t, I>() -> impl Parser<'t, I, Vec<Item>, Extra<'t>>
+/// The members of a flow body, separated by line breaks or commas (the braces are not included).
+fn members_parser<'t, I>(
+    expr: impl Parser<'t, I, Expr, Extra<'t>> + Clone + 't,
+    ty: impl Parser<'t, I, TypeExpr, Extra<'t>> + Clone + 't,
+) -> impl Parser<'t, I, Vec<Member>, Extra<'t>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
 {
-    let expr = expr_parser();
-    let ty = type_parser();
-
     let block_field = with_trailing(
         key()
             .then_ignore(just(Token::Colon))
@@ -755,11 +837,30 @@ where
         .labelled("`input`, `secret`, `env`, `step` or `output`"),
     )
     .recover_with(via_parser(skip_entry().map(|s| Member::Error(sp(s)))));
-    let members = member
+    member
         .separated_by(separator())
         .allow_leading()
         .allow_trailing()
-        .collect::<Vec<_>>();
+        .collect::<Vec<_>>()
+}
+
+/// One chunk of a flow body: its members, then the flow's `}` when the chunk is the last one.
+fn chunk_parser<'t, I>() -> impl Parser<'t, I, Vec<Member>, Extra<'t>>
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    members_parser(expr_parser(), type_parser())
+        .then_ignore(just(Token::RBrace).or_not())
+        .then_ignore(end())
+}
+
+fn file_parser<'t, I>() -> impl Parser<'t, I, Vec<Item>, Extra<'t>>
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    let expr = expr_parser();
+    let ty = type_parser();
+    let members = members_parser(expr.clone(), ty.clone());
     let flow = kw(Keyword::Flow)
         .ignore_then(name())
         .then(

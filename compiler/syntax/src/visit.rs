@@ -92,6 +92,38 @@ pub fn member_spans_mut(member: &mut Member, f: &mut impl FnMut(&mut Span)) {
     }
 }
 
+/// Applies `f` to every span in a top-level item.
+pub fn item_spans_mut(item: &mut Item, f: &mut impl FnMut(&mut Span)) {
+    match item {
+        Item::Flow(flow) => {
+            f(&mut flow.span);
+            ident(&mut flow.name, f);
+            for m in &mut flow.members {
+                member_spans_mut(m, f);
+            }
+        }
+        Item::Tool(tool) => {
+            f(&mut tool.span);
+            ident(&mut tool.name, f);
+            for e in &mut tool.entries {
+                match e {
+                    ToolEntry::Field(fl) => field_spans_mut(fl, f),
+                    ToolEntry::Schema(s) => {
+                        f(&mut s.span);
+                        f(&mut s.keyword_span);
+                        for fl in &mut s.fields {
+                            f(&mut fl.span);
+                            f(&mut fl.key.span);
+                            type_spans_mut(&mut fl.ty, f);
+                        }
+                    }
+                    ToolEntry::Error(s) => f(s),
+                }
+            }
+        }
+    }
+}
+
 /// Applies `f` to every span in a step.
 pub fn step_spans_mut(s: &mut Step, f: &mut impl FnMut(&mut Span)) {
     f(&mut s.span);

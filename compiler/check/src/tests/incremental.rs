@@ -78,3 +78,117 @@ fn an_edit_that_changes_a_type_rechecks_the_steps_that_read_it() {
         log.lock().unwrap()
     );
 }
+
+/// A flow of `n` steps, each reading the one before, with comments between some of them.
+fn long_flow(n: usize, literal: &str, between: &str) -> String {
+    let mut src =
+        String::from("flow f {\n  input n: int = 1\n  step s0 = echo { value: input.n }\n");
+    for i in 1..n {
+        if i == n / 2 {
+            src.push_str(&format!(
+                "  step s{i} = echo {{ value: {{ text: \"{literal}\", n: s{} }} }}\n",
+                i - 1
+            ));
+            src.push_str(between);
+        } else {
+            src.push_str(&format!(
+                "  /// step {i}\n  step s{i} = echo {{ value: s{} }}\n",
+                i - 1
+            ));
+        }
+    }
+    src.push_str(&format!("  output s{}\n}}\n", n - 1));
+    src
+}
+
+/// What one edit executes again, by query name, after a check of `before`.
+fn executed_by_edit(before: &str, after: &str) -> (Vec<String>, usize) {
+    let (mut db, log) = RootDb::with_execution_log();
+    let file = SourceFile::new(&db, "f.reel".into(), "/".into(), Arc::from(before));
+    let diags = file_diagnostics(&db, file);
+    assert!(diags.is_empty(), "{diags:?}");
+    log.lock().unwrap().clear();
+    file.set_text(&mut db).to(Arc::from(after));
+    let diags = file_diagnostics(&db, file).len();
+    let log = log.lock().unwrap().clone();
+    (log, diags)
+}
+
+fn count(log: &[String], query: &str) -> usize {
+    log.iter().filter(|q| *q == query).count()
+}
+
+#[test]
+fn a_literal_edit_reparses_one_chunk_and_reruns_a_constant_number_of_queries() {
+    for n in [50, 500, 2000] {
+        let (log, diags) = executed_by_edit(&long_flow(n, "abc", ""), &long_flow(n, "abcd", ""));
+        assert_eq!(diags, 0);
+        // One parse: the group of a few members the edited step is parsed with.
+        assert_eq!(count(&log, "chunk_parse"), 1, "{log:?}");
+        assert_eq!(count(&log, "piece_parse"), 0, "{log:?}");
+        assert_eq!(count(&log, "parse_file"), 0, "{log:?}");
+        // Only the members of that group look at their syntax again, and only the edited
+        // step is checked again.
+        let syntax = count(&log, "step_syntax");
+        assert!((1..=32).contains(&syntax), "{syntax} step_syntax: {log:?}");
+        assert_eq!(count(&log, "step_check"), 1, "{log:?}");
+        // Nothing runs once per step: the rest is a fixed set of per-file and per-flow queries.
+        assert!(
+            log.len() <= syntax + 16,
+            "{n} steps ran {} queries: {log:?}",
+            log.len()
+        );
+    }
+}
+
+#[test]
+fn comments_and_blank_lines_between_steps_recheck_nothing() {
+    let before = long_flow(100, "abc", "");
+    for between in [
+        "\n",
+        "  // a comment between steps\n",
+        "\n  // two\n\n  // comments\n",
+    ] {
+        let (log, diags) = executed_by_edit(&before, &long_flow(100, "abc", between));
+        assert_eq!(diags, 0);
+        // At most the group of members around the new lines is parsed again; each step's
+        // syntax, relative to its own start, is the same, so nothing is checked again.
+        assert!(count(&log, "chunk_parse") <= 1, "{log:?}");
+        for query in [
+            "piece_parse",
+            "step_dependencies",
+            "step_check",
+            "step_type",
+        ] {
+            assert_eq!(count(&log, query), 0, "{between:?} ran {query}: {log:?}");
+        }
+    }
+    // Blanks at the end of a step's line: its group is parsed again, to the same syntax.
+    let trailing = before.replacen("value: s9 }", "value: s9 }   ", 1);
+    assert_ne!(trailing, before);
+    let (log, _) = executed_by_edit(&before, &trailing);
+    assert_eq!(count(&log, "chunk_parse"), 1, "{log:?}");
+    assert_eq!(count(&log, "step_check"), 0, "{log:?}");
+}
+
+#[test]
+fn a_syntax_error_in_one_step_is_reported_there_and_the_rest_is_still_checked() {
+    let before = long_flow(100, "abc", "");
+    let broken = before.replacen(
+        "step s20 = echo { value: s19 }",
+        "step s20 = echo { value: }",
+        1,
+    );
+    let (log, _) = executed_by_edit(&before, &broken);
+    // Only the broken step's chunk is parsed again.
+    assert_eq!(count(&log, "chunk_parse"), 1, "{log:?}");
+    let (db, file) = super::db_with("f.reel", &broken);
+    let diags = file_diagnostics(&db, file);
+    let at = broken.find("value: }").unwrap() + "value: ".len();
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].primary.span.start as usize, at, "{diags:?}");
+    // A type error after it is still found.
+    let typed = broken.replacen("value: s60 }", "value: s60 + true }", 1);
+    let (db, file) = super::db_with("f.reel", &typed);
+    assert_eq!(file_diagnostics(&db, file).len(), 2);
+}

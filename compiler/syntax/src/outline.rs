@@ -1,0 +1,685 @@
+//! Splits a file into its top-level items, and each flow body into chunks of members that parse
+//! alone exactly as they do in the whole file, so that an edit re-parses one chunk, not the file.
+//!
+//! The scan mirrors the lexer's string, comment and delimiter rules byte for byte but builds no
+//! tokens. Wherever it cannot be sure that a piece parses alone as it does in the file (a
+//! delimiter left open, a declaration inside a block, text outside any declaration, a flow body
+//! that does not start and end on lines of its own), it says so, and the caller parses a larger
+//! piece: the whole item, or the whole file. [`lay_out_flow`] then merges chunks whose boundary
+//! a line break does not really separate (an expression continuing on the next line).
+
+use crate::ast::{Comment, Ident};
+use crate::docs::doc_before;
+use crate::parser::{ChunkEnd, ChunkParse};
+use crate::span::Span;
+
+/// What declares a top-level item.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ItemKind {
+    /// `flow NAME { … }`
+    Flow,
+    /// `tool NAME { … }`
+    Tool,
+}
+
+/// A file split into items, or the news that it must be parsed whole.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outline {
+    /// The items, in source order (empty when `whole` is set).
+    pub items: Vec<OutlineItem>,
+    /// The split is not certain: parse the file as one piece.
+    pub whole: bool,
+}
+
+/// One top-level item, found by the scan.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutlineItem {
+    /// Flow or tool.
+    pub kind: ItemKind,
+    /// From the keyword to just after the closing `}` (absolute).
+    pub span: Span,
+    /// The declared name (absolute span).
+    pub name: Ident,
+    /// The item's doc comment.
+    pub doc: Option<String>,
+    /// A flow body's chunks; `None` when the item is to be parsed whole (tools, and flows whose
+    /// body the scan could not split with certainty).
+    pub body: Option<Vec<ChunkSpan>>,
+}
+
+/// Where a chunk of a flow body lies (absolute offsets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkSpan {
+    /// Its first byte: the first doc comment above its first member, or that member's first token.
+    pub start: u32,
+    /// The line break after its last line.
+    pub end: u32,
+    /// What follows: a line break at this offset, or (last chunk) the flow's `}` there.
+    pub next: ChunkEnd,
+    /// A `///` comment ends the line above the chunk: it documents the chunk's first member, so
+    /// the chunk cannot be parsed apart from the one before.
+    pub joins_previous: bool,
+}
+
+impl ChunkSpan {
+    /// `next`, relative to `base`.
+    fn end_from(&self, base: u32) -> ChunkEnd {
+        match self.next {
+            ChunkEnd::Newline(at) => ChunkEnd::Newline(at - base),
+            ChunkEnd::Close(at) => ChunkEnd::Close(at - base),
+        }
+    }
+}
+
+/// About one chunk in `GROUP` ends a group: members are parsed a few at a time, which costs an
+/// edit a few small parses but saves a lookup per member on every edit.
+const GROUP: u64 = 8;
+/// No group is longer than this, whatever the text.
+const MAX_GROUP: usize = 4 * GROUP as usize;
+
+/// Whether a group ends after `chunk`. Decided by the chunk's own first bytes (its doc comment or
+/// its `step NAME`), not by its place, so that inserting a member moves no other boundary.
+fn ends_group(src: &str, chunk: &ChunkSpan) -> bool {
+    let head = &src.as_bytes()[chunk.start as usize..chunk.end.min(chunk.start + 48) as usize];
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in head {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (h >> 32).is_multiple_of(GROUP)
+}
+
+/// The chunks of one flow body as they are to be parsed: `(absolute start, parse)`, merging
+/// neighbours a line break does not separate, and grouping a few members per parse. `parse` is given the chunk's text and what follows
+/// it (relative). `None` when the body must be parsed with its flow (the scan and the lexer
+/// disagree, or a doc comment on the flow's first line belongs to its first member).
+pub fn lay_out_flow<P>(
+    src: &str,
+    chunks: &[ChunkSpan],
+    mut parse: impl FnMut(&str, ChunkEnd) -> P,
+) -> Option<Vec<(u32, P)>>
+where
+    P: std::ops::Deref<Target = ChunkParse>,
+{
+    let mut out = Vec::with_capacity(chunks.len() / GROUP as usize + 1);
+    let mut i = 0;
+    while i < chunks.len() {
+        if chunks[i].joins_previous {
+            return None;
+        }
+        let start = chunks[i].start;
+        let mut j = i;
+        loop {
+            // Group by content alone first (cheap), then parse once.
+            while j + 1 < chunks.len()
+                && (chunks[j + 1].joins_previous
+                    || (!ends_group(src, &chunks[j]) && j - i + 1 < MAX_GROUP))
+            {
+                j += 1;
+            }
+            let text = src.get(start as usize..chunks[j].end as usize)?;
+            let parsed = parse(text, chunks[j].end_from(start));
+            if !parsed.balanced {
+                return None;
+            }
+            // The line break after the group separates nothing: take the next chunk in too.
+            if parsed.open_end
+                && matches!(chunks[j].next, ChunkEnd::Newline(_))
+                && j + 1 < chunks.len()
+            {
+                j += 1;
+                continue;
+            }
+            out.push((start, parsed));
+            break;
+        }
+        i = j + 1;
+    }
+    Some(out)
+}
+
+/// Splits `src` into items and flow bodies into member chunks. Never fails: when unsure, it
+/// answers `whole`.
+pub fn outline(src: &str) -> Outline {
+    match Scanner::new(src).run() {
+        Some(items) => Outline {
+            items,
+            whole: false,
+        },
+        None => Outline {
+            items: Vec::new(),
+            whole: true,
+        },
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delim {
+    Brace,
+    Bracket,
+    Paren,
+    Interp,
+    Str,
+}
+
+/// A line of a flow body that starts with nothing open but the flow's brace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineKind {
+    Blank,
+    /// A comment alone on its line; `true` for a doc comment.
+    Comment(bool),
+    /// Starts with `input`, `secret`, `env`, `step` or `output`.
+    Member,
+    /// Starts with anything else.
+    Code,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Line {
+    /// Where the line starts.
+    start: u32,
+    /// Its first non-blank byte.
+    first: u32,
+    kind: LineKind,
+}
+
+/// The flow whose body is being scanned.
+struct OpenFlow {
+    item: usize,
+    lines: Vec<Line>,
+    /// Something follows `{` on the header line, the `}` is not alone at its line's start, or
+    /// a delimiter was closed implicitly: parse the item whole.
+    irregular: bool,
+    /// Still on the line of the header's `{`.
+    on_header_line: bool,
+    /// Whether the current line of the body has been recorded.
+    line_recorded: bool,
+}
+
+struct Scanner<'a> {
+    src: &'a str,
+    bytes: &'a [u8],
+    pos: usize,
+    stack: Vec<Delim>,
+    line_start: bool,
+    line_begin: usize,
+    items: Vec<OutlineItem>,
+    top_comments: Vec<Comment>,
+    /// Offsets of the line breaks that end a trailing `///` comment (code before it on the line).
+    trailing_docs: Vec<u32>,
+    flow: Option<OpenFlow>,
+    /// An item's `}` was just read: only a comment may follow on its line.
+    after_item: bool,
+    unterminated_seen: bool,
+}
+
+const MEMBER_WORDS: [&str; 5] = ["input", "secret", "env", "step", "output"];
+
+impl<'a> Scanner<'a> {
+    fn new(src: &'a str) -> Self {
+        Scanner {
+            src,
+            bytes: src.as_bytes(),
+            pos: 0,
+            stack: Vec::new(),
+            line_start: true,
+            line_begin: 0,
+            items: Vec::new(),
+            top_comments: Vec::new(),
+            trailing_docs: Vec::new(),
+            flow: None,
+            after_item: false,
+            unterminated_seen: false,
+        }
+    }
+
+    fn run(mut self) -> Option<Vec<OutlineItem>> {
+        while self.pos < self.bytes.len() {
+            if self.stack.last() == Some(&Delim::Str) {
+                self.string_body();
+                continue;
+            }
+            if self.mid_line() {
+                // Past a line's first token inside a block, only delimiters, strings, comments
+                // and line breaks change anything: skip the rest at once.
+                let rest = &self.bytes[self.pos..];
+                let plain = rest
+                    .iter()
+                    .position(|b| {
+                        matches!(
+                            b,
+                            b'\n' | b'"' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'/'
+                        )
+                    })
+                    .unwrap_or(rest.len());
+                self.pos += plain;
+                if self.pos >= self.bytes.len() {
+                    break;
+                }
+            }
+            self.token()?;
+        }
+        // A delimiter left open at the end: the lexer repairs it there; parse the file whole.
+        if !self.stack.is_empty() {
+            return None;
+        }
+        Some(self.items)
+    }
+
+    /// The in-string part of the lexer: up to the closing quote, an interpolation, or the line's end.
+    fn string_body(&mut self) {
+        while let Some(&b) = self.bytes.get(self.pos) {
+            match b {
+                b'"' => {
+                    self.pos += 1;
+                    self.stack.pop();
+                    return;
+                }
+                b'\n' => {
+                    // Unterminated: the lexer ends the string here, and from now on stops
+                    // reporting delimiters it repairs.
+                    self.unterminated_seen = true;
+                    self.stack.pop();
+                    return;
+                }
+                b'$' if self.bytes.get(self.pos + 1) == Some(&b'{') => {
+                    self.pos += 2;
+                    self.stack.push(Delim::Interp);
+                    return;
+                }
+                b'\\' => {
+                    self.pos += 1;
+                    // `\` then a line break (or the end) escapes nothing: the break ends the string.
+                    if matches!(self.bytes.get(self.pos), Some(b'\n') | None) {
+                        continue;
+                    }
+                    self.pos += 1;
+                }
+                _ => self.pos += 1,
+            }
+        }
+        // The end of the file inside a string: the lexer reports it as unterminated.
+        self.unterminated_seen = true;
+        self.stack.pop();
+    }
+
+    /// Inside a block, after the first token of a line that is not a declaration's header line.
+    fn mid_line(&self) -> bool {
+        !self.line_start
+            && !self.after_item
+            && !self.stack.is_empty()
+            && self.flow.as_ref().is_none_or(|f| !f.on_header_line)
+    }
+
+    fn in_body(&self) -> bool {
+        self.flow.is_some() && self.stack.len() == 1
+    }
+
+    fn record_line(&mut self, kind: LineKind, first: usize) {
+        let start = self.line_begin as u32;
+        if let Some(f) = &mut self.flow
+            && !f.on_header_line
+        {
+            f.lines.push(Line {
+                start,
+                first: first as u32,
+                kind,
+            });
+            f.line_recorded = true;
+        }
+    }
+
+    fn token(&mut self) -> Option<()> {
+        let b = self.bytes[self.pos];
+        let start = self.pos;
+        if b == b'\n' {
+            if self.in_body()
+                && self.line_start
+                && let Some(f) = &self.flow
+                && !f.on_header_line
+                && !f.line_recorded
+            {
+                self.record_line(LineKind::Blank, start);
+            }
+            self.pos += 1;
+            self.line_start = true;
+            self.line_begin = self.pos;
+            self.after_item = false;
+            if let Some(f) = &mut self.flow {
+                f.on_header_line = false;
+                f.line_recorded = false;
+            }
+            return Some(());
+        }
+        // Other white space, Unicode's included, as the lexer's `char::is_whitespace`.
+        let (c, len) = if b < 0x80 {
+            (b as char, 1)
+        } else {
+            let c = self.src[start..].chars().next()?;
+            (c, c.len_utf8())
+        };
+        if c.is_whitespace() {
+            self.pos += len;
+            return Some(());
+        }
+        let at_line_start = std::mem::replace(&mut self.line_start, false);
+        if b == b'/' && self.bytes.get(start + 1) == Some(&b'/') {
+            let end = self.src[start..]
+                .find('\n')
+                .map_or(self.src.len(), |n| start + n);
+            let raw = &self.src[start..end];
+            let doc = raw.starts_with("///") && !raw.starts_with("////");
+            if self.stack.is_empty() {
+                let body = if doc { &raw[3..] } else { &raw[2..] };
+                let body = body.strip_prefix(' ').unwrap_or(body);
+                self.top_comments.push(Comment {
+                    span: Span::new(start, end),
+                    text: body.trim_end().to_string(),
+                    doc,
+                });
+            } else if at_line_start && self.in_body() {
+                self.record_line(LineKind::Comment(doc), start);
+            }
+            if doc && !at_line_start {
+                self.trailing_docs.push(end as u32);
+            }
+            self.pos = end;
+            self.line_start = at_line_start;
+            return Some(());
+        }
+        if self.after_item {
+            // Text after an item's `}` on the same line.
+            return None;
+        }
+        if let Some(f) = &mut self.flow
+            && f.on_header_line
+            && self.stack.len() == 1
+        {
+            f.irregular = true;
+        }
+        if c.is_alphabetic() || c == '_' {
+            let end = self.src[start..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(self.src.len(), |n| start + n);
+            let word = &self.src[start..end];
+            if at_line_start && self.declaration_at(start).is_some() {
+                if !self.stack.is_empty() {
+                    // The lexer closes every open block here: parse the file whole.
+                    return None;
+                }
+                self.start_item(start)?;
+                return Some(());
+            }
+            if self.stack.is_empty() {
+                return None;
+            }
+            if at_line_start && self.in_body() {
+                let kind = if MEMBER_WORDS.contains(&word) {
+                    LineKind::Member
+                } else {
+                    LineKind::Code
+                };
+                self.record_line(kind, start);
+            }
+            self.pos = end;
+            return Some(());
+        }
+        if self.stack.is_empty() {
+            // Anything else outside a declaration.
+            return None;
+        }
+        let is_closer = matches!(b, b'}' | b']' | b')');
+        // A `}` first on a body line closes the flow: that line is not the body's.
+        if at_line_start && self.in_body() && b != b'}' {
+            self.record_line(LineKind::Code, start);
+        }
+        self.pos += len;
+        match b {
+            b'"' => self.stack.push(Delim::Str),
+            b'{' => self.stack.push(Delim::Brace),
+            b'[' => self.stack.push(Delim::Bracket),
+            b'(' => self.stack.push(Delim::Paren),
+            _ if is_closer => self.closer(b, start, at_line_start)?,
+            _ => {}
+        }
+        Some(())
+    }
+
+    /// `flow NAME {` or `tool NAME {` at `at`, as the lexer recognises a declaration: its
+    /// keyword, name span and the offset of `{`.
+    fn declaration_at(&self, at: usize) -> Option<(ItemKind, Span, usize)> {
+        let rest = &self.src[at..];
+        let word_end = |s: &str| {
+            s.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(s.len())
+        };
+        let w = word_end(rest);
+        let kind = match &rest[..w] {
+            "flow" => ItemKind::Flow,
+            "tool" => ItemKind::Tool,
+            _ => return None,
+        };
+        let after = &rest[w..];
+        let trimmed = after.trim_start_matches([' ', '\t']);
+        let name_at = at + w + (after.len() - trimmed.len());
+        let n = word_end(trimmed);
+        if n == 0 {
+            return None;
+        }
+        let after_name = &trimmed[n..];
+        let brace = after_name.trim_start_matches([' ', '\t']);
+        if !brace.starts_with('{') {
+            return None;
+        }
+        let brace_at = name_at + n + (after_name.len() - brace.len());
+        Some((kind, Span::new(name_at, name_at + n), brace_at))
+    }
+
+    /// A declaration at the top level: the scan goes on after its `{`.
+    fn start_item(&mut self, at: usize) -> Option<()> {
+        let (kind, name_span, brace_at) = self.declaration_at(at)?;
+        let name = &self.src[name_span.range()];
+        // A name the parser would not read as one (a keyword, a number): parse the file whole.
+        let first = name.chars().next()?;
+        if !(first.is_alphabetic() || first == '_')
+            || crate::token::Keyword::from_word(name).is_some()
+        {
+            return None;
+        }
+        let doc = doc_before(self.src, &self.top_comments, at as u32);
+        self.items.push(OutlineItem {
+            kind,
+            span: Span::new(at, at),
+            name: Ident {
+                name: name.to_string(),
+                span: name_span,
+            },
+            doc,
+            body: None,
+        });
+        if kind == ItemKind::Flow {
+            self.flow = Some(OpenFlow {
+                item: self.items.len() - 1,
+                lines: Vec::new(),
+                irregular: false,
+                on_header_line: true,
+                line_recorded: false,
+            });
+        }
+        self.pos = brace_at + 1;
+        self.stack.push(Delim::Brace);
+        Some(())
+    }
+
+    /// A closing delimiter, handled as the lexer does; the one that empties the stack ends an item.
+    fn closer(&mut self, b: u8, at: usize, at_line_start: bool) -> Option<()> {
+        let want: &[Delim] = match b {
+            b'}' => &[Delim::Brace, Delim::Interp],
+            b']' => &[Delim::Bracket],
+            _ => &[Delim::Paren],
+        };
+        match self.stack.last() {
+            Some(d) if want.contains(d) => {
+                self.stack.pop();
+            }
+            // A stray closer (no opener of its kind is open) is reported and skipped, in a
+            // chunk as in the file: nothing to do.
+            _ => {
+                if let Some(depth) = self.stack.iter().rposition(|d| want.contains(d)) {
+                    // Delimiters closed implicitly: reported unless an unterminated string
+                    // came first, which only the whole file knows.
+                    if self.unterminated_seen {
+                        return None;
+                    }
+                    if let Some(f) = &mut self.flow {
+                        f.irregular = true;
+                    }
+                    self.stack.truncate(depth);
+                }
+            }
+        }
+        if self.stack.is_empty() {
+            self.end_item(at, at_line_start);
+        }
+        Some(())
+    }
+
+    fn end_item(&mut self, close: usize, at_line_start: bool) {
+        self.after_item = true;
+        let Some(item) = self.items.last_mut() else {
+            return;
+        };
+        item.span.end = (close + 1) as u32;
+        let Some(flow) = self.flow.take() else {
+            return;
+        };
+        if flow.irregular || !at_line_start || flow.item + 1 != self.items.len() {
+            return;
+        }
+        let close_line = self.line_begin as u32;
+        let chunks = chunks_of(&flow.lines, close_line, close as u32, &self.trailing_docs);
+        if let Some(item) = self.items.last_mut() {
+            item.body = Some(chunks);
+        }
+    }
+}
+
+/// The chunks of a flow body from its lines: one per member line, each with the doc comments
+/// right above it, without the blank and comment lines that trail it.
+fn chunks_of(lines: &[Line], close_line: u32, close: u32, trailing_docs: &[u32]) -> Vec<ChunkSpan> {
+    // The lines that begin a chunk: every member line, and the first code line.
+    let mut heads = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        match l.kind {
+            LineKind::Member => heads.push(i),
+            LineKind::Code if heads.is_empty() => heads.push(i),
+            _ => {}
+        }
+    }
+    // Each chunk starts at the run of doc comment lines right above its head.
+    let starts: Vec<usize> = heads
+        .iter()
+        .enumerate()
+        .map(|(k, &h)| {
+            let floor = if k == 0 { 0 } else { heads[k - 1] + 1 };
+            let mut s = h;
+            while s > floor && lines[s - 1].kind == LineKind::Comment(true) {
+                s -= 1;
+            }
+            s
+        })
+        .collect();
+    let mut chunks = Vec::with_capacity(heads.len());
+    for k in 0..heads.len() {
+        let first = &lines[starts[k]];
+        let start = first.first;
+        // The region up to the next chunk (or the `}` line), less trailing blank and comment lines.
+        let (mut region_end, next_line) = match starts.get(k + 1) {
+            Some(&n) => (lines[n].start, n),
+            None => (close_line, lines.len()),
+        };
+        let mut i = next_line;
+        while i > heads[k] + 1
+            && matches!(lines[i - 1].kind, LineKind::Blank | LineKind::Comment(_))
+        {
+            i -= 1;
+            region_end = lines[i].start;
+        }
+        // Up to the line break, trailing blanks included: an unterminated string runs to it.
+        let end = region_end.saturating_sub(1).max(start);
+        let next = if k + 1 < heads.len() {
+            ChunkEnd::Newline(end)
+        } else {
+            ChunkEnd::Close(close)
+        };
+        let joins_previous =
+            first.start > 0 && trailing_docs.binary_search(&(first.start - 1)).is_ok();
+        chunks.push(ChunkSpan {
+            start,
+            end,
+            next,
+            joins_previous,
+        });
+    }
+    chunks
+}
+
+/// The items and diagnostics of `src` parsed piece by piece as the outline says, with absolute
+/// spans: the same as [`crate::parse`] gives, which the tests check. The checker does the same
+/// with each piece memoized.
+pub fn parse_outlined(src: &str) -> (Vec<crate::ast::Item>, Vec<crate::Diagnostic>) {
+    use crate::ast::{Flow, Item};
+    let outline = outline(src);
+    if outline.whole {
+        let p = crate::parse(src);
+        return (p.file.items, p.diagnostics);
+    }
+    let mut items = Vec::new();
+    let mut diags = Vec::new();
+    for item in &outline.items {
+        let laid = item.body.as_ref().and_then(|chunks| {
+            lay_out_flow(src, chunks, |text, end| {
+                Box::new(crate::parser::parse_chunk(text, end))
+            })
+        });
+        match laid {
+            Some(pieces) => {
+                let mut members = Vec::new();
+                for (offset, piece) in pieces {
+                    let piece = *piece;
+                    for mut m in piece.members {
+                        crate::visit::member_spans_mut(&mut m, &mut |s| {
+                            s.start += offset;
+                            s.end += offset;
+                        });
+                        members.push(m);
+                    }
+                    diags.extend(piece.diagnostics.iter().map(|d| d.shifted(offset)));
+                }
+                items.push(Item::Flow(Flow {
+                    name: item.name.clone(),
+                    doc: item.doc.clone(),
+                    members,
+                    span: item.span,
+                }));
+            }
+            None => {
+                let offset = item.span.start;
+                let p = crate::parse(&src[item.span.range()]);
+                for mut it in p.file.items {
+                    crate::visit::item_spans_mut(&mut it, &mut |s| {
+                        s.start += offset;
+                        s.end += offset;
+                    });
+                    match &mut it {
+                        Item::Flow(f) => f.doc = item.doc.clone(),
+                        Item::Tool(t) => t.doc = item.doc.clone(),
+                    }
+                    items.push(it);
+                }
+                diags.extend(p.diagnostics.iter().map(|d| d.shifted(offset)));
+            }
+        }
+    }
+    diags.sort_by_key(|d| (d.primary.span.start, d.primary.span.end));
+    (items, diags)
+}

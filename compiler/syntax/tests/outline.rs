@@ -1,0 +1,156 @@
+//! The piecewise parse (outline, chunks, merged chunks, whole items) gives exactly what the
+//! whole-file parse gives: the same items and the same diagnostics, for valid files and for
+//! every kind of breakage an edit can leave behind.
+
+mod flowgen;
+
+use proptest::prelude::*;
+use proptest::sample::Index;
+use reel_syntax::outline::{outline, parse_outlined};
+use reel_syntax::parse;
+
+/// Checks that the piecewise parse of `src` equals the whole parse.
+fn same(src: &str) {
+    let whole = parse(src);
+    let (items, diags) = parse_outlined(src);
+    assert_eq!(whole.diagnostics, diags, "diagnostics differ for:\n{src}");
+    assert_eq!(whole.file.items, items, "items differ for:\n{src}");
+}
+
+/// Snippets an editor leaves half-typed, and the lines they break.
+const SNIPPETS: [&str; 30] = [
+    "\"",
+    "{",
+    "}",
+    "(",
+    ")",
+    "[",
+    "]",
+    "${",
+    "+",
+    ",",
+    "\n",
+    "///",
+    "// x",
+    "/// doc\n",
+    ":",
+    "=",
+    "step",
+    "step z = ",
+    "input",
+    "output ",
+    "\nflow g {\n",
+    "\ntool t {\n",
+    "x.",
+    ".in",
+    "\\",
+    " ",
+    "1.5s",
+    "?",
+    "\n}\n",
+    "then",
+];
+
+fn with_edit(src: &str, at: Index, del: usize, snippet: &str) -> String {
+    let mut at = at.index(src.len() + 1);
+    while !src.is_char_boundary(at) {
+        at -= 1;
+    }
+    let mut end = (at + del).min(src.len());
+    while !src.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{}{}", &src[..at], snippet, &src[end..])
+}
+
+#[test]
+fn fixed_cases() {
+    let cases = [
+        "",
+        "flow a {\n}\n",
+        "flow a {\n  step x = 1\n  step y = x + 1\n  output y\n}\n",
+        "/// the flow\nflow a {\n  /// one\n  /// two\n  step x = 1 /// three\n  step y = 2\n}\n",
+        "flow a { /// doc\n  step x = 1\n}\n",
+        "flow a {\n  step x = 1 +\n  step y = 2\n}\n",
+        "flow a {\n  step x = 1,\n  step y = 2\n}\n",
+        "flow a {\n  input a\n  step y = 2\n}\n",
+        "flow a {\n  input a\n}\n",
+        "flow a {\n  step x = f(1\n  step y = 2\n}\n",
+        "flow a {\n  step x = \"abc\n  step y = 2\n}\n",
+        "flow a {\n  step x = {\n    a: 1\n  }\n  // plain\n\n  /// doc y\n  step y = x.a\n}\n",
+        "flow a {\n  junk here\n  step y = 2\n  more junk\n}\n",
+        "flow a {\n  step x = 1 }\n",
+        "flow a {\n  step x = 1\n}\nflow b {\n  step x = 2\n",
+        "tool t {\n  kind: \"pure\"\n}\n/// b\nflow b {\n  step x = t { }\n}\n",
+        "flow a {\n  step x = if true\n    then 1\n    else 2\n}\n",
+        "flow a {\n  step x = y\n    .z\n  step w = 1\n}\n",
+        "flow a {\n  step x = 1\n  flow b {\n  step y = 2\n}\n",
+        "flow a {\n  step x = \"${ 1 }\"\n  step y = \"${\"\n}\n",
+        "x\nflow a {\n}\n",
+        "flow a {\n  step x = 1\n} step\n",
+        "flow a {\n  step s = 1\nstep\n\\\n  step t = 2\n}\n",
+        "flow a {\n  \\\n  step x = 1\n}\n",
+    ];
+    for c in cases {
+        same(c);
+    }
+}
+
+#[test]
+fn generated_files_split_into_member_chunks() {
+    let src = "flow a {\n  input n: int = 1\n  step x = n\n  /// y\n  step y = x\n  output y\n}\n";
+    let o = outline(src);
+    assert!(!o.whole);
+    assert_eq!(o.items[0].body.as_ref().map(Vec::len), Some(4));
+}
+
+#[test]
+fn the_shared_examples() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/examples");
+    for entry in std::fs::read_dir(&dir).expect("the shared examples are beside the project") {
+        let path = entry.expect("a directory entry").path();
+        if path.extension().is_some_and(|e| e == "reel") {
+            let src = std::fs::read_to_string(&path).expect("an example");
+            same(&src);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn generated_files(src in flowgen::file()) {
+        // A valid file never needs the whole-file fallback.
+        prop_assert!(!outline(&src).whole, "parsed whole:\n{}", src);
+        same(&src);
+    }
+
+    #[test]
+    fn generated_files_after_an_edit(
+        src in flowgen::file(),
+        at in any::<Index>(),
+        del in 0usize..4,
+        snippet in proptest::sample::select(SNIPPETS.to_vec()),
+    ) {
+        same(&with_edit(&src, at, del, snippet));
+    }
+
+    #[test]
+    fn generated_files_after_two_edits(
+        src in flowgen::file(),
+        at in [any::<Index>(), any::<Index>()],
+        del in 0usize..20,
+        snippets in [proptest::sample::select(SNIPPETS.to_vec()), proptest::sample::select(SNIPPETS.to_vec())],
+    ) {
+        let once = with_edit(&src, at[0], del, snippets[0]);
+        same(&with_edit(&once, at[1], 0, snippets[1]));
+    }
+
+    #[test]
+    fn token_soup_in_a_flow(
+        body in "([a-z_]{1,6}|[0-9]{1,3}(ms|s|\\.5)?|[{}\\[\\]()\",:.?=!<>+*/%&|$\\\\]| |\n|//[a-z ]*\n|///[a-z ]*\n|flow|step|tool|input|output|if|then|else|for|in){0,80}"
+    ) {
+        same(&format!("flow a {{\n  step s = 1\n{body}\n  step t = 2\n}}\n"));
+    }
+}
