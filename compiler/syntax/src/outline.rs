@@ -89,9 +89,10 @@ fn ends_group(src: &str, chunk: &ChunkSpan) -> bool {
 }
 
 /// The chunks of one flow body as they are to be parsed: `(absolute start, parse)`, merging
-/// neighbours a line break does not separate, and grouping a few members per parse. `parse` is given the chunk's text and what follows
-/// it (relative). `None` when the body must be parsed with its flow (the scan and the lexer
-/// disagree, or a doc comment on the flow's first line belongs to its first member).
+/// neighbours a line break does not separate, and grouping a few members per parse. `parse` is
+/// given the group's text and what follows it (relative). `None` when the body must be parsed
+/// with its flow (the scan and the lexer disagree, or a doc comment on the flow's first line
+/// belongs to its first member).
 pub fn lay_out_flow<P>(
     src: &str,
     chunks: &[ChunkSpan],

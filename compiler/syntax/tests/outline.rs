@@ -148,6 +148,17 @@ proptest! {
     }
 
     #[test]
+    fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
+        same(&String::from_utf8_lossy(&bytes));
+    }
+
+    #[test]
+    fn random_bytes_in_a_flow(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+        let body = String::from_utf8_lossy(&bytes);
+        same(&format!("flow a {{\n  step s = 1\n  {body}\n  step t = 2\n}}\n"));
+    }
+
+    #[test]
     fn token_soup_in_a_flow(
         body in "([a-z_]{1,6}|[0-9]{1,3}(ms|s|\\.5)?|[{}\\[\\]()\",:.?=!<>+*/%&|$\\\\]| |\n|//[a-z ]*\n|///[a-z ]*\n|flow|step|tool|input|output|if|then|else|for|in){0,80}"
     ) {
