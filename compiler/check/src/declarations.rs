@@ -45,8 +45,8 @@ pub fn check_declarations<'a>(
     sig.step_index.reserve(expected);
     let mut inputs = Vec::new();
     // One namespace for inputs, secrets and steps (the contract), one for env names.
-    let mut names: crate::fxhash::FxHashMap<&'a str, (Span, &'static str)> =
-        crate::fxhash::FxHashMap::default();
+    let mut names: rustc_hash::FxHashMap<&'a str, (Span, &'static str)> =
+        rustc_hash::FxHashMap::default();
     names.reserve(expected);
     let mut env_names: Vec<(String, Span)> = Vec::new();
     let mut output: Option<Span> = None;

@@ -8,7 +8,6 @@ pub mod contracts;
 pub mod dag;
 pub mod db;
 pub mod declarations;
-pub mod fxhash;
 pub mod infer;
 pub mod lower;
 pub mod queries;

@@ -17,11 +17,11 @@ use crate::contracts::Contract;
 use crate::dag::{Dag, find_cycles};
 use crate::db::{Db, SourceFile};
 use crate::declarations::{Declarations, check_declarations};
-use crate::fxhash::{FxHashMap, FxHashSet};
 use crate::infer::{Checker, ItemScope, Refs};
 use crate::signature::FlowSignature;
 use crate::step::{StepCheck, check_step, syntactic_dependencies};
 use crate::tools::{UserTool, check_tool};
+use rustc_hash::{FxHashMap, FxHashSet};
 
 /// The parsed file (spans absolute).
 #[salsa::tracked(returns(ref), no_eq)]

@@ -27,7 +27,7 @@ pub struct FlowSignature {
     /// Steps, in order (the first of duplicates).
     pub steps: Vec<StepHead>,
     /// Index of each step in `steps`, by name: lookups are per reference, so they must not scan.
-    pub step_index: crate::fxhash::FxHashMap<String, usize>,
+    pub step_index: rustc_hash::FxHashMap<String, usize>,
 }
 
 impl FlowSignature {
