@@ -189,16 +189,6 @@ pub fn latest(store: &SqliteStore, source_abs: &str, flow: &str) -> Option<RunRo
     store.list_runs(&filter).ok()?.into_iter().next()
 }
 
-/// How many events a run's journal holds.
-pub fn journal_len(store: &SqliteStore, run: &str) -> u64 {
-    let mut n = 0;
-    let _ = store.read_journal(run, 0, &mut |_| {
-        n += 1;
-        Flow::Continue
-    });
-    n
-}
-
 /// Folds the journal of `run` into per-step results.
 pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
     let mut steps: BTreeMap<String, StepRun> = BTreeMap::new();
