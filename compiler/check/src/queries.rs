@@ -388,6 +388,9 @@ pub struct MemberNode<'db> {
 pub struct FlowMembers<'db> {
     /// Steps by id.
     pub steps: FxHashMap<StepId<'db>, MemberNode<'db>>,
+    /// The ids of `steps` in source order, so that a walk over the members finds each step's id
+    /// by position instead of interning its name again.
+    pub order: Vec<StepId<'db>>,
     /// The output.
     pub output: Option<MemberNode<'db>>,
 }
@@ -401,6 +404,7 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
         return out;
     };
     out.steps.reserve(layout.member_count());
+    out.order.reserve(layout.member_count());
     for (_, list) in &layout.pieces {
         for (index, m) in list.members().iter().enumerate() {
             let source = || MemberRef {
@@ -412,6 +416,7 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
                     let id = StepId::new(db, flow, s.name.name.as_str());
                     if let std::collections::hash_map::Entry::Vacant(v) = out.steps.entry(id) {
                         v.insert(MemberNode::new(db, Some(id), source()));
+                        out.order.push(id);
                     }
                 }
                 Member::Output(_) if out.output.is_none() => {
@@ -700,17 +705,30 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         used_secrets.extend(r.secrets.iter().map(String::as_str));
     };
     // The steps the signature holds (the first of each name, reserved names left out), in
-    // source order, each with where it starts; and where the first output starts.
+    // source order, each with where it starts; and where the first output starts. The first
+    // step of each name is the next of `flow_members`' ids, and the next of the signature's
+    // steps if the signature holds it (both keep source order): positions, not name lookups.
     let sig = flow_signature(db, flow);
-    let mut seen: FxHashSet<&str> = FxHashSet::default();
-    seen.reserve(sig.steps.len());
+    let order = &flow_members(db, flow).order;
+    let mut ids: FxHashMap<&str, StepId<'db>> = FxHashMap::default();
+    ids.reserve(order.len());
+    let mut in_sig = sig.steps.iter().peekable();
     let mut output_at = None;
     for (offset, m) in layout.members() {
         match m {
-            Member::Step(s)
-                if sig.step(&s.name.name).is_some() && seen.insert(s.name.name.as_str()) =>
-            {
-                let step = StepId::new(db, flow, s.name.name.as_str());
+            Member::Step(s) => {
+                let name = s.name.name.as_str();
+                let k = ids.len();
+                let std::collections::hash_map::Entry::Vacant(v) = ids.entry(name) else {
+                    continue;
+                };
+                let Some(&step) = order.get(k) else {
+                    continue;
+                };
+                v.insert(step);
+                if in_sig.next_if(|h| h.name == name).is_none() {
+                    continue;
+                }
                 if let Some(check) = step_check(db, step) {
                     let at = offset + s.span.start;
                     diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
@@ -769,7 +787,10 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                 .with_help(format!("read it as `env.{}`, or remove it", e.name.name)),
             ),
             Member::Step(s) if !used_steps.contains(s.name.name.as_str()) => {
-                let id = StepId::new(db, flow, s.name.name.as_str());
+                let id = match ids.get(s.name.name.as_str()) {
+                    Some(&id) => id,
+                    None => StepId::new(db, flow, s.name.name.as_str()),
+                };
                 let kind = step_check(db, id).as_ref().map(|c| c.lowered.kind);
                 if matches!(
                     kind,
