@@ -4,7 +4,8 @@
 //! offset ⇄ position conversion), `diagnostics.rs` (compiler diagnostics as LSP ones), and
 //! `ide/` (one module per feature, plain functions of a file view and an offset), and
 //! `runs.rs` + `hints.rs` + `lenses.rs` (past runs from the store, read-only, as inlay hints,
-//! hover and code lenses).
+//! hover and code lenses), and `wire.rs` (the base protocol's framing, for clients that drive the
+//! server: the end-to-end tests and `lsp-bench`).
 
 pub mod diagnostics;
 pub mod hints;
@@ -13,6 +14,7 @@ pub mod lenses;
 pub mod position;
 pub mod runs;
 pub mod server;
+pub mod wire;
 
 use tower_lsp_server::{LspService, Server};
 

@@ -1,12 +1,13 @@
-//! A small LSP client for the tests: starts `reel lsp`, frames JSON-RPC with Content-Length,
+//! A small LSP client for the tests: starts `reel lsp`, frames JSON-RPC with `reel_lsp::wire`,
 //! matches responses to requests by id and keeps the notifications it receives.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
+use reel_lsp::wire::{read_message, write_message};
 use serde_json::{Value, json};
 
 /// How long any one answer may take before the test fails.
@@ -67,9 +68,7 @@ impl Client {
     }
 
     fn send(&mut self, message: Value) {
-        let body = message.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        write_message(&mut self.stdin, &message).expect("the server reads its input");
     }
 
     /// Sends a notification.
@@ -187,26 +186,6 @@ impl Drop for Client {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
-
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(v) = line.strip_prefix("Content-Length:") {
-            length = v.trim().parse::<usize>().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
 }
 
 /// The file URI of `path`.

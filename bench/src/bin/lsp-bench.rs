@@ -7,7 +7,7 @@
 //! character, as VS Code sends them), so the figures include framing, JSON and the server's
 //! scheduling, not only the compiler.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use reel_bench::generate::{Edit, generate};
 use reel_bench::measure::{Stats, show};
+use reel_lsp::wire::{read_message, write_message};
 use serde_json::{Value, json};
 
 /// The language server benchmark.
@@ -321,10 +322,7 @@ impl Server {
     }
 
     fn send(&mut self, message: Value) {
-        let body = message.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len())
-            .and_then(|()| self.stdin.flush())
-            .expect("the server reads its input");
+        write_message(&mut self.stdin, &message).expect("the server reads its input");
     }
 
     fn notify(&mut self, method: &str, params: Value) {
@@ -390,24 +388,4 @@ impl Server {
         self.notify("exit", Value::Null);
         let _ = self.child.wait();
     }
-}
-
-fn read_message(reader: &mut impl BufRead) -> Option<Value> {
-    let mut length = None;
-    loop {
-        let mut line = String::new();
-        if reader.read_line(&mut line).ok()? == 0 {
-            return None;
-        }
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some(n) = line.strip_prefix("Content-Length: ") {
-            length = n.parse().ok();
-        }
-    }
-    let mut body = vec![0; length?];
-    reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
 }

@@ -23,8 +23,9 @@ pub struct Lexed {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+/// An open delimiter or string, as the lexer and the outline scan track nesting.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Delim {
+pub(crate) enum Delim {
     Brace,
     Bracket,
     Paren,

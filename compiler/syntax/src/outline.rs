@@ -10,6 +10,7 @@
 
 use crate::ast::{Comment, Ident};
 use crate::docs::doc_before;
+use crate::lexer::Delim;
 use crate::parser::{ChunkEnd, ChunkParse};
 use crate::span::Span;
 
@@ -151,15 +152,6 @@ pub fn outline(src: &str) -> Outline {
             whole: true,
         },
     }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Delim {
-    Brace,
-    Bracket,
-    Paren,
-    Interp,
-    Str,
 }
 
 /// A line of a flow body that starts with nothing open but the flow's brace.
