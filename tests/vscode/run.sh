@@ -48,7 +48,7 @@ if [[ "${REEL_E2E_NO_EXTENSION:-}" != 1 ]]; then
 fi
 
 # --- a workspace holding one recorded run ----------------------------------------------------
-tmp="$(mktemp -d "${TMPDIR:-/tmp}/reel-vscode-e2e.XXXXXX")"
+tmp="$(mktemp -d)"
 cs_pid=""
 cleanup() {
   local rc=$?
