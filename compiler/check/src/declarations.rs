@@ -1,7 +1,10 @@
 //! A flow's declarations: duplicate and reserved names, input types and defaults, the output's place.
 
 use reel_flowspec::Type;
+use std::sync::Arc;
+
 use reel_syntax::ast::{self, Member, StepBody};
+use reel_syntax::visit::rebase_member;
 use reel_syntax::{Diagnostic, Span};
 use serde_json::Value;
 
@@ -22,21 +25,132 @@ pub struct CheckedInput {
     pub default: Option<Value>,
 }
 
-/// The signature of a flow and what its declarations got wrong (absolute spans).
+/// What one member declares, with spans relative to the member's own start: equal across
+/// edits anywhere else, and across edits of a step's body, so the flow-wide queries that read
+/// heads (the member table, the declarations, the signature) are not re-run by them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum MemberHead {
+    /// An input (relative spans).
+    Input(Arc<ast::Input>),
+    /// A secret's name.
+    Secret(ast::Ident),
+    /// An environment variable's name.
+    Env(ast::Ident),
+    /// A step: its name (relative span) and what its header says.
+    Step {
+        /// The name.
+        name: ast::Ident,
+        /// The called tool, or `None` for a pure expression step.
+        tool: Option<String>,
+        /// Whether the step has `when`.
+        has_when: bool,
+        /// Whether the step has `foreach`.
+        has_foreach: bool,
+    },
+    /// The output; its span's length (it starts at 0).
+    Output(u32),
+    /// A member that did not parse.
+    Other,
+}
+
+impl MemberHead {
+    /// The head of `m`, whose spans are relative to `m`'s piece.
+    pub fn of(m: &Member) -> MemberHead {
+        let rel = |id: &ast::Ident, start: u32| ast::Ident {
+            name: id.name.clone(),
+            span: Span {
+                start: id.span.start.saturating_sub(start),
+                end: id.span.end.saturating_sub(start),
+            },
+        };
+        match m {
+            Member::Input(i) => {
+                let mut m = Member::Input(i.clone());
+                rebase_member(&mut m, i.span.start);
+                match m {
+                    Member::Input(i) => MemberHead::Input(Arc::new(i)),
+                    _ => MemberHead::Other,
+                }
+            }
+            Member::Secret(s) => MemberHead::Secret(rel(&s.name, s.span.start)),
+            Member::Env(e) => MemberHead::Env(rel(&e.name, e.span.start)),
+            Member::Step(s) => {
+                let (tool, has_when, has_foreach) = match &s.body {
+                    StepBody::Call(c) => (
+                        Some(c.tool.name.clone()),
+                        c.args.iter().any(|a| a.key.name == "when"),
+                        c.args.iter().any(|a| a.key.name == "foreach"),
+                    ),
+                    StepBody::Expr(_) => (None, false, false),
+                };
+                MemberHead::Step {
+                    name: rel(&s.name, s.span.start),
+                    tool,
+                    has_when,
+                    has_foreach,
+                }
+            }
+            Member::Output(o) => MemberHead::Output(o.span.end - o.span.start),
+            Member::Error(_) => MemberHead::Other,
+        }
+    }
+
+    /// The step's name, if this is a step.
+    pub fn step_name(&self) -> Option<&str> {
+        match self {
+            MemberHead::Step { name, .. } => Some(&name.name),
+            _ => None,
+        }
+    }
+}
+
+/// Where a member is in its flow: the index of its piece, and its index in that piece.
+pub type Place = (u32, u32);
+
+/// A problem with the declarations, its spans relative to the members they point at: `places[0]`
+/// is the primary label's member (and its fixes'), then one place per secondary label. The
+/// caller, which knows where members are, makes the spans absolute.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlacedDiagnostic {
+    /// The diagnostic, spans relative to members.
+    pub diagnostic: Diagnostic,
+    /// The members its labels are in.
+    pub places: Vec<Place>,
+}
+
+impl PlacedDiagnostic {
+    /// The diagnostic with absolute spans, given where each member starts.
+    pub fn placed(&self, start_of: impl Fn(Place) -> u32) -> Diagnostic {
+        let mut d = self.diagnostic.clone();
+        let mv = |s: &mut Span, at: u32| {
+            s.start += at;
+            s.end += at;
+        };
+        let primary = start_of(self.places[0]);
+        mv(&mut d.primary.span, primary);
+        d.fixes.iter_mut().for_each(|f| mv(&mut f.span, primary));
+        for (l, &place) in d.secondary.iter_mut().zip(&self.places[1..]) {
+            mv(&mut l.span, start_of(place));
+        }
+        d
+    }
+}
+
+/// The signature of a flow and what its declarations got wrong.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Declarations {
     /// Names and types, duplicates dropped.
     pub signature: FlowSignature,
     /// Inputs with their defaults, in order.
     pub inputs: Vec<CheckedInput>,
-    /// Problems with the declarations.
-    pub diagnostics: Vec<Diagnostic>,
+    /// Problems with the declarations, placed by member.
+    pub diagnostics: Vec<PlacedDiagnostic>,
 }
 
-/// Checks the declarations of `members`: `(offset, member)` pairs whose spans are relative to
-/// `offset`, in source order, about `expected` of them. The diagnostics come out with absolute spans.
+/// Checks the declarations of a flow from its members' heads, in source order (about
+/// `expected` of them), each with its place.
 pub fn check_declarations<'a>(
-    members: impl IntoIterator<Item = (u32, &'a Member)>,
+    heads: impl IntoIterator<Item = (Place, &'a MemberHead)>,
     expected: usize,
 ) -> Declarations {
     let mut diags = Vec::new();
@@ -45,40 +159,38 @@ pub fn check_declarations<'a>(
     sig.step_index.reserve(expected);
     let mut inputs = Vec::new();
     // One namespace for inputs, secrets and steps (the contract), one for env names.
-    let mut names: rustc_hash::FxHashMap<&'a str, (Span, &'static str)> =
+    let mut names: rustc_hash::FxHashMap<&'a str, (Place, Span, &'static str)> =
         rustc_hash::FxHashMap::default();
     names.reserve(expected);
-    let mut env_names: Vec<(String, Span)> = Vec::new();
-    let mut output: Option<Span> = None;
+    let mut env_names: Vec<(&'a str, Place, Span)> = Vec::new();
+    let mut output: Option<(Place, Span)> = None;
     let mut declare = |name: &'a ast::Ident,
-                       offset: u32,
+                       place: Place,
                        what: &'static str,
-                       diags: &mut Vec<Diagnostic>|
+                       diags: &mut Vec<PlacedDiagnostic>|
      -> bool {
-        let span = moved(name.span, offset);
-        if let Some((first, first_what)) = names.get(name.name.as_str()) {
-            diags.push(
-                Diagnostic::error(
+        if let Some((first_place, first, first_what)) = names.get(name.name.as_str()) {
+            diags.push(PlacedDiagnostic {
+                diagnostic: Diagnostic::error(
                     "name.duplicate",
-                    span,
+                    name.span,
                     format!("`{}` is declared twice in this flow", name.name),
                 )
                 .with_label(format!("this {what} reuses the name"))
                 .with_secondary(*first, format!("the {first_what} `{}` is declared here", name.name))
                 .with_help("inputs, secrets and steps of a flow share one set of names: rename one of them"),
-            );
+                places: vec![place, *first_place],
+            });
             return false;
         }
-        names.insert(name.name.as_str(), (span, what));
+        names.insert(name.name.as_str(), (place, name.span, what));
         true
     };
-    for (offset, m) in members {
-        // Problems local to this member are found with relative spans and moved once.
+    for (place, head) in heads {
+        // Problems local to this member.
         let mut local = Vec::new();
-        // Duplicates point at two members: their spans are absolute already.
-        let mut dups = Vec::new();
-        match m {
-            Member::Input(i) => {
+        match head {
+            MemberHead::Input(i) => {
                 let ty = resolve_type(&i.ty, &mut local);
                 if ty.contains_secret() {
                     local.push(
@@ -99,7 +211,7 @@ pub fn check_declarations<'a>(
                     .default
                     .as_ref()
                     .and_then(|d| input_default(d, &ty, &mut local));
-                if declare(&i.name, offset, "input", &mut dups) {
+                if declare(&i.name, place, "input", &mut diags) {
                     sig.inputs.push((i.name.name.clone(), ty.clone()));
                     inputs.push(CheckedInput {
                         name: i.name.name.clone(),
@@ -108,91 +220,89 @@ pub fn check_declarations<'a>(
                     });
                 }
             }
-            Member::Secret(s) => {
-                if declare(&s.name, offset, "secret", &mut dups) {
-                    sig.secrets.push(s.name.name.clone());
+            MemberHead::Secret(name) => {
+                if declare(name, place, "secret", &mut diags) {
+                    sig.secrets.push(name.name.clone());
                 }
             }
-            Member::Env(e) => {
-                if let Some((_, first)) = env_names.iter().find(|(n, _)| *n == e.name.name) {
-                    dups.push(
-                        Diagnostic::error(
+            MemberHead::Env(name) => {
+                if let Some((_, first_place, first)) =
+                    env_names.iter().find(|(n, _, _)| *n == name.name)
+                {
+                    diags.push(PlacedDiagnostic {
+                        diagnostic: Diagnostic::error(
                             "name.duplicate",
-                            moved(e.name.span, offset),
-                            format!("`env {}` is declared twice", e.name.name),
+                            name.span,
+                            format!("`env {}` is declared twice", name.name),
                         )
                         .with_label("declared again here")
                         .with_secondary(*first, "first declared here")
                         .with_help("remove one of them"),
-                    );
+                        places: vec![place, *first_place],
+                    });
                 } else {
-                    env_names.push((e.name.name.clone(), moved(e.name.span, offset)));
-                    sig.env.push(e.name.name.clone());
+                    env_names.push((name.name.as_str(), place, name.span));
+                    sig.env.push(name.name.clone());
                 }
             }
-            Member::Step(s) => {
-                if RESERVED_STEP_NAMES.contains(&s.name.name.as_str()) {
+            MemberHead::Step {
+                name,
+                tool,
+                has_when,
+                has_foreach,
+            } => {
+                if RESERVED_STEP_NAMES.contains(&name.name.as_str()) {
                     local.push(
                         Diagnostic::error(
                             "name.reserved",
-                            s.name.span,
-                            format!("`{}` cannot name a step", s.name.name),
+                            name.span,
+                            format!("`{}` cannot name a step", name.name),
                         )
                         .with_label("this name already means something in expressions")
-                        .with_help(format!(
-                            "rename the step, for example `{}_step`",
-                            s.name.name
-                        )),
+                        .with_help(format!("rename the step, for example `{}_step`", name.name)),
                     );
-                } else if declare(&s.name, offset, "step", &mut dups) {
-                    let (tool, has_when, has_foreach) = match &s.body {
-                        StepBody::Call(c) => (
-                            Some(c.tool.name.clone()),
-                            c.args.iter().any(|a| a.key.name == "when"),
-                            c.args.iter().any(|a| a.key.name == "foreach"),
-                        ),
-                        StepBody::Expr(_) => (None, false, false),
-                    };
+                } else if declare(name, place, "step", &mut diags) {
                     sig.push_step(StepHead {
-                        name: s.name.name.clone(),
-                        tool,
-                        has_when,
-                        has_foreach,
+                        name: name.name.clone(),
+                        tool: tool.clone(),
+                        has_when: *has_when,
+                        has_foreach: *has_foreach,
                     });
                 }
             }
-            Member::Output(o) => {
-                if let Some(first) = output {
-                    dups.push(
-                        Diagnostic::error(
+            MemberHead::Output(len) => {
+                let span = Span {
+                    start: 0,
+                    end: *len,
+                };
+                if let Some((first_place, first)) = output {
+                    diags.push(PlacedDiagnostic {
+                        diagnostic: Diagnostic::error(
                             "flow.duplicate-output",
-                            moved(o.span, offset),
+                            span,
                             "a flow has one `output`",
                         )
                         .with_label("a second output")
                         .with_secondary(first, "the first output is here")
                         .with_help("merge them into one record: `output { a: …, b: … }`"),
-                    );
+                        places: vec![place, first_place],
+                    });
                 } else {
-                    output = Some(moved(o.span, offset));
+                    output = Some((place, span));
                 }
             }
-            Member::Error(_) => {}
+            MemberHead::Other => {}
         }
-        diags.extend(local.iter().map(|d| d.shifted(offset)));
-        diags.append(&mut dups);
+        // Every label of a local problem is in this member.
+        diags.extend(local.into_iter().map(|diagnostic| PlacedDiagnostic {
+            places: vec![place; 1 + diagnostic.secondary.len()],
+            diagnostic,
+        }));
     }
     Declarations {
         signature: sig,
         inputs,
         diagnostics: diags,
-    }
-}
-
-fn moved(span: Span, offset: u32) -> Span {
-    Span {
-        start: span.start + offset,
-        end: span.end + offset,
     }
 }
 

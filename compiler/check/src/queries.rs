@@ -16,10 +16,10 @@ use reel_syntax::{ChunkEnd, ChunkParse, Diagnostic, LineIndex, Parsed, Span};
 use crate::contracts::Contract;
 use crate::dag::{Dag, find_cycles};
 use crate::db::{Db, SourceFile};
-use crate::declarations::{Declarations, check_declarations};
+use crate::declarations::{Declarations, MemberHead, check_declarations};
 use crate::infer::{Checker, ItemScope, Refs};
 use crate::signature::FlowSignature;
-use crate::step::{StepCheck, check_step, syntactic_dependencies};
+use crate::step::{StepCheck, check_step, step_mentions, syntactic_dependencies};
 use crate::tools::{UserTool, check_tool};
 use rustc_hash::{FxHashMap, FxHashSet};
 
@@ -72,16 +72,100 @@ pub struct ChunkText<'db> {
     pub closes: bool,
 }
 
-/// A chunk parsed alone (spans relative to its start).
+/// A chunk parsed alone (spans relative to its start), with the summary flow-level queries read.
 #[salsa::tracked(returns(ref), no_eq)]
-pub fn chunk_parse<'db>(db: &'db dyn Db, chunk: ChunkText<'db>) -> Arc<ChunkParse> {
+pub fn chunk_parse<'db>(db: &'db dyn Db, chunk: ChunkText<'db>) -> Arc<SummarizedChunk> {
     let at = chunk.next_at(db);
     let end = if chunk.closes(db) {
         ChunkEnd::Close(at)
     } else {
         ChunkEnd::Newline(at)
     };
-    Arc::new(reel_syntax::parse_chunk(chunk.text(db), end))
+    let parse = reel_syntax::parse_chunk(chunk.text(db), end);
+    let summary = PieceSummary::of(&parse.members);
+    Arc::new(SummarizedChunk { parse, summary })
+}
+
+/// A chunk's parse and its summary, made together so that the summary is computed once per text.
+#[derive(Debug)]
+pub struct SummarizedChunk {
+    /// The parse (spans relative to the chunk's start).
+    pub parse: ChunkParse,
+    /// What its members declare and refer to.
+    pub summary: PieceSummary,
+}
+
+/// A handle on a summarized chunk that the outline's layout can read as a plain parse.
+struct ChunkHandle(Arc<SummarizedChunk>);
+
+impl AsRef<ChunkParse> for ChunkHandle {
+    fn as_ref(&self) -> &ChunkParse {
+        &self.0.parse
+    }
+}
+
+/// The step names one step's expressions mention, for the DAG: free of spans, so equal across
+/// edits that keep its references.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepMentions {
+    /// The step's name.
+    pub name: String,
+    /// Free names in its expressions (`after` left out), in order; the DAG keeps those that
+    /// name steps.
+    pub names: Vec<String>,
+    /// Names in its `after` list.
+    pub after: Vec<String>,
+}
+
+/// A shared value that compares equal at once when it is the same allocation (a piece an edit
+/// did not touch), and by content otherwise (a piece re-parsed to the same heads).
+#[derive(Clone, Debug, Default)]
+pub struct Shared<T>(pub Arc<T>);
+
+impl<T: PartialEq> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl<T> std::ops::Deref for Shared<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+/// A piece's members summarized: what the flow-wide queries need, so that they read this
+/// (equal, and shared, when an edit changed only a step's body) instead of the syntax.
+#[derive(Clone, Debug, Default)]
+pub struct PieceSummary {
+    /// One head per member, in order.
+    pub heads: Shared<Vec<MemberHead>>,
+    /// One entry per step member, in order.
+    pub mentions: Shared<Vec<StepMentions>>,
+}
+
+impl PieceSummary {
+    /// Summarizes `members`.
+    pub fn of(members: &[Member]) -> PieceSummary {
+        let mut heads = Vec::with_capacity(members.len());
+        let mut mentions = Vec::new();
+        for m in members {
+            if let Member::Step(s) = m {
+                let (names, after) = step_mentions(s);
+                mentions.push(StepMentions {
+                    name: s.name.name.clone(),
+                    names,
+                    after,
+                });
+            }
+            heads.push(MemberHead::of(m));
+        }
+        PieceSummary {
+            heads: Shared(Arc::new(heads)),
+            mentions: Shared(Arc::new(mentions)),
+        }
+    }
 }
 
 /// A piece of a file parsed as one (a tool, a flow the outline could not split, or the whole
@@ -117,7 +201,7 @@ pub enum PieceItem {
         /// From `flow` to `}`.
         span: Span,
         /// The members.
-        members: Arc<Vec<Member>>,
+        members: Arc<SummarizedMembers>,
     },
     /// A tool.
     Tool(Arc<ast::Tool>),
@@ -138,7 +222,10 @@ pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPie
                 name: f.name,
                 doc: if single { doc.clone() } else { f.doc },
                 span: f.span,
-                members: Arc::new(f.members),
+                members: Arc::new(SummarizedMembers {
+                    summary: PieceSummary::of(&f.members),
+                    members: f.members,
+                }),
             },
             Item::Tool(mut t) => {
                 if single {
@@ -154,26 +241,45 @@ pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPie
     })
 }
 
-/// The members of one piece of a flow body, shared with the parse that made them.
+/// The members of a flow parsed with its item, summarized.
+#[derive(Debug)]
+pub struct SummarizedMembers {
+    /// The members (spans relative to the item's piece).
+    pub members: Vec<Member>,
+    /// What they declare and refer to.
+    pub summary: PieceSummary,
+}
+
+/// The members of one piece of a flow body, shared with the parse that made them. Two are
+/// equal only when they are the same parse, so comparing them costs nothing.
 #[derive(Clone, Debug)]
 pub enum MemberList {
     /// A chunk's members.
-    Chunk(Arc<ChunkParse>),
+    Chunk(Arc<SummarizedChunk>),
     /// The members of a flow parsed with its item.
-    Item(Arc<Vec<Member>>),
+    Item(Arc<SummarizedMembers>),
 }
 
 impl MemberList {
     /// The members (spans relative to the piece's start).
     pub fn members(&self) -> &[Member] {
         match self {
-            MemberList::Chunk(c) => &c.members,
-            MemberList::Item(m) => m,
+            MemberList::Chunk(c) => &c.parse.members,
+            MemberList::Item(m) => &m.members,
         }
     }
 
-    /// Whether both are the same parse (not merely equal ones).
-    pub fn same(&self, other: &MemberList) -> bool {
+    /// What the members declare and refer to.
+    pub fn summary(&self) -> &PieceSummary {
+        match self {
+            MemberList::Chunk(c) => &c.summary,
+            MemberList::Item(m) => &m.summary,
+        }
+    }
+}
+
+impl PartialEq for MemberList {
+    fn eq(&self, other: &MemberList) -> bool {
         match (self, other) {
             (MemberList::Chunk(a), MemberList::Chunk(b)) => Arc::ptr_eq(a, b),
             (MemberList::Item(a), MemberList::Item(b)) => Arc::ptr_eq(a, b),
@@ -292,15 +398,16 @@ pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
                     ChunkEnd::Newline(at) => (at, false),
                     ChunkEnd::Close(at) => (at, true),
                 };
-                chunk_parse(db, ChunkText::new(db, chunk, at, closes)).clone()
+                ChunkHandle(chunk_parse(db, ChunkText::new(db, chunk, at, closes)).clone())
             })
         });
         match pieces {
             Some(pieces) => {
                 for (offset, chunk) in &pieces {
+                    let diags = &chunk.0.parse.diagnostics;
                     layout
                         .diagnostics
-                        .extend(chunk.diagnostics.iter().map(|d| d.shifted(*offset)));
+                        .extend(diags.iter().map(|d| d.shifted(*offset)));
                 }
                 layout.order.push((true, layout.flows.len()));
                 layout.flows.push(FlowLayout {
@@ -310,7 +417,7 @@ pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
                     doc: item.doc.clone(),
                     pieces: pieces
                         .into_iter()
-                        .map(|(offset, chunk)| (offset, MemberList::Chunk(chunk)))
+                        .map(|(offset, chunk)| (offset, MemberList::Chunk(chunk.0)))
                         .collect(),
                 });
             }
@@ -347,81 +454,108 @@ pub fn flow_layout<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<&'db FlowL
         .find(|f| f.name == *name)
 }
 
-/// Where one member's syntax lives: a piece's members and an index into them. Two are equal
-/// only when they are the same parse, so comparing them costs nothing.
-#[derive(Clone, Debug)]
-pub struct MemberRef {
-    /// The piece's members.
-    pub list: MemberList,
-    /// The member's index among them.
-    pub index: usize,
-}
-
-impl PartialEq for MemberRef {
-    fn eq(&self, other: &Self) -> bool {
-        self.index == other.index && self.list.same(&other.list)
-    }
-}
-
-impl MemberRef {
-    fn member(&self) -> Option<&Member> {
-        self.list.members().get(self.index)
-    }
-}
-
-/// One step (or the output) of a flow, identified by its name across revisions. Its `source`
-/// is the one field that changes when the member is re-parsed: a query that reads it re-runs
-/// for that member alone, not when another member is edited or moves.
+/// One piece of a flow body (a group of members parsed together), known across revisions by
+/// its flow and the name of its first step. Its fields are what an edit changes: `source` when
+/// anything in the piece changed, `heads` only when a member was added, removed or renamed,
+/// `mentions` only when a step's references changed, so each query reads only what it needs.
 #[salsa::tracked(debug)]
-pub struct MemberNode<'db> {
-    /// The step, or `None` for the output.
+pub struct PieceNode<'db> {
+    /// The flow.
     #[returns(copy)]
-    pub step: Option<StepId<'db>>,
-    /// Where its syntax is.
+    pub flow: FlowId<'db>,
+    /// The name of its first step, if it has one.
+    #[returns(ref)]
+    pub key: Option<String>,
+    /// Its members.
     #[tracked]
     #[returns(ref)]
-    pub source: MemberRef,
+    pub source: MemberList,
+    /// What its members declare.
+    #[tracked]
+    #[returns(ref)]
+    pub heads: Shared<Vec<MemberHead>>,
+    /// What its steps refer to.
+    #[tracked]
+    #[returns(ref)]
+    pub mentions: Shared<Vec<StepMentions>>,
+}
+
+/// The pieces of a flow body, in source order. Runs again on every edit (it reads the layout);
+/// equal, and so backdated, unless pieces were added or removed.
+#[salsa::tracked(returns(ref))]
+pub fn flow_pieces<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PieceNode<'db>> {
+    let Some(layout) = flow_layout(db, flow) else {
+        return Vec::new();
+    };
+    layout
+        .pieces
+        .iter()
+        .map(|(_, list)| {
+            let summary = list.summary();
+            let key = summary
+                .heads
+                .iter()
+                .find_map(|h| h.step_name().map(str::to_string));
+            PieceNode::new(
+                db,
+                flow,
+                key,
+                list.clone(),
+                summary.heads.clone(),
+                summary.mentions.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Where a member is: its piece and its index there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, salsa::SalsaValue)]
+pub struct MemberAt<'db> {
+    /// The piece.
+    pub piece: PieceNode<'db>,
+    /// The index among the piece's members.
+    pub index: u32,
+}
+
+impl<'db> MemberAt<'db> {
+    /// The member's syntax (spans relative to its piece); reading it depends on the piece's source.
+    pub fn member(self, db: &'db dyn Db) -> Option<&'db Member> {
+        self.piece.source(db).members().get(self.index as usize)
+    }
 }
 
 /// The named members of a flow: the first step of each name and the first output.
 #[derive(Clone, Debug, PartialEq, Eq, Default, salsa::SalsaValue)]
 pub struct FlowMembers<'db> {
     /// Steps by id.
-    pub steps: FxHashMap<StepId<'db>, MemberNode<'db>>,
+    pub steps: FxHashMap<StepId<'db>, MemberAt<'db>>,
     /// The ids of `steps` in source order, so that a walk over the members finds each step's id
     /// by position instead of interning its name again.
     pub order: Vec<StepId<'db>>,
     /// The output.
-    pub output: Option<MemberNode<'db>>,
+    pub output: Option<MemberAt<'db>>,
 }
 
-/// The flow's member nodes. Equal across edits that keep the set of names, so reading it does
-/// not make a query re-run.
+/// The flow's member table, from the pieces' heads alone: an edit inside a step's body leaves
+/// it alone, so it is not even re-run.
 #[salsa::tracked(returns(ref))]
 pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db> {
     let mut out = FlowMembers::default();
-    let Some(layout) = flow_layout(db, flow) else {
-        return out;
-    };
-    out.steps.reserve(layout.member_count());
-    out.order.reserve(layout.member_count());
-    for (_, list) in &layout.pieces {
-        for (index, m) in list.members().iter().enumerate() {
-            let source = || MemberRef {
-                list: list.clone(),
-                index,
+    for &piece in flow_pieces(db, flow) {
+        for (index, head) in piece.heads(db).iter().enumerate() {
+            let at = MemberAt {
+                piece,
+                index: index as u32,
             };
-            match m {
-                Member::Step(s) => {
-                    let id = StepId::new(db, flow, s.name.name.as_str());
+            match head {
+                MemberHead::Step { name, .. } => {
+                    let id = StepId::new(db, flow, name.name.as_str());
                     if let std::collections::hash_map::Entry::Vacant(v) = out.steps.entry(id) {
-                        v.insert(MemberNode::new(db, Some(id), source()));
+                        v.insert(at);
                         out.order.push(id);
                     }
                 }
-                Member::Output(_) if out.output.is_none() => {
-                    out.output = Some(MemberNode::new(db, None, source()));
-                }
+                MemberHead::Output(_) if out.output.is_none() => out.output = Some(at),
                 _ => {}
             }
         }
@@ -429,13 +563,40 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
     out
 }
 
-/// The flow's declarations checked against its members (cheap: no expressions but defaults).
+/// A step's syntax with spans relative to its own start.
+fn rebased_step(s: &ast::Step) -> ast::Step {
+    let mut s = s.clone();
+    let start = s.span.start;
+    step_spans_mut(&mut s, &mut |sp: &mut Span| {
+        sp.start = sp.start.saturating_sub(start);
+        sp.end = sp.end.saturating_sub(start);
+    });
+    s
+}
+
+/// The syntax of a flow's step `step` (the first of its name), spans relative to its piece.
+fn step_member<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<&'db ast::Step> {
+    let at = *flow_members(db, step.flow(db)).steps.get(&step)?;
+    match at.member(db)? {
+        Member::Step(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// The flow's declarations, checked from its members' heads: an edit inside a step's body does
+/// not re-run it.
 #[salsa::tracked(returns(ref))]
 pub fn flow_declarations<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Declarations {
-    match flow_layout(db, flow) {
-        Some(layout) => check_declarations(layout.members(), layout.member_count()),
-        None => check_declarations([], 0),
-    }
+    let pieces = flow_pieces(db, flow);
+    let heads: Vec<&Shared<Vec<MemberHead>>> = pieces.iter().map(|p| p.heads(db)).collect();
+    let count = heads.iter().map(|h| h.len()).sum();
+    let placed = heads.iter().enumerate().flat_map(|(p, heads)| {
+        heads
+            .iter()
+            .enumerate()
+            .map(move |(m, head)| ((p as u32, m as u32), head))
+    });
+    check_declarations(placed, count)
 }
 
 /// The names and types a flow's expressions resolve against: free of spans, so most edits keep it equal.
@@ -501,32 +662,7 @@ pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
 /// A step's syntax with spans relative to its start (equal across edits elsewhere).
 #[salsa::tracked(returns(ref))]
 pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<ast::Step> {
-    let node = flow_members(db, step.flow(db)).steps.get(&step)?;
-    match node.source(db).member()? {
-        Member::Step(s) => {
-            let mut s = s.clone();
-            let start = s.span.start;
-            step_spans_mut(&mut s, &mut |sp: &mut Span| {
-                sp.start = sp.start.saturating_sub(start);
-                sp.end = sp.end.saturating_sub(start);
-            });
-            Some(s)
-        }
-        _ => None,
-    }
-}
-
-/// Where a step starts in the file (a scan of the flow: for the rare diagnostic that needs it).
-pub fn step_offset(db: &dyn Db, step: StepId<'_>) -> u32 {
-    let name = step.name(db);
-    flow_layout(db, step.flow(db))
-        .and_then(|l| {
-            l.members().find_map(|(offset, m)| match m {
-                Member::Step(s) if s.name.name == *name => Some(offset + s.span.start),
-                _ => None,
-            })
-        })
-        .unwrap_or(0)
+    step_member(db, step).map(rebased_step)
 }
 
 /// The steps a step depends on, from its syntax alone (relative spans).
@@ -539,30 +675,29 @@ pub fn step_dependencies<'db>(db: &'db dyn Db, step: StepId<'db>) -> Vec<(String
     }
 }
 
-/// The steps of a flow, as ids.
-pub fn flow_steps<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<StepId<'db>> {
-    flow_signature(db, flow)
-        .steps
-        .iter()
-        .map(|s| StepId::new(db, flow, s.name.clone()))
-        .collect()
-}
-
-/// The flow's step graph and its cycles. Built before any type is inferred.
+/// The flow's step graph and its cycles. Built before any type is inferred, from what each
+/// piece's steps mention: an edit that keeps every step's references does not re-run it.
 #[salsa::tracked(returns(ref))]
 pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
+    let sig = flow_signature(db, flow);
+    let is_step = |n: &str| sig.step(n).is_some();
     let mut edges = BTreeMap::new();
-    for step in flow_steps(db, flow) {
-        let deps = step_dependencies(db, step)
-            .iter()
-            .map(|(n, _)| n.clone())
-            .collect();
-        edges.insert(step.name(db).clone(), deps);
+    for &piece in flow_pieces(db, flow) {
+        for m in piece.mentions(db).iter() {
+            // The first step of each name is the one in the graph (a duplicate is an error).
+            if !is_step(&m.name) || edges.contains_key(&m.name) {
+                continue;
+            }
+            let names = m.names.iter().filter(|n| is_step(n));
+            let after = m.after.iter().filter(|n| is_step(n) && **n != m.name);
+            edges.insert(m.name.clone(), names.chain(after).cloned().collect());
+        }
     }
     find_cycles(&edges)
 }
 
-/// The full check of one step (relative spans).
+/// The full check of one step (relative spans). It reads `step_syntax`, which the members of an
+/// edited piece re-run and find equal, so only the edited step itself is checked again.
 #[salsa::tracked(returns(ref))]
 pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> {
     let syntax = step_syntax(db, step).as_ref()?;
@@ -572,8 +707,20 @@ pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> 
     let tools = |name: &str| -> Option<Contract> {
         user_tools(db, file).get(name).map(|t| t.contract.clone())
     };
-    let types = |name: &str| step_type(db, StepId::new(db, flow, name.to_string())).clone();
+    let types = |name: &str| dep_type(db, flow, name);
     Some(check_step(syntax, sig, &tools, &types))
+}
+
+/// The type of step `name` as the expressions that read it see it. Read from its check rather
+/// than from `step_type`: one memo fewer per step for every edit to verify, and an edit that
+/// re-runs a check to an equal result stops there all the same.
+fn dep_type<'db>(db: &'db dyn Db, flow: FlowId<'db>, name: &str) -> Type {
+    if flow_dag(db, flow).in_cycle.contains(name) {
+        return Type::Error;
+    }
+    step_check(db, StepId::new(db, flow, name))
+        .as_ref()
+        .map_or(Type::Error, |c| c.ty.clone())
 }
 
 /// The type of a step's value; the error type for a step on a cycle (which is reported once, as the cycle).
@@ -601,8 +748,8 @@ pub struct OutputCheck {
 /// The output member, relative to its start.
 #[salsa::tracked(returns(ref))]
 pub fn output_syntax<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<ast::Output> {
-    let node = flow_members(db, flow).output?;
-    match node.source(db).member()? {
+    let at = flow_members(db, flow).output?;
+    match at.member(db)? {
         Member::Output(o) => {
             let mut m = Member::Output(o.clone());
             rebase_member(&mut m, o.span.start);
@@ -620,7 +767,7 @@ pub fn output_syntax<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<ast::Out
 pub fn output_check<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<OutputCheck> {
     let out = output_syntax(db, flow).as_ref()?;
     let sig = flow_signature(db, flow);
-    let types = |name: &str| step_type(db, StepId::new(db, flow, name.to_string())).clone();
+    let types = |name: &str| dep_type(db, flow, name);
     let mut cx = Checker::new(sig, &types, ItemScope::Outside);
     let expr = cx.expr(&out.expr);
     Some(OutputCheck {
@@ -637,7 +784,16 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         return Vec::new();
     };
     let decls = flow_declarations(db, flow);
-    let mut diags = decls.diagnostics.clone();
+    let start_of = |(p, m): crate::declarations::Place| -> u32 {
+        layout.pieces.get(p as usize).map_or(0, |(offset, list)| {
+            offset + list.members().get(m as usize).map_or(0, |m| m.span().start)
+        })
+    };
+    let mut diags: Vec<Diagnostic> = decls
+        .diagnostics
+        .iter()
+        .map(|d| d.placed(start_of))
+        .collect();
     let dag = flow_dag(db, flow);
 
     // Cycles: one diagnostic each, a label on every edge's reference. Where each step starts

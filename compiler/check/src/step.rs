@@ -655,12 +655,37 @@ fn duration_literal(cx: &mut Checker<'_>, f: &ast::Field, what: &str) -> Option<
     }
 }
 
-/// The steps a step depends on, found from its syntax alone (references and `after`), so the DAG
-/// can be built without type inference.
+/// The steps a step depends on, from its syntax alone: the names of `sig`'s steps its
+/// expressions mention (comprehension variables excluded), then its `after` list.
 pub fn syntactic_dependencies(step: &ast::Step, sig: &FlowSignature) -> Vec<(String, Span)> {
+    let is_step = |n: &str| sig.step(n).is_some();
     let mut out = Vec::new();
-    let mut locals: Vec<String> = Vec::new();
-    let exprs: Vec<&ast::Expr> = match &step.body {
+    for e in step_exprs(step) {
+        collect_step_names(e, &is_step, &mut Vec::new(), &mut out);
+    }
+    out.extend(
+        after_names(step)
+            .filter(|id| is_step(&id.name) && id.name != step.name.name)
+            .map(|id| (id.name.clone(), id.span)),
+    );
+    out
+}
+
+/// Every free name a step's expressions mention and every name in its `after` list, whether
+/// or not a step has it: what the DAG needs from a step before the flow's steps are known.
+/// [`syntactic_dependencies`] is these, kept to the names of steps.
+pub fn step_mentions(step: &ast::Step) -> (Vec<String>, Vec<String>) {
+    let mut names = Vec::new();
+    for e in step_exprs(step) {
+        collect_step_names(e, &|_| true, &mut Vec::new(), &mut names);
+    }
+    let after = after_names(step).map(|id| id.name.clone()).collect();
+    (names.into_iter().map(|(n, _)| n).collect(), after)
+}
+
+/// The expressions of a step that can refer to steps, `after` left out.
+fn step_exprs(step: &ast::Step) -> Vec<&ast::Expr> {
+    match &step.body {
         StepBody::Expr(e) => vec![e],
         StepBody::Call(c) => c
             .args
@@ -668,38 +693,37 @@ pub fn syntactic_dependencies(step: &ast::Step, sig: &FlowSignature) -> Vec<(Str
             .filter(|a| a.key.name != "after")
             .map(|a| &a.value)
             .collect(),
-    };
-    for e in exprs {
-        collect_step_names(e, sig, &mut locals, &mut out);
     }
-    if let StepBody::Call(c) = &step.body {
-        for a in c.args.iter().filter(|a| a.key.name == "after") {
-            if let ExprKind::List(items) = &a.value.kind {
-                for i in items {
-                    // A step in its own `after` is reported as such, not as a cycle.
-                    if let ExprKind::Name(id) = &i.kind
-                        && sig.step(&id.name).is_some()
-                        && id.name != step.name.name
-                    {
-                        out.push((id.name.clone(), id.span));
-                    }
-                }
-            }
-        }
-    }
-    out
 }
 
-/// Step names referred to by `e`, comprehension variables excluded.
+/// The plain names in a step's `after` list.
+fn after_names(step: &ast::Step) -> impl Iterator<Item = &ast::Ident> {
+    let lists = match &step.body {
+        StepBody::Call(c) => c.args.iter().filter(|a| a.key.name == "after").collect(),
+        StepBody::Expr(_) => Vec::new(),
+    };
+    lists.into_iter().flat_map(|a| match &a.value.kind {
+        ExprKind::List(items) => items
+            .iter()
+            .filter_map(|i| match &i.kind {
+                ExprKind::Name(id) => Some(id),
+                _ => None,
+            })
+            .collect(),
+        _ => Vec::new(),
+    })
+}
+
+/// Names referred to by `e` that `is_step` accepts, comprehension variables excluded.
 pub fn collect_step_names(
     e: &ast::Expr,
-    sig: &FlowSignature,
+    is_step: &dyn Fn(&str) -> bool,
     locals: &mut Vec<String>,
     out: &mut Vec<(String, Span)>,
 ) {
     match &e.kind {
         ExprKind::Name(id) => {
-            if !locals.contains(&id.name) && sig.step(&id.name).is_some() {
+            if !locals.contains(&id.name) && is_step(&id.name) {
                 out.push((id.name.clone(), id.span));
             }
         }
@@ -709,50 +733,50 @@ pub fn collect_step_names(
             cond,
             body,
         } => {
-            collect_step_names(iter, sig, locals, out);
+            collect_step_names(iter, is_step, locals, out);
             locals.push(var.name.clone());
             if let Some(c) = cond {
-                collect_step_names(c, sig, locals, out);
+                collect_step_names(c, is_step, locals, out);
             }
-            collect_step_names(body, sig, locals, out);
+            collect_step_names(body, is_step, locals, out);
             locals.pop();
         }
-        ExprKind::Member { base, .. } => collect_step_names(base, sig, locals, out),
+        ExprKind::Member { base, .. } => collect_step_names(base, is_step, locals, out),
         ExprKind::Index { base, index } => {
-            collect_step_names(base, sig, locals, out);
-            collect_step_names(index, sig, locals, out);
+            collect_step_names(base, is_step, locals, out);
+            collect_step_names(index, is_step, locals, out);
         }
         ExprKind::Str(parts) => {
             for p in parts {
                 if let ast::StrPart::Interp(e) = p {
-                    collect_step_names(e, sig, locals, out);
+                    collect_step_names(e, is_step, locals, out);
                 }
             }
         }
         ExprKind::List(items) => items
             .iter()
-            .for_each(|i| collect_step_names(i, sig, locals, out)),
+            .for_each(|i| collect_step_names(i, is_step, locals, out)),
         ExprKind::Record(fields) => fields
             .iter()
-            .for_each(|f| collect_step_names(&f.value, sig, locals, out)),
+            .for_each(|f| collect_step_names(&f.value, is_step, locals, out)),
         ExprKind::Call { args, .. } => args
             .iter()
-            .for_each(|a| collect_step_names(a, sig, locals, out)),
+            .for_each(|a| collect_step_names(a, is_step, locals, out)),
         ExprKind::Unary { expr, .. } | ExprKind::Paren(expr) => {
-            collect_step_names(expr, sig, locals, out)
+            collect_step_names(expr, is_step, locals, out)
         }
         ExprKind::Binary { lhs, rhs, .. } => {
-            collect_step_names(lhs, sig, locals, out);
-            collect_step_names(rhs, sig, locals, out);
+            collect_step_names(lhs, is_step, locals, out);
+            collect_step_names(rhs, is_step, locals, out);
         }
         ExprKind::If {
             cond,
             then,
             otherwise,
         } => {
-            collect_step_names(cond, sig, locals, out);
-            collect_step_names(then, sig, locals, out);
-            collect_step_names(otherwise, sig, locals, out);
+            collect_step_names(cond, is_step, locals, out);
+            collect_step_names(then, is_step, locals, out);
+            collect_step_names(otherwise, is_step, locals, out);
         }
         ExprKind::Int(_)
         | ExprKind::Float { .. }

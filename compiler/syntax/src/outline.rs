@@ -78,10 +78,16 @@ const GROUP: u64 = 8;
 /// No group is longer than this, whatever the text.
 const MAX_GROUP: usize = 4 * GROUP as usize;
 
-/// Whether a group ends after `chunk`. Decided by the chunk's own first bytes (its doc comment or
-/// its `step NAME`), not by its place, so that inserting a member moves no other boundary.
+/// Whether a group ends after `chunk`. Decided by the chunk's own first bytes up to a `=` or the
+/// line's end (its doc comment's first line, or its `step NAME`), not by its place, so that
+/// inserting a member moves no other boundary, and not by its body, so that editing a step
+/// (even one written on one line) does not regroup its neighbours.
 fn ends_group(src: &str, chunk: &ChunkSpan) -> bool {
     let head = &src.as_bytes()[chunk.start as usize..chunk.end.min(chunk.start + 48) as usize];
+    let head = &head[..head
+        .iter()
+        .position(|&b| b == b'=' || b == b'\n')
+        .unwrap_or(head.len())];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in head {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
@@ -100,7 +106,7 @@ pub fn lay_out_flow<P>(
     mut parse: impl FnMut(&str, ChunkEnd) -> P,
 ) -> Option<Vec<(u32, P)>>
 where
-    P: std::ops::Deref<Target = ChunkParse>,
+    P: AsRef<ChunkParse>,
 {
     let mut out = Vec::with_capacity(chunks.len() / GROUP as usize + 1);
     let mut i = 0;
@@ -120,11 +126,12 @@ where
             }
             let text = src.get(start as usize..chunks[j].end as usize)?;
             let parsed = parse(text, chunks[j].end_from(start));
-            if !parsed.balanced {
+            let chunk = parsed.as_ref();
+            if !chunk.balanced {
                 return None;
             }
             // The line break after the group separates nothing: take the next chunk in too.
-            if parsed.open_end
+            if chunk.open_end
                 && matches!(chunks[j].next, ChunkEnd::Newline(_))
                 && j + 1 < chunks.len()
             {
@@ -207,6 +214,38 @@ struct Scanner<'a> {
 
 const MEMBER_WORDS: [&str; 5] = ["input", "secret", "env", "step", "output"];
 
+/// The bytes that end a skip over the middle of a line: line breaks, delimiters, quotes and
+/// the `/` of a comment. A table, because the scan spends most of its time in that skip.
+const STOPS_MID_LINE: [bool; 256] = {
+    let mut t = [false; 256];
+    let stops = *b"\n\"{}[]()/";
+    let mut i = 0;
+    while i < stops.len() {
+        t[stops[i] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
+/// The end of the word starting at `at`, as the lexer reads identifiers: ASCII at byte speed,
+/// anything else by `char`.
+fn word_end(src: &str, at: usize) -> usize {
+    let bytes = src.as_bytes();
+    let mut end = at;
+    while let Some(&b) = bytes.get(end) {
+        if b.is_ascii_alphanumeric() || b == b'_' {
+            end += 1;
+        } else if b < 0x80 {
+            return end;
+        } else {
+            return src[end..]
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .map_or(src.len(), |n| end + n);
+        }
+    }
+    end
+}
+
 impl<'a> Scanner<'a> {
     fn new(src: &'a str) -> Self {
         Scanner {
@@ -237,12 +276,7 @@ impl<'a> Scanner<'a> {
                 let rest = &self.bytes[self.pos..];
                 let plain = rest
                     .iter()
-                    .position(|b| {
-                        matches!(
-                            b,
-                            b'\n' | b'"' | b'{' | b'}' | b'[' | b']' | b'(' | b')' | b'/'
-                        )
-                    })
+                    .position(|&b| STOPS_MID_LINE[b as usize])
                     .unwrap_or(rest.len());
                 self.pos += plain;
                 if self.pos >= self.bytes.len() {
@@ -343,6 +377,15 @@ impl<'a> Scanner<'a> {
             }
             return Some(());
         }
+        // Blanks: a run at once (indentation is most of a body's bytes outside its lines).
+        if matches!(b, b' ' | b'\t' | b'\r') {
+            let run = self.bytes[start..]
+                .iter()
+                .position(|b| !matches!(b, b' ' | b'\t' | b'\r'))
+                .unwrap_or(self.bytes.len() - start);
+            self.pos += run;
+            return Some(());
+        }
         // Other white space, Unicode's included, as the lexer's `char::is_whitespace`.
         let (c, len) = if b < 0x80 {
             (b as char, 1)
@@ -390,11 +433,12 @@ impl<'a> Scanner<'a> {
             f.irregular = true;
         }
         if c.is_alphabetic() || c == '_' {
-            let end = self.src[start..]
-                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .map_or(self.src.len(), |n| start + n);
+            let end = word_end(self.src, start);
             let word = &self.src[start..end];
-            if at_line_start && self.declaration_at(start).is_some() {
+            if at_line_start
+                && matches!(word, "flow" | "tool")
+                && self.declaration_at(start).is_some()
+            {
                 if !self.stack.is_empty() {
                     // The lexer closes every open block here: parse the file whole.
                     return None;

@@ -1,4 +1,5 @@
-//! What an edit recomputes: only the edited step, and the steps whose inputs' types it changed.
+//! What an edit recomputes: the edited step, the steps that read it (whose checks stop there
+//! when they come out equal), and the steps whose inputs' types it changed.
 
 use std::sync::Arc;
 
@@ -27,21 +28,22 @@ fn executions(log: &crate::db::ExecutionLog, query: &str) -> usize {
 }
 
 #[test]
-fn an_edit_inside_one_step_rechecks_only_that_step() {
+fn an_edit_inside_one_step_rechecks_it_and_the_steps_that_read_it() {
     let (mut db, log) = RootDb::with_execution_log();
     let text = flow("  step s10 = echo { value: s9 + 1 }\n");
     let file = SourceFile::new(&db, "f.reel".into(), "/".into(), Arc::from(text.as_str()));
     assert!(file_diagnostics(&db, file).is_empty());
     assert_eq!(executions(&log, "step_check"), 20);
 
-    // A longer literal: every later step moves, but none is checked again.
+    // A longer literal: every later step moves, but only s10 is checked again, and s11, which
+    // reads it, finds its own check unchanged, so s12 is not.
     log.lock().unwrap().clear();
     let edited = flow("  step s10 = echo { value: s9 + 1000 }\n");
     file.set_text(&mut db).to(Arc::from(edited.as_str()));
     assert!(file_diagnostics(&db, file).is_empty());
     assert_eq!(
         executions(&log, "step_check"),
-        1,
+        2,
         "{:?}",
         log.lock().unwrap()
     );
@@ -127,11 +129,16 @@ fn a_literal_edit_reparses_one_chunk_and_reruns_a_constant_number_of_queries() {
         assert_eq!(count(&log, "chunk_parse"), 1, "{log:?}");
         assert_eq!(count(&log, "piece_parse"), 0, "{log:?}");
         assert_eq!(count(&log, "parse_file"), 0, "{log:?}");
-        // Only the members of that group look at their syntax again, and only the edited
-        // step is checked again.
+        // Only the members of that group look at their syntax again (a group is at most 32
+        // chunks, and a chunk a few members that cannot be parsed apart), and only the edited
+        // step and the one that reads it are checked again.
         let syntax = count(&log, "step_syntax");
-        assert!((1..=32).contains(&syntax), "{syntax} step_syntax: {log:?}");
-        assert_eq!(count(&log, "step_check"), 1, "{log:?}");
+        assert!((1..=64).contains(&syntax), "{syntax} step_syntax: {log:?}");
+        assert_eq!(count(&log, "step_check"), 2, "{log:?}");
+        // The flow-wide queries that read only heads and references are not re-run.
+        for query in ["flow_members", "flow_declarations", "flow_dag"] {
+            assert_eq!(count(&log, query), 0, "{query}: {log:?}");
+        }
         // Nothing runs once per step: the rest is a fixed set of per-file and per-flow queries.
         assert!(
             log.len() <= syntax + 16,
