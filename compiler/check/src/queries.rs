@@ -16,12 +16,12 @@ use reel_syntax::{ChunkEnd, ChunkParse, Diagnostic, LineIndex, Parsed, Span};
 use crate::contracts::Contract;
 use crate::dag::{Dag, find_cycles};
 use crate::db::{Db, SourceFile};
-use crate::declarations::{Declarations, MemberHead, check_declarations};
+use crate::declarations::{Declarations, MemberHead, PlacedDiagnostic, check_declarations};
 use crate::infer::{Checker, ItemScope, Refs};
 use crate::signature::FlowSignature;
 use crate::step::{StepCheck, check_step, step_mentions, syntactic_dependencies};
 use crate::tools::{UserTool, check_tool};
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 /// The parsed file (spans absolute).
 #[salsa::tracked(returns(ref), no_eq)]
@@ -846,62 +846,27 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         diags.push(d.with_help("a step can only use steps that finish before it: break the cycle by removing one of these references"));
     }
 
-    // Per-step diagnostics and references.
-    // Borrowed from the memoized checks: nothing is copied per step.
-    let mut used_steps: FxHashSet<&str> = FxHashSet::default();
-    used_steps.reserve(flow_signature(db, flow).steps.len());
-    let mut used_inputs: FxHashSet<&str> = FxHashSet::default();
-    let mut used_env: FxHashSet<&str> = FxHashSet::default();
-    let mut used_secrets: FxHashSet<&str> = FxHashSet::default();
-    let mut after_refs: Vec<&str> = Vec::new();
-    let mut note_refs = |r: &'db Refs| {
-        used_steps.extend(r.steps.iter().map(|(n, _)| n.as_str()));
-        used_inputs.extend(r.inputs.iter().map(String::as_str));
-        used_env.extend(r.env.iter().map(String::as_str));
-        used_secrets.extend(r.secrets.iter().map(String::as_str));
-    };
-    // The steps the signature holds (the first of each name, reserved names left out), in
-    // source order, each with where it starts; and where the first output starts. The first
-    // step of each name is the next of `flow_members`' ids, and the next of the signature's
-    // steps if the signature holds it (both keep source order): positions, not name lookups.
-    let sig = flow_signature(db, flow);
-    let order = &flow_members(db, flow).order;
-    let mut ids: FxHashMap<&str, StepId<'db>> = FxHashMap::default();
-    ids.reserve(order.len());
-    let mut in_sig = sig.steps.iter().peekable();
+    // Per-step diagnostics, a piece at a time (the layout's pieces and the flow's piece nodes
+    // are built one from the other, in the same order).
+    let pieces = flow_pieces(db, flow);
+    for ((offset, _), &piece) in layout.pieces.iter().zip(pieces) {
+        let report = piece_report(db, piece);
+        diags.extend(report.diagnostics.iter().map(|d| d.shifted(*offset)));
+    }
     let mut output_at = None;
-    for (offset, m) in layout.members() {
-        match m {
-            Member::Step(s) => {
-                let name = s.name.name.as_str();
-                let k = ids.len();
-                let std::collections::hash_map::Entry::Vacant(v) = ids.entry(name) else {
-                    continue;
-                };
-                let Some(&step) = order.get(k) else {
-                    continue;
-                };
-                v.insert(step);
-                if in_sig.next_if(|h| h.name == name).is_none() {
-                    continue;
-                }
-                if let Some(check) = step_check(db, step) {
-                    let at = offset + s.span.start;
-                    diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
-                    note_refs(&check.refs);
-                    after_refs.extend(check.after.iter().map(|(n, _)| n.as_str()));
-                }
-            }
-            Member::Output(o) if output_at.is_none() => output_at = Some(offset + o.span.start),
-            _ => {}
-        }
+    if let Some(at) = flow_members(db, flow).output {
+        output_at = layout
+            .pieces
+            .iter()
+            .zip(pieces)
+            .find(|(_, p)| **p == at.piece)
+            .and_then(|((offset, list), _)| {
+                Some(offset + list.members().get(at.index as usize)?.span().start)
+            });
     }
     if let (Some(check), Some(at)) = (output_check(db, flow), output_at) {
         diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
-        note_refs(&check.refs);
     }
-
-    used_steps.extend(after_refs);
 
     // Warnings for what nothing uses. They are held back while the flow has errors, syntax
     // errors inside it included: a mistyped or broken reference is often the use they would
@@ -911,58 +876,161 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
             && d.primary.span.start >= layout.span.start
             && d.primary.span.start <= layout.span.end
     });
-    let has_errors = syntax_errors || diags.iter().any(Diagnostic::is_error);
-    for (offset, m) in layout.members().filter(|_| !has_errors) {
-        let at = |s: Span| moved(s, offset);
-        match m {
-            Member::Input(i) if !used_inputs.contains(i.name.name.as_str()) => diags.push(
-                Diagnostic::warning(
+    if !syntax_errors && !diags.iter().any(Diagnostic::is_error) {
+        diags.extend(flow_unused(db, flow).iter().map(|d| d.placed(start_of)));
+    }
+    diags
+}
+
+/// What the steps of one piece report: their diagnostics (relative to the piece) and the names
+/// they use. Re-run when the piece or one of its steps' checks changed, and equal unless what
+/// they report changed, so the flow-wide usage is not recomputed for an edit that keeps it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct PieceReport {
+    /// Diagnostics of its steps, relative to the piece's start.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The steps, inputs, environment variables and secrets its steps use (`after` included).
+    pub uses: Uses,
+}
+
+/// Names used, each once, sorted.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Uses {
+    /// Steps read or waited for.
+    pub steps: Vec<String>,
+    /// Inputs read.
+    pub inputs: Vec<String>,
+    /// Environment variables read.
+    pub env: Vec<String>,
+    /// Secrets passed.
+    pub secrets: Vec<String>,
+}
+
+impl Uses {
+    fn add(&mut self, refs: &Refs) {
+        self.steps.extend(refs.steps.iter().map(|(n, _)| n.clone()));
+        self.inputs.extend(refs.inputs.iter().cloned());
+        self.env.extend(refs.env.iter().cloned());
+        self.secrets.extend(refs.secrets.iter().cloned());
+    }
+
+    fn tidy(&mut self) {
+        for v in [
+            &mut self.steps,
+            &mut self.inputs,
+            &mut self.env,
+            &mut self.secrets,
+        ] {
+            v.sort_unstable();
+            v.dedup();
+        }
+    }
+}
+
+/// The report of one piece's steps: the steps the signature holds (the first of each name,
+/// reserved names left out), checked.
+#[salsa::tracked(returns(ref))]
+pub fn piece_report<'db>(db: &'db dyn Db, piece: PieceNode<'db>) -> PieceReport {
+    let flow = piece.flow(db);
+    let sig = flow_signature(db, flow);
+    let members = flow_members(db, flow);
+    let mut out = PieceReport::default();
+    for (index, m) in piece.source(db).members().iter().enumerate() {
+        let Member::Step(s) = m else { continue };
+        if sig.step(&s.name.name).is_none() {
+            continue;
+        }
+        let id = StepId::new(db, flow, s.name.name.as_str());
+        let here = MemberAt {
+            piece,
+            index: index as u32,
+        };
+        if members.steps.get(&id) != Some(&here) {
+            continue;
+        }
+        if let Some(check) = step_check(db, id) {
+            let at = s.span.start;
+            out.diagnostics
+                .extend(check.diagnostics.iter().map(|d| d.shifted(at)));
+            out.uses.add(&check.refs);
+            out.uses
+                .steps
+                .extend(check.after.iter().map(|(n, _)| n.clone()));
+        }
+    }
+    out.uses.tidy();
+    out
+}
+
+/// Warnings for the inputs, secrets, env names and effect-free steps nothing uses, placed by
+/// member. Reads the pieces' reports and heads, so an edit that changes no use does not re-run it.
+#[salsa::tracked(returns(ref))]
+pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnostic> {
+    let pieces = flow_pieces(db, flow);
+    let mut uses = Uses::default();
+    for &piece in pieces {
+        let u = &piece_report(db, piece).uses;
+        uses.steps.extend(u.steps.iter().cloned());
+        uses.inputs.extend(u.inputs.iter().cloned());
+        uses.env.extend(u.env.iter().cloned());
+        uses.secrets.extend(u.secrets.iter().cloned());
+    }
+    if let Some(check) = output_check(db, flow) {
+        uses.add(&check.refs);
+    }
+    uses.tidy();
+    let used =
+        |list: &[String], name: &str| list.binary_search_by(|n| n.as_str().cmp(name)).is_ok();
+    let mut out = Vec::new();
+    for (p, &piece) in pieces.iter().enumerate() {
+        for (m, head) in piece.heads(db).iter().enumerate() {
+            let place = (p as u32, m as u32);
+            let warning = match head {
+                MemberHead::Input(i) if !used(&uses.inputs, &i.name.name) => Diagnostic::warning(
                     "lint.unused-input",
-                    at(i.name.span),
+                    i.name.span,
                     format!("the input `{}` is never read", i.name.name),
                 )
                 .with_label("unused input")
                 .with_help(format!("read it as `input.{}`, or remove it", i.name.name)),
-            ),
-            Member::Secret(s) if !used_secrets.contains(s.name.name.as_str()) => diags.push(
-                Diagnostic::warning(
-                    "lint.unused-secret",
-                    at(s.name.span),
-                    format!("the secret `{}` is never passed to a tool", s.name.name),
-                )
-                .with_label("unused secret")
-                .with_help("remove it, so runs do not need it set"),
-            ),
-            Member::Env(e) if !used_env.contains(e.name.name.as_str()) => diags.push(
-                Diagnostic::warning(
+                MemberHead::Secret(name) if !used(&uses.secrets, &name.name) => {
+                    Diagnostic::warning(
+                        "lint.unused-secret",
+                        name.span,
+                        format!("the secret `{}` is never passed to a tool", name.name),
+                    )
+                    .with_label("unused secret")
+                    .with_help("remove it, so runs do not need it set")
+                }
+                MemberHead::Env(name) if !used(&uses.env, &name.name) => Diagnostic::warning(
                     "lint.unused-env",
-                    at(e.name.span),
-                    format!("the environment variable `{}` is never read", e.name.name),
+                    name.span,
+                    format!("the environment variable `{}` is never read", name.name),
                 )
                 .with_label("unused")
-                .with_help(format!("read it as `env.{}`, or remove it", e.name.name)),
-            ),
-            Member::Step(s) if !used_steps.contains(s.name.name.as_str()) => {
-                let id = match ids.get(s.name.name.as_str()) {
-                    Some(&id) => id,
-                    None => StepId::new(db, flow, s.name.name.as_str()),
-                };
-                let kind = step_check(db, id).as_ref().map(|c| c.lowered.kind);
-                if matches!(
-                    kind,
-                    Some(reel_flowspec::ToolKind::Pure | reel_flowspec::ToolKind::Read)
-                ) {
-                    diags.push(
-                        Diagnostic::warning("lint.unused-step", at(s.name.span), format!("nothing uses the value of `{}`", s.name.name))
-                            .with_label("unused step")
-                            .with_help("it has no effect, so it only costs time: use its value in the output or another step, or remove it"),
-                    );
+                .with_help(format!("read it as `env.{}`, or remove it", name.name)),
+                MemberHead::Step { name, .. } if !used(&uses.steps, &name.name) => {
+                    let id = StepId::new(db, flow, name.name.as_str());
+                    let kind = step_check(db, id).as_ref().map(|c| c.lowered.kind);
+                    if !matches!(
+                        kind,
+                        Some(reel_flowspec::ToolKind::Pure | reel_flowspec::ToolKind::Read)
+                    ) {
+                        continue;
+                    }
+                    Diagnostic::warning("lint.unused-step", name.span, format!("nothing uses the value of `{}`", name.name))
+                        .with_label("unused step")
+                        .with_help("it has no effect, so it only costs time: use its value in the output or another step, or remove it")
                 }
-            }
-            _ => {}
+                _ => continue,
+            };
+            out.push(PlacedDiagnostic {
+                diagnostic: warning,
+                places: vec![place],
+            });
         }
     }
-    diags
+    out
 }
 
 /// Every diagnostic of a file, sorted by position.
