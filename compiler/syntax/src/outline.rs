@@ -78,16 +78,28 @@ const GROUP: u64 = 8;
 /// No group is longer than this, whatever the text.
 const MAX_GROUP: usize = 4 * GROUP as usize;
 
-/// Whether a group ends after `chunk`. Decided by the chunk's own first bytes up to a `=` or the
-/// line's end (its doc comment's first line, or its `step NAME`), not by its place, so that
-/// inserting a member moves no other boundary, and not by its body, so that editing a step
-/// (even one written on one line) does not regroup its neighbours.
+/// Whether a group ends after `chunk`. Decided by the chunk's member line up to a `=` or the
+/// line's end (`step NAME`, past any doc comment, which many members may share), not by its
+/// place, so that inserting a member moves no other boundary, and not by its body, so that
+/// editing a step (even one written on one line) does not regroup its neighbours.
 fn ends_group(src: &str, chunk: &ChunkSpan) -> bool {
-    let head = &src.as_bytes()[chunk.start as usize..chunk.end.min(chunk.start + 48) as usize];
-    let head = &head[..head
+    let mut text = &src.as_bytes()[chunk.start as usize..chunk.end as usize];
+    // Past the doc comment lines above the member.
+    while text.starts_with(b"//") {
+        let Some(eol) = text.iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        let rest = &text[eol + 1..];
+        text = &rest[rest
+            .iter()
+            .position(|&b| b != b' ' && b != b'\t')
+            .unwrap_or(rest.len())..];
+    }
+    let text = &text[..text.len().min(48)];
+    let head = &text[..text
         .iter()
         .position(|&b| b == b'=' || b == b'\n')
-        .unwrap_or(head.len())];
+        .unwrap_or(text.len())];
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in head {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
