@@ -306,7 +306,16 @@ impl<'a> Scanner<'a> {
 
     /// The in-string part of the lexer: up to the closing quote, an interpolation, or the line's end.
     fn string_body(&mut self) {
-        while let Some(&b) = self.bytes.get(self.pos) {
+        loop {
+            // Plain string bytes at once: only these four end or change the string.
+            let rest = &self.bytes[self.pos..];
+            self.pos += rest
+                .iter()
+                .position(|&b| matches!(b, b'"' | b'\n' | b'$' | b'\\'))
+                .unwrap_or(rest.len());
+            let Some(&b) = self.bytes.get(self.pos) else {
+                break;
+            };
             match b {
                 b'"' => {
                     self.pos += 1;
