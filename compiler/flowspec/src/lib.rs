@@ -7,6 +7,7 @@
 //! `docs/flowspec.schema.json` ([`SCHEMA`]) its exact JSON shape.
 
 pub mod canonical;
+mod de;
 pub mod digests;
 pub mod document;
 pub mod schema;

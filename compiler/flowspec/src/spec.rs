@@ -304,7 +304,10 @@ pub struct OutputSpec {
 }
 
 /// A typed expression: every node carries the type the checker inferred for it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Written by the derived `Serialize`; read by the hand-written reader in `de.rs`, which
+/// reads the same JSON without buffering each node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Expr {
     /// The node.
     #[serde(flatten)]
@@ -314,8 +317,8 @@ pub struct Expr {
     pub ty: Type,
 }
 
-/// The expression forms of the FlowSpec.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The expression forms of the FlowSpec (read by `de.rs`, like [`Expr`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Node {
     /// A literal JSON value (a duration literal is its text, typed `duration`).
