@@ -322,17 +322,23 @@ fn spec_child(dir: &Path, run: &str) {
     let store = SqliteStore::open(dir).expect("the store");
     let hwm_before = vm_hwm_kb();
     let row = store.run(run).expect("the run reads").expect("the run");
-    let json = store
-        .get_spec(&row.flow_digest)
-        .expect("the spec reads")
-        .expect("the spec");
-    let spec = FlowSpec::from_json(&json).expect("the spec parses");
+    // As a resume reads it: parsed where the store holds the text.
+    let mut read = None;
+    store
+        .read_spec(&row.flow_digest, &mut |json| {
+            read = Some((
+                json.len(),
+                FlowSpec::from_json(json).expect("the spec parses"),
+            ));
+        })
+        .expect("the spec reads");
+    let (spec_bytes, spec) = read.expect("the spec");
     println!(
         "{}",
         json!({
             "hwm_before_kb": hwm_before,
             "hwm_kb": vm_hwm_kb(),
-            "spec_bytes": json.len(),
+            "spec_bytes": spec_bytes,
             "steps": spec.steps.len(),
         })
     );

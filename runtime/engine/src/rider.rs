@@ -231,13 +231,22 @@ pub async fn resume(
         RunStatus::Quarantined => return Err(Refusal::Quarantined(row.id)),
         _ => {}
     }
-    let spec_json = store.get_spec(&row.flow_digest)?.ok_or_else(|| {
-        Refusal::Spec(format!(
-            "the FlowSpec {} is missing from the store",
-            row.flow_digest
-        ))
+    // Parsed where the store holds the text, so the text is not copied first: for a flow of
+    // many steps the JSON is tens of MiB.
+    let mut parsed = None;
+    store.read_spec(&row.flow_digest, &mut |json| {
+        parsed = Some(FlowSpec::from_json(json));
     })?;
-    let spec = Arc::new(FlowSpec::from_json(&spec_json).map_err(|e| Refusal::Spec(e.to_string()))?);
+    let spec = match parsed {
+        Some(Ok(spec)) => Arc::new(spec),
+        Some(Err(e)) => return Err(Refusal::Spec(e.to_string())),
+        None => {
+            return Err(Refusal::Spec(format!(
+                "the FlowSpec {} is missing from the store",
+                row.flow_digest
+            )));
+        }
+    };
     let secrets = resolve_secrets(deps, &spec)?;
     let owner = deps.owner.clone();
     let lease_ms = cfg.lease_ms;

@@ -474,6 +474,18 @@ fn values_are_stored_once_and_large_ones_apart() {
         Some("{\"spec\":1}")
     );
     assert_eq!(store.get_spec("none").unwrap(), None);
+    let mut seen = Vec::new();
+    assert!(
+        store
+            .read_spec(&d1, &mut |json| seen.push(json.to_owned()))
+            .unwrap()
+    );
+    assert!(
+        !store
+            .read_spec("none", &mut |json| seen.push(json.to_owned()))
+            .unwrap()
+    );
+    assert_eq!(seen, ["{\"spec\":1}"]);
 }
 
 #[test]
