@@ -118,6 +118,13 @@ mod tests {
         spec.seal();
         let pretty = FlowSpec::from_json(&spec.to_json_pretty()).map_err(|e| e.to_string());
         assert_eq!(pretty.as_ref(), Ok(&spec));
+        let compact = FlowSpec::from_json(&spec.to_json()).map_err(|e| e.to_string());
+        assert_eq!(compact.as_ref(), Ok(&spec));
+        assert_eq!(
+            compact.map(|s| s.to_json_pretty()),
+            Ok(spec.to_json_pretty()),
+            "the stored form reads back to the same document"
+        );
         // RFC 8785 writes `0.0` as `0`, so the canonical text reads back equal up to number
         // representation: same canonical text, same digests.
         let canonical = FlowSpec::from_json(&spec.to_canonical_json()).map_err(|e| e.to_string());

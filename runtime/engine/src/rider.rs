@@ -153,7 +153,7 @@ pub async fn start(
         );
     }
     let store = deps.store.clone();
-    store.put_spec(&spec.digest, &spec.to_json_pretty())?;
+    store.put_spec(&spec.digest, &spec.to_json())?;
     let inputs_digest = store.put_value(&Value::Object(inputs.clone()))?;
     let env_digest = store.put_value(&Value::Object(env.clone()))?;
     let now = deps.clock.now_ms();
