@@ -7,11 +7,10 @@
 //! without changing behaviour: spans, doc comments, the tool's directory, and `deps` (derived
 //! from the expressions and `after`, which are covered themselves).
 
-use std::collections::BTreeMap;
-
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::args::Args;
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::spec::{Duration, Expr, FlowSpec, RetrySpec, StepSpec, ToolKind, ToolSpec};
 use crate::types::Type;
@@ -22,7 +21,7 @@ struct StepSemantics<'a> {
     id: &'a str,
     tool: Option<&'a str>,
     kind: ToolKind,
-    args: &'a BTreeMap<String, Expr>,
+    args: &'a Args,
     value: Option<&'a Expr>,
     when: Option<&'a Expr>,
     foreach: Option<&'a Expr>,

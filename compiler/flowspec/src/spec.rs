@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::args::Args;
 use crate::types::Type;
 
 /// The version of the FlowSpec format this crate writes; readers refuse other versions.
@@ -256,7 +257,7 @@ pub struct StepSpec {
     /// The called tool's kind; `pure` for an expression step.
     pub kind: ToolKind,
     /// The tool's arguments (meta-arguments excluded), by name.
-    pub args: BTreeMap<String, Expr>,
+    pub args: Args,
     /// The value of a pure expression step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Expr>,
