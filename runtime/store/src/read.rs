@@ -235,7 +235,9 @@ pub(crate) fn succeeded_steps(
 ) -> Result<std::collections::HashSet<String>, StoreError> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT DISTINCT step FROM journal
+            // No DISTINCT: the set removes repeats, and SQLite would build a temporary
+            // b-tree of every name to do it (about 60% of this query for 33,333 steps).
+            "SELECT step FROM journal
              WHERE run = ?1 AND kind = 'step_succeeded' AND step IS NOT NULL",
         )
         .map_err(sqlite)?;
