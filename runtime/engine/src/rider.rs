@@ -963,7 +963,10 @@ impl Run {
             if self.failure.is_some() || self.canceled || self.fatal.is_some() {
                 return;
             }
-            let spec = self.spec.steps[i].clone();
+            // The Arc, not the step: cloning a step copies its expressions and spans, and this
+            // runs for every step (and `start_call`/`on_result` for every call).
+            let flow = self.spec.clone();
+            let spec = &flow.steps[i];
             self.steps[i].started_at = Some(self.now());
             if let Some(when) = &spec.when {
                 match self.eval_at(when, i, None, &format!("{}#when", spec.id)) {
@@ -1191,7 +1194,8 @@ impl Run {
     /// Records the start of call `c` of step `i` and prepares it; timers and signal waits need
     /// no call and give `None`, as does a call whose arguments fail to evaluate.
     fn start_call(&mut self, i: usize, c: usize) -> Option<Prepared> {
-        let spec = self.spec.steps[i].clone();
+        let flow = self.spec.clone();
+        let spec = &flow.steps[i];
         let index = spec.foreach.as_ref().map(|_| c as u32);
         let item = index.map(|ix| (self.steps[i].items[c].clone(), ix));
         let purpose = match index {
@@ -1359,7 +1363,8 @@ impl Run {
         let i = r.step;
         self.in_flight -= 1;
         self.steps[i].in_flight -= 1;
-        let spec = self.spec.steps[i].clone();
+        let flow = self.spec.clone();
+        let spec = &flow.steps[i];
         let index = spec.foreach.as_ref().map(|_| r.call as u32);
         let log = match &r.outcome {
             Ok(o) => o.log.clone(),
@@ -1433,7 +1438,7 @@ impl Run {
                     && self.failure.is_none()
                     && !self.canceled;
                 let retry_at =
-                    can_retry.then(|| self.now() + self.backoff_ms(&spec, index, r.attempt));
+                    can_retry.then(|| self.now() + self.backoff_ms(spec, index, r.attempt));
                 self.record(Event::CallFailed {
                     step: spec.id.clone(),
                     index,
@@ -1517,7 +1522,8 @@ impl Run {
             })
             .collect();
         for &(i, c, until) in &due {
-            let spec = self.spec.steps[i].clone();
+            let flow = self.spec.clone();
+            let spec = &flow.steps[i];
             let index = spec.foreach.as_ref().map(|_| c as u32);
             let woke = json!({ "woke_at": rfc3339(until) });
             self.put(&woke);
@@ -1586,7 +1592,8 @@ impl Run {
             };
             let signal = pending.remove(pos);
             let payload = self.get_value(&signal.payload_digest);
-            let spec = self.spec.steps[i].clone();
+            let flow = self.spec.clone();
+            let spec = &flow.steps[i];
             let index = spec.foreach.as_ref().map(|_| c as u32);
             let seq = self
                 .lease
