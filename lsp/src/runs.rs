@@ -268,11 +268,12 @@ pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
             s.state = StepState::Succeeded(value);
         }
     }
-    let digests = store
-        .get_spec(&run.flow_digest)
-        .ok()
-        .flatten()
-        .and_then(|json| reel_flowspec::FlowSpec::from_json(&json).ok())
+    let mut spec = None;
+    // Read in place: the spec of a long flow is tens of MiB of JSON.
+    let _ = store.read_spec(&run.flow_digest, &mut |json| {
+        spec = reel_flowspec::FlowSpec::from_json(json).ok();
+    });
+    let digests = spec
         .map(|spec| {
             spec.steps
                 .into_iter()

@@ -42,6 +42,17 @@ struct Args {
     /// Where the stores go (default: the system's temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Runs one part alone: `speed` (steps per second and the fsync probe) or `resume`.
+    #[arg(long, value_parser = ["speed", "resume"])]
+    only: Option<String>,
+    /// Leaves the stores in place (their directory is printed), to profile a resume of them
+    /// with `run-bench resume-child STORE RUN` afterwards.
+    #[arg(long)]
+    keep: bool,
+    /// The resume workloads to measure.
+    #[arg(long, value_delimiter = ',', default_value = "unread,read,chain",
+          value_parser = ["unread", "read", "chain"])]
+    workloads: Vec<String>,
     #[command(subcommand)]
     command: Option<Cmd>,
 }
@@ -80,6 +91,34 @@ fn main() {
         .build()
         .expect("a tokio runtime");
 
+    let only = args.only.as_deref();
+    let rates = if only != Some("resume") {
+        speed(&args, &rt, &root)
+    } else {
+        Vec::new()
+    };
+    if only != Some("speed") {
+        resumes(&args, &rt, &root);
+    }
+    if let Some(path) = &args.dbos
+        && !rates.is_empty()
+    {
+        print_ratios(path, &rates);
+    }
+    if args.keep {
+        println!("\nstores kept in {}", root.display());
+    } else {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+}
+
+/// Steps per second of each workload in both modes, and the fsync probe; returns the rates
+/// (workload, mode, steps/s) for the DBOS ratios.
+fn speed(
+    args: &Args,
+    rt: &tokio::runtime::Runtime,
+    root: &Path,
+) -> Vec<(&'static str, &'static str, f64)> {
     println!(
         "\n== Reel engine: steps per second (median of {})",
         args.reps
@@ -93,25 +132,25 @@ fn main() {
         ("foreach of 1,000 echo calls", foreach_echo(1000), 1000),
         ("100 sequential exec true steps", sequential_exec(100), 100),
     ];
-    let mut rates: Vec<(&str, &str, f64)> = Vec::new();
-    for (name, source, steps) in &workloads {
+    let mut rates: Vec<(&'static str, &'static str, f64)> = Vec::new();
+    for &(name, ref source, steps) in &workloads {
         let spec = Arc::new(compile(source));
         for mode in [Durability::Fast, Durability::Durable] {
             let dir = root.join(format!("{}-{}", short(name), mode_name(mode)));
             let sqlite = Arc::new(SqliteStore::open(&dir).expect("a store"));
             let store: Arc<dyn Store> = sqlite.clone();
             // One untimed run warms the store and the page cache.
-            rt.block_on(run_once(&store, &spec, mode, &root));
+            rt.block_on(run_once(&store, &spec, mode, root));
             let syncs_before = sqlite.stats().full_syncs;
             let mut samples: Vec<Duration> = (0..args.reps)
-                .map(|_| rt.block_on(run_once(&store, &spec, mode, &root)))
+                .map(|_| rt.block_on(run_once(&store, &spec, mode, root)))
                 .collect();
             // Commits that waited for an fsync (a durable write in them), per step.
             let syncs = (sqlite.stats().full_syncs - syncs_before) as f64
                 / (args.reps.max(1) * steps) as f64;
             samples.sort();
             let median = samples[samples.len() / 2];
-            let rate = *steps as f64 / median.as_secs_f64();
+            let rate = steps as f64 / median.as_secs_f64();
             rates.push((name, mode_name(mode), rate));
             println!(
                 "{:<34} {:>8} {:>7} {:>11} {:>12.0} {:>11.2}",
@@ -125,7 +164,7 @@ fn main() {
         }
     }
 
-    let probe = fsync_probe(&root);
+    let probe = fsync_probe(root);
     println!(
         "\n== This disk: fdatasync rate (4 KiB write + fdatasync, same filesystem as the stores)"
     );
@@ -146,7 +185,12 @@ fn main() {
          (one fsync'd commit per step is the contract's floor)",
         100.0 * durable_seq / ceiling
     );
+    rates
+}
 
+/// Time and peak memory of resuming parked runs of `args.events` journal events, each in a
+/// child process.
+fn resumes(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
     println!(
         "\n== Reel engine: resume of a parked run (child process; median time, peak RSS growth)"
     );
@@ -176,6 +220,9 @@ fn main() {
         }),
     ];
     for (workload, make) in workloads {
+        if !args.workloads.iter().any(|w| w == workload) {
+            continue;
+        }
         for &events in &args.events {
             let dir = root.join(format!("resume-{workload}-{events}"));
             let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir).expect("a store"));
@@ -186,7 +233,7 @@ fn main() {
                 let outcome = start(
                     &deps,
                     &RiderConfig::default(),
-                    request(&spec, Durability::Fast, &root),
+                    request(&spec, Durability::Fast, root),
                 )
                 .await
                 .expect("the run starts");
@@ -220,11 +267,6 @@ fn main() {
             );
         }
     }
-
-    if let Some(path) = &args.dbos {
-        print_ratios(path, &rates);
-    }
-    let _ = std::fs::remove_dir_all(&root);
 }
 
 /// Prints Reel's rates against DBOS's for the two shared workloads.
@@ -280,17 +322,23 @@ fn spec_child(dir: &Path, run: &str) {
     let store = SqliteStore::open(dir).expect("the store");
     let hwm_before = vm_hwm_kb();
     let row = store.run(run).expect("the run reads").expect("the run");
-    let json = store
-        .get_spec(&row.flow_digest)
-        .expect("the spec reads")
-        .expect("the spec");
-    let spec = FlowSpec::from_json(&json).expect("the spec parses");
+    // As a resume reads it: parsed where the store holds the text.
+    let mut read = None;
+    store
+        .read_spec(&row.flow_digest, &mut |json| {
+            read = Some((
+                json.len(),
+                FlowSpec::from_json(json).expect("the spec parses"),
+            ));
+        })
+        .expect("the spec reads");
+    let (spec_bytes, spec) = read.expect("the spec");
     println!(
         "{}",
         json!({
             "hwm_before_kb": hwm_before,
             "hwm_kb": vm_hwm_kb(),
-            "spec_bytes": json.len(),
+            "spec_bytes": spec_bytes,
             "steps": spec.steps.len(),
         })
     );

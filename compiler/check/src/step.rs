@@ -3,8 +3,6 @@
 //! Works on a step whose spans are relative to the step's start, so the result of an unchanged
 //! step is reused after edits elsewhere in the file.
 
-use std::collections::BTreeMap;
-
 use reel_flowspec::{self as fs, Backoff, Duration, RetrySpec, ToolKind, Type};
 use reel_syntax::ast::{self, ExprKind, StepBody};
 use reel_syntax::{Diagnostic, Span};
@@ -23,7 +21,7 @@ pub struct LoweredStep {
     /// The tool's kind.
     pub kind: ToolKind,
     /// Arguments by name.
-    pub args: BTreeMap<String, fs::Expr>,
+    pub args: fs::Args,
     /// An expression step's value.
     pub value: Option<fs::Expr>,
     /// `when`
@@ -81,7 +79,7 @@ pub fn check_step(
                 lowered: LoweredStep {
                     tool: None,
                     kind: ToolKind::Pure,
-                    args: BTreeMap::new(),
+                    args: fs::Args::new(),
                     value: Some(value),
                     when: None,
                     foreach: None,
@@ -216,7 +214,7 @@ fn check_call(
     );
 
     // The tool's own parameters.
-    let mut lowered_args = BTreeMap::new();
+    let mut lowered_args = fs::Args::new();
     let mut value_type: Option<Type> = None;
     for f in &args {
         if META_ARGUMENTS.contains(&f.key.name.as_str()) {

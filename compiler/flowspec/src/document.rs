@@ -63,19 +63,40 @@ impl FlowSpec {
     ///
     /// Digests are not checked here; call [`FlowSpec::verify_digest`] where it matters.
     pub fn from_json(text: &str) -> Result<FlowSpec, SpecError> {
-        let value: Value = serde_json::from_str(text).map_err(SpecError::Json)?;
-        let format = value.get("format").and_then(Value::as_str);
-        if format != Some(FORMAT) {
-            return Err(SpecError::Format {
-                found: format.map(str::to_owned),
-            });
+        // One pass in the common case: a text that reads as a FlowSpec is refused afterwards if
+        // its `format` or `version` is not ours. Only a text that does not read is looked at
+        // again, as a plain value, so that a newer or foreign document is reported as such
+        // rather than by the first member this reader does not understand.
+        match serde_json::from_str::<FlowSpec>(text) {
+            Ok(spec) => {
+                if spec.format != FORMAT {
+                    return Err(SpecError::Format {
+                        found: Some(spec.format),
+                    });
+                }
+                if spec.version != FORMAT_VERSION {
+                    return Err(SpecError::Version {
+                        found: spec.version.into(),
+                    });
+                }
+                Ok(spec)
+            }
+            Err(shape) => {
+                let value: Value = serde_json::from_str(text).map_err(SpecError::Json)?;
+                let format = value.get("format").and_then(Value::as_str);
+                if format != Some(FORMAT) {
+                    return Err(SpecError::Format {
+                        found: format.map(str::to_owned),
+                    });
+                }
+                let version = value.get("version").cloned().unwrap_or(Value::Null);
+                if version.as_u64() != Some(u64::from(FORMAT_VERSION)) {
+                    return Err(SpecError::Version { found: version });
+                }
+                // The shape error of the first pass carries line and column.
+                Err(SpecError::Json(shape))
+            }
         }
-        let version = value.get("version").cloned().unwrap_or(Value::Null);
-        if version.as_u64() != Some(u64::from(FORMAT_VERSION)) {
-            return Err(SpecError::Version { found: version });
-        }
-        // Parse the text again rather than the value, so shape errors carry line and column.
-        serde_json::from_str(text).map_err(SpecError::Json)
     }
 }
 
@@ -97,6 +118,13 @@ mod tests {
         spec.seal();
         let pretty = FlowSpec::from_json(&spec.to_json_pretty()).map_err(|e| e.to_string());
         assert_eq!(pretty.as_ref(), Ok(&spec));
+        let compact = FlowSpec::from_json(&spec.to_json()).map_err(|e| e.to_string());
+        assert_eq!(compact.as_ref(), Ok(&spec));
+        assert_eq!(
+            compact.map(|s| s.to_json_pretty()),
+            Ok(spec.to_json_pretty()),
+            "the stored form reads back to the same document"
+        );
         // RFC 8785 writes `0.0` as `0`, so the canonical text reads back equal up to number
         // representation: same canonical text, same digests.
         let canonical = FlowSpec::from_json(&spec.to_canonical_json()).map_err(|e| e.to_string());
@@ -110,6 +138,10 @@ mod tests {
     #[test]
     fn refuses_other_formats_and_versions() {
         let mut value = serde_json::to_value(sample_spec()).unwrap_or_default();
+        // A document that reads as a FlowSpec in every other member is still refused.
+        let mut readable = value.clone();
+        readable["format"] = "reel.journal".into();
+        let readable_format = readable.to_string();
         value["version"] = 2.into();
         let wrong_version = value.to_string();
         value["version"] = "1".into();
@@ -121,6 +153,7 @@ mod tests {
             ("array", "[]".to_owned()),
             ("no format", r#"{"version": 1}"#.to_owned()),
             ("wrong format", wrong_format),
+            ("wrong format, readable shape", readable_format),
             ("no version", r#"{"format": "reel.flowspec"}"#.to_owned()),
             ("wrong version", wrong_version),
             ("string version", string_version),

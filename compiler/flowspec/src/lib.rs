@@ -6,7 +6,9 @@
 //! comment changes no semantic digest. `docs/flowspec.md` documents the format and
 //! `docs/flowspec.schema.json` ([`SCHEMA`]) its exact JSON shape.
 
+pub mod args;
 pub mod canonical;
+mod de;
 pub mod digests;
 pub mod document;
 pub mod schema;
@@ -16,6 +18,7 @@ pub mod types;
 #[cfg(test)]
 mod sample;
 
+pub use args::Args;
 pub use digests::step_semantic_digest;
 pub use document::{FORMAT, SpecError};
 pub use schema::SCHEMA;

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
+use crate::args::Args;
 use crate::document::FORMAT;
 use crate::spec::*;
 use crate::types::{RecordField, Type};
@@ -44,7 +45,7 @@ fn step(id: &str, tool: Option<&str>, kind: ToolKind, ty: Type, line: u32) -> St
         id: id.into(),
         tool: tool.map(str::to_owned),
         kind,
-        args: BTreeMap::new(),
+        args: Args::new(),
         value: None,
         deps: Vec::new(),
         when: None,

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::args::Args;
 use crate::types::Type;
 
 /// The version of the FlowSpec format this crate writes; readers refuse other versions.
@@ -256,7 +257,7 @@ pub struct StepSpec {
     /// The called tool's kind; `pure` for an expression step.
     pub kind: ToolKind,
     /// The tool's arguments (meta-arguments excluded), by name.
-    pub args: BTreeMap<String, Expr>,
+    pub args: Args,
     /// The value of a pure expression step.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Expr>,
@@ -304,7 +305,10 @@ pub struct OutputSpec {
 }
 
 /// A typed expression: every node carries the type the checker inferred for it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+///
+/// Written by the derived `Serialize`; read by the hand-written reader in `de.rs`, which
+/// reads the same JSON without buffering each node.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Expr {
     /// The node.
     #[serde(flatten)]
@@ -314,8 +318,8 @@ pub struct Expr {
     pub ty: Type,
 }
 
-/// The expression forms of the FlowSpec.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// The expression forms of the FlowSpec (read by `de.rs`, like [`Expr`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Node {
     /// A literal JSON value (a duration literal is its text, typed `duration`).

@@ -2,8 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A Reel type.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+/// A Reel type (read by the hand-written reader in `de.rs`, which streams the tagged
+/// object instead of buffering it).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Type {
     /// `string`

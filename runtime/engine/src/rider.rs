@@ -153,7 +153,7 @@ pub async fn start(
         );
     }
     let store = deps.store.clone();
-    store.put_spec(&spec.digest, &spec.to_json_pretty())?;
+    store.put_spec(&spec.digest, &spec.to_json())?;
     let inputs_digest = store.put_value(&Value::Object(inputs.clone()))?;
     let env_digest = store.put_value(&Value::Object(env.clone()))?;
     let now = deps.clock.now_ms();
@@ -231,13 +231,22 @@ pub async fn resume(
         RunStatus::Quarantined => return Err(Refusal::Quarantined(row.id)),
         _ => {}
     }
-    let spec_json = store.get_spec(&row.flow_digest)?.ok_or_else(|| {
-        Refusal::Spec(format!(
-            "the FlowSpec {} is missing from the store",
-            row.flow_digest
-        ))
+    // Parsed where the store holds the text, so the text is not copied first: for a flow of
+    // many steps the JSON is tens of MiB.
+    let mut parsed = None;
+    store.read_spec(&row.flow_digest, &mut |json| {
+        parsed = Some(FlowSpec::from_json(json));
     })?;
-    let spec = Arc::new(FlowSpec::from_json(&spec_json).map_err(|e| Refusal::Spec(e.to_string()))?);
+    let spec = match parsed {
+        Some(Ok(spec)) => Arc::new(spec),
+        Some(Err(e)) => return Err(Refusal::Spec(e.to_string())),
+        None => {
+            return Err(Refusal::Spec(format!(
+                "the FlowSpec {} is missing from the store",
+                row.flow_digest
+            )));
+        }
+    };
     let secrets = resolve_secrets(deps, &spec)?;
     let owner = deps.owner.clone();
     let lease_ms = cfg.lease_ms;
@@ -954,7 +963,10 @@ impl Run {
             if self.failure.is_some() || self.canceled || self.fatal.is_some() {
                 return;
             }
-            let spec = self.spec.steps[i].clone();
+            // The Arc, not the step: cloning a step copies its expressions and spans, and this
+            // runs for every step (and `start_call`/`on_result` for every call).
+            let flow = self.spec.clone();
+            let spec = &flow.steps[i];
             self.steps[i].started_at = Some(self.now());
             if let Some(when) = &spec.when {
                 match self.eval_at(when, i, None, &format!("{}#when", spec.id)) {
@@ -1182,7 +1194,8 @@ impl Run {
     /// Records the start of call `c` of step `i` and prepares it; timers and signal waits need
     /// no call and give `None`, as does a call whose arguments fail to evaluate.
     fn start_call(&mut self, i: usize, c: usize) -> Option<Prepared> {
-        let spec = self.spec.steps[i].clone();
+        let flow = self.spec.clone();
+        let spec = &flow.steps[i];
         let index = spec.foreach.as_ref().map(|_| c as u32);
         let item = index.map(|ix| (self.steps[i].items[c].clone(), ix));
         let purpose = match index {
@@ -1350,7 +1363,8 @@ impl Run {
         let i = r.step;
         self.in_flight -= 1;
         self.steps[i].in_flight -= 1;
-        let spec = self.spec.steps[i].clone();
+        let flow = self.spec.clone();
+        let spec = &flow.steps[i];
         let index = spec.foreach.as_ref().map(|_| r.call as u32);
         let log = match &r.outcome {
             Ok(o) => o.log.clone(),
@@ -1424,7 +1438,7 @@ impl Run {
                     && self.failure.is_none()
                     && !self.canceled;
                 let retry_at =
-                    can_retry.then(|| self.now() + self.backoff_ms(&spec, index, r.attempt));
+                    can_retry.then(|| self.now() + self.backoff_ms(spec, index, r.attempt));
                 self.record(Event::CallFailed {
                     step: spec.id.clone(),
                     index,
@@ -1508,7 +1522,8 @@ impl Run {
             })
             .collect();
         for &(i, c, until) in &due {
-            let spec = self.spec.steps[i].clone();
+            let flow = self.spec.clone();
+            let spec = &flow.steps[i];
             let index = spec.foreach.as_ref().map(|_| c as u32);
             let woke = json!({ "woke_at": rfc3339(until) });
             self.put(&woke);
@@ -1577,7 +1592,8 @@ impl Run {
             };
             let signal = pending.remove(pos);
             let payload = self.get_value(&signal.payload_digest);
-            let spec = self.spec.steps[i].clone();
+            let flow = self.spec.clone();
+            let spec = &flow.steps[i];
             let index = spec.foreach.as_ref().map(|_| c as u32);
             let seq = self
                 .lease

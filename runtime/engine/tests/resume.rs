@@ -19,10 +19,15 @@ use reel_tools::ToolHost;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-/// A store that counts the values read from it.
+/// What a read of a spec returns instead of the stored text (`None`: no spec).
+type Spoil = fn(String) -> Option<String>;
+
+/// A store that counts the values read from it, and can hand out a spoiled FlowSpec.
 struct Counting {
     inner: Arc<SqliteStore>,
     reads: AtomicU64,
+    /// Applied to every spec read, when set.
+    spoil: Option<Spoil>,
 }
 
 impl Store for Counting {
@@ -37,7 +42,11 @@ impl Store for Counting {
         self.inner.put_spec(digest, json)
     }
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
-        self.inner.get_spec(digest)
+        let json = self.inner.get_spec(digest)?;
+        Ok(match self.spoil {
+            Some(spoil) => json.and_then(spoil),
+            None => json,
+        })
     }
     fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError> {
         self.inner.create_run(run, owner, lease_ms)
@@ -189,6 +198,7 @@ async fn a_resume_reads_only_the_values_still_to_be_read() {
     let counting = Arc::new(Counting {
         inner: sqlite.clone(),
         reads: AtomicU64::new(0),
+        spoil: None,
     });
     let again = resume(
         &deps(counting.clone()),
@@ -224,6 +234,78 @@ async fn a_resume_reads_only_the_values_still_to_be_read() {
     assert!(reads <= 6, "the ending resume read {reads} values");
     // Nothing the journal recorded as finished ran again.
     assert_eq!(starts(sqlite.as_ref(), "r1"), started);
+}
+
+/// `json` changed by `f`, as JSON text.
+fn edit(json: &str, f: impl FnOnce(&mut Value)) -> Option<String> {
+    let mut value: Value = serde_json::from_str(json).ok()?;
+    f(&mut value);
+    Some(value.to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_flow_that_does_not_read_stops_the_resume() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    let first = start(
+        &deps(sqlite.clone()),
+        &RiderConfig::default(),
+        request(
+            "r3",
+            compile(&chain_then_signal(3)),
+            Durability::Fast,
+            dir.path(),
+        ),
+    )
+    .await
+    .expect("the run starts");
+    assert_eq!(first.status, RunStatus::Waiting, "{first:?}");
+    let cases: [(Spoil, &str); 4] = [
+        (
+            |json| Some(json[..json.len() / 2].to_string()),
+            "not a valid FlowSpec: EOF while parsing",
+        ),
+        (
+            |json| {
+                edit(&json, |v| {
+                    v["steps"][1]["args"]["value"]["op"] = json!("pipe")
+                })
+            },
+            "not a valid FlowSpec: unknown variant `pipe`",
+        ),
+        (
+            |json| edit(&json, |v| v["version"] = json!(2)),
+            "FlowSpec version 2 is not supported",
+        ),
+        (|_| None, "is missing from the store"),
+    ];
+    for (spoil, expected) in cases {
+        let spoiled = Arc::new(Counting {
+            inner: sqlite.clone(),
+            reads: AtomicU64::new(0),
+            spoil: Some(spoil),
+        });
+        let refused = resume(&deps(spoiled), &RiderConfig::default(), "r3", "resume")
+            .await
+            .map(|o| o.status)
+            .map_err(|e| e.to_string());
+        assert!(
+            refused.as_ref().is_err_and(|e| e
+                .starts_with("the run's recorded flow cannot be read: ")
+                && e.contains(expected)),
+            "{expected}: {refused:?}"
+        );
+    }
+    // The refusals left the run as it was.
+    let again = resume(
+        &deps(sqlite.clone()),
+        &RiderConfig::default(),
+        "r3",
+        "resume",
+    )
+    .await
+    .expect("the run resumes");
+    assert_eq!(again.status, RunStatus::Waiting, "{again:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

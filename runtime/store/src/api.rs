@@ -424,6 +424,11 @@ pub trait Store: Send + Sync {
     fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError>;
     /// A FlowSpec's JSON by digest.
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError>;
+    /// Hands a FlowSpec's JSON to `read` without copying it out of the store where the store
+    /// can (a spec can be tens of MiB); false when there is none.
+    fn read_spec(&self, digest: &str, read: &mut dyn FnMut(&str)) -> Result<bool, StoreError> {
+        Ok(self.get_spec(digest)?.map(|json| read(&json)).is_some())
+    }
 
     /// Creates a run leased to `owner`; returns when it is committed.
     fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError>;

@@ -303,6 +303,10 @@ impl Store for SqliteStore {
         self.readers.with(|c| read::spec(c, digest))
     }
 
+    fn read_spec(&self, digest: &str, read: &mut dyn FnMut(&str)) -> Result<bool, StoreError> {
+        self.readers.with(|c| read::read_spec(c, digest, read))
+    }
+
     fn create_run(
         &self,
         mut run: NewRun,

@@ -474,6 +474,18 @@ fn values_are_stored_once_and_large_ones_apart() {
         Some("{\"spec\":1}")
     );
     assert_eq!(store.get_spec("none").unwrap(), None);
+    let mut seen = Vec::new();
+    assert!(
+        store
+            .read_spec(&d1, &mut |json| seen.push(json.to_owned()))
+            .unwrap()
+    );
+    assert!(
+        !store
+            .read_spec("none", &mut |json| seen.push(json.to_owned()))
+            .unwrap()
+    );
+    assert_eq!(seen, ["{\"spec\":1}"]);
 }
 
 #[test]
@@ -887,4 +899,34 @@ fn a_long_journal_streams_quickly() {
         .unwrap();
     assert_eq!(count, total);
     println!("read {total} journal rows in {:?}", started.elapsed());
+}
+
+#[test]
+fn succeeded_steps_names_each_succeeded_step_once() {
+    let (_dir, store) = store();
+    let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
+    let succeeded = |n: u64| NewEvent {
+        step: Some(format!("step{}", n % 2)),
+        ..event("step_succeeded", n)
+    };
+    store
+        .append(
+            &lease,
+            vec![
+                event("run_started", 0),
+                succeeded(1),
+                event("step_started", 2),
+                succeeded(3),
+                succeeded(4),
+                NewEvent {
+                    step: None,
+                    ..event("step_succeeded", 5)
+                },
+            ],
+        )
+        .unwrap();
+    wait(store.sync(&lease)).unwrap();
+    let mut steps: Vec<String> = store.succeeded_steps("r").unwrap().into_iter().collect();
+    steps.sort();
+    assert_eq!(steps, ["step0", "step1"]);
 }
