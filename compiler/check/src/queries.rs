@@ -532,6 +532,9 @@ pub struct FlowMembers<'db> {
     /// The ids of `steps` in source order, so that a walk over the members finds each step's id
     /// by position instead of interning its name again.
     pub order: Vec<StepId<'db>>,
+    /// The ids of `steps` by name: a check looks up the steps it reads here, one dependency on
+    /// this table for all of them rather than one on the interner per name.
+    pub ids: FxHashMap<String, StepId<'db>>,
     /// The output.
     pub output: Option<MemberAt<'db>>,
 }
@@ -553,6 +556,7 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
                     if let std::collections::hash_map::Entry::Vacant(v) = out.steps.entry(id) {
                         v.insert(at);
                         out.order.push(id);
+                        out.ids.insert(name.name.clone(), id);
                     }
                 }
                 MemberHead::Output(_) if out.output.is_none() => out.output = Some(at),
@@ -718,7 +722,10 @@ fn dep_type<'db>(db: &'db dyn Db, flow: FlowId<'db>, name: &str) -> Type {
     if flow_dag(db, flow).in_cycle.contains(name) {
         return Type::Error;
     }
-    step_check(db, StepId::new(db, flow, name))
+    let Some(&id) = flow_members(db, flow).ids.get(name) else {
+        return Type::Error;
+    };
+    step_check(db, id)
         .as_ref()
         .map_or(Type::Error, |c| c.ty.clone())
 }
@@ -940,7 +947,9 @@ pub fn piece_report<'db>(db: &'db dyn Db, piece: PieceNode<'db>) -> PieceReport 
         if sig.step(&s.name.name).is_none() {
             continue;
         }
-        let id = StepId::new(db, flow, s.name.name.as_str());
+        let Some(&id) = members.ids.get(&s.name.name) else {
+            continue;
+        };
         let here = MemberAt {
             piece,
             index: index as u32,
