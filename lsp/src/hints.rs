@@ -15,7 +15,7 @@ use tower_lsp_server::lsp_types::{InlayHint, InlayHintKind, InlayHintLabel, Uri}
 
 use crate::ide::Ctx;
 use crate::ide::names::{self, Kind};
-use crate::runs::{self, Pins, RunView, Stores};
+use crate::runs::{self, Pins, RunView, Stores, Views};
 
 /// What the live refresh watches: per document, the (store directory, source, flow) of its flows.
 pub type Watched = Arc<Mutex<HashMap<Uri, Vec<WatchKey>>>>;
@@ -37,11 +37,12 @@ fn shown_runs(
     cx: &Ctx<'_>,
     stores: &Stores,
     pins: &Pins,
-) -> (Vec<WatchKey>, BTreeMap<String, RunView>) {
+    views: &Views,
+) -> (Vec<WatchKey>, BTreeMap<String, Arc<RunView>>) {
     let mut watched = Vec::new();
-    let mut views = BTreeMap::new();
+    let mut shown = BTreeMap::new();
     let Some((source, dir)) = locate(cx) else {
-        return (watched, views);
+        return (watched, shown);
     };
     let store = stores.get(&dir);
     for item in &cx.parsed().file.items {
@@ -50,11 +51,11 @@ fn shown_runs(
             if let Some(store) = &store
                 && let Some((run, _)) = runs::shown(store, pins, &source, &f.name.name)
             {
-                views.insert(f.name.name.clone(), runs::view(store, run));
+                shown.insert(f.name.name.clone(), views.get(&dir, store, run));
             }
         }
     }
-    (watched, views)
+    (watched, shown)
 }
 
 /// The inlay hints of the document, recording its flows for the live refresh.
@@ -63,9 +64,10 @@ pub fn inlay_hints(
     uri: &Uri,
     stores: &Stores,
     pins: &Pins,
+    views: &Views,
     watched: &Watched,
 ) -> Vec<InlayHint> {
-    let (flows, views) = shown_runs(cx, stores, pins);
+    let (flows, views) = shown_runs(cx, stores, pins, views);
     watched
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -110,7 +112,13 @@ pub fn inlay_hints(
 }
 
 /// The recorded result of the step named at `offset`, for its hover.
-pub fn step_details(cx: &Ctx<'_>, offset: usize, stores: &Stores, pins: &Pins) -> Option<String> {
+pub fn step_details(
+    cx: &Ctx<'_>,
+    offset: usize,
+    stores: &Stores,
+    pins: &Pins,
+    views: &Views,
+) -> Option<String> {
     let occs = names::occurrences(&cx.parsed().file);
     let occ = names::at(&occs, offset)?;
     if occ.symbol.kind != Kind::Step {
@@ -122,7 +130,7 @@ pub fn step_details(cx: &Ctx<'_>, offset: usize, stores: &Stores, pins: &Pins) -
     let (source, dir) = locate(cx)?;
     let store = stores.get(&dir)?;
     let (run, _) = runs::shown(&store, pins, &source, &f.name.name)?;
-    let view = runs::view(&store, run);
+    let view = views.get(&dir, &store, run);
     let step = view.steps.get(&occ.symbol.name)?;
     Some(runs::details(&view.run, step))
 }

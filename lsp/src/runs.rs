@@ -1,5 +1,6 @@
 //! Past runs of the open flows: the store found as the CLI finds it, opened read-only, and the
-//! latest run of each flow folded from its journal into per-step results for inlay hints and hover.
+//! shown run of each flow folded from its journal into per-step results for inlay hints and hover,
+//! kept between requests while the run does not change.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -174,8 +175,9 @@ pub struct RunView {
     pub events: u64,
     /// Per step, by name.
     pub steps: BTreeMap<String, StepRun>,
-    /// The semantic digest of each step of the spec it ran, by step name.
-    pub digests: BTreeMap<String, String>,
+    /// The semantic digest of each step of the spec it ran, by step name (shared by the runs of
+    /// one spec).
+    pub digests: Arc<BTreeMap<String, String>>,
 }
 
 /// The latest run of `flow` started from `source_abs`, if any.
@@ -189,13 +191,49 @@ pub fn latest(store: &SqliteStore, source_abs: &str, flow: &str) -> Option<RunRo
     store.list_runs(&filter).ok()?.into_iter().next()
 }
 
-/// Folds the journal of `run` into per-step results.
+/// Folds the whole journal of `run` into per-step results, reading its spec for the digests.
+/// Requests go through [`Views`], which keeps the result while the run does not change.
 pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
-    let mut steps: BTreeMap<String, StepRun> = BTreeMap::new();
-    let mut events = 0u64;
+    let digests = Arc::new(spec_digests(store, &run.flow_digest));
+    let mut view = RunView {
+        run,
+        events: 0,
+        steps: BTreeMap::new(),
+        digests,
+    };
+    let _ = fold(store, &mut view);
+    view
+}
+
+/// The semantic digest of each step of the spec with `flow_digest`, by step name (empty when the
+/// spec is missing or unreadable).
+fn spec_digests(store: &SqliteStore, flow_digest: &str) -> BTreeMap<String, String> {
+    let mut spec = None;
+    // Read in place: the spec of a long flow is tens of MiB of JSON.
+    let _ = store.read_spec(flow_digest, &mut |json| {
+        spec = reel_flowspec::FlowSpec::from_json(json).ok();
+    });
+    spec.map(|spec| {
+        spec.steps
+            .into_iter()
+            .map(|s| (s.id, s.semantic_digest))
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Folds the journal events of `view.run` after the first `view.events` into `view`. Whether the
+/// journal was read to its end (a view folded from a partial read must not be kept).
+///
+/// Folding in parts gives what one fold from 0 gives: every step update depends only on the
+/// step's state and the event, and a step's `step_succeeded` decides its state for good (later
+/// events of that step only touch times and counts), as the value is read after the journal.
+fn fold(store: &SqliteStore, view: &mut RunView) -> bool {
+    let steps = &mut view.steps;
+    let events = &mut view.events;
     let mut pending_outputs: Vec<(String, String)> = Vec::new();
-    let _ = store.read_journal(&run.id, 0, &mut |row| {
-        events += 1;
+    let read = store.read_journal(&view.run.id, *events, &mut |row| {
+        *events += 1;
         let at = row.at;
         let Ok(event) = Event::from_row(&row) else {
             return Flow::Continue;
@@ -217,6 +255,12 @@ pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
         if row.index.is_some() && step.calls.is_none() {
             step.calls = Some((0, 0));
         }
+        let succeeded = matches!(step.state, StepState::Succeeded(_));
+        let set = |step: &mut StepRun, state: StepState| {
+            if !succeeded {
+                step.state = state;
+            }
+        };
         match event {
             Event::StepStarted {
                 index,
@@ -227,7 +271,7 @@ pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
                 step.attempts = step.attempts.max(attempt);
                 step.starts.push((index, attempt, at));
                 step.keys.extend(key.filter(|k| !step.keys.contains(k)));
-                step.state = StepState::Running;
+                set(step, StepState::Running);
             }
             Event::CallSucceeded { index, .. } | Event::EffectRecorded { index, .. } => {
                 if let (Some(_), Some(c)) = (index, step.calls.as_mut()) {
@@ -250,13 +294,13 @@ pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
                 step.attempts = step.attempts.max(attempts);
                 pending_outputs.push((name, output));
             }
-            Event::StepFailed { error, .. } => step.state = StepState::Failed(error),
-            Event::StepSkipped { reason, .. } => step.state = StepState::Skipped(reason),
-            Event::SignalAwaited { name, .. } => step.state = StepState::WaitingSignal(name),
+            Event::StepFailed { error, .. } => set(step, StepState::Failed(error)),
+            Event::StepSkipped { reason, .. } => set(step, StepState::Skipped(reason)),
+            Event::SignalAwaited { name, .. } => set(step, StepState::WaitingSignal(name)),
             Event::SignalReceived { .. } | Event::TimerFired { .. } => {
-                step.state = StepState::Running
+                set(step, StepState::Running)
             }
-            Event::TimerStarted { until, .. } => step.state = StepState::Sleeping(until),
+            Event::TimerStarted { until, .. } => set(step, StepState::Sleeping(until)),
             _ => {}
         }
         Flow::Continue
@@ -264,28 +308,115 @@ pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
     // Values are read after the journal, so the journal's read is not held open meanwhile.
     for (name, digest) in pending_outputs {
         let value = store.get_value(&digest).ok().flatten();
-        if let Some(s) = steps.get_mut(&name) {
+        if let Some(s) = view.steps.get_mut(&name) {
             s.state = StepState::Succeeded(value);
         }
     }
-    let mut spec = None;
-    // Read in place: the spec of a long flow is tens of MiB of JSON.
-    let _ = store.read_spec(&run.flow_digest, &mut |json| {
-        spec = reel_flowspec::FlowSpec::from_json(json).ok();
-    });
-    let digests = spec
-        .map(|spec| {
-            spec.steps
-                .into_iter()
-                .map(|s| (s.id, s.semantic_digest))
-                .collect()
-        })
-        .unwrap_or_default();
-    RunView {
-        run,
-        events,
-        steps,
-        digests,
+    read.is_ok()
+}
+
+/// How many folded views [`Views`] keeps, and how many specs' digests: enough for the flows of
+/// the open documents and a few pinned runs, without growing with every run looked at.
+const VIEWS_KEPT: usize = 32;
+
+/// Folded views of the runs shown, shared by inlay hints and hover, so that a request folds a
+/// run's journal and parses its spec at most once per change of the run (not per keystroke).
+#[derive(Clone, Default)]
+pub struct Views(Arc<Mutex<ViewCache>>);
+
+/// Entries by (store directory, a name within it), each stamped with its last use.
+type Kept<V> = HashMap<(PathBuf, String), (u64, V)>;
+
+/// What [`Views`] holds: entries stamped with their last use, so the oldest goes first.
+#[derive(Default)]
+struct ViewCache {
+    clock: u64,
+    /// By (store directory, run id).
+    views: Kept<Arc<RunView>>,
+    /// By (store directory, flow digest): a spec never changes, and runs of one flow share it.
+    digests: Kept<Arc<BTreeMap<String, String>>>,
+}
+
+/// The entry of `key` in `map`, stamped as used now.
+fn touch<V: Clone>(map: &mut Kept<V>, key: &(PathBuf, String), now: u64) -> Option<V> {
+    map.get_mut(key).map(|(used, v)| {
+        *used = now;
+        v.clone()
+    })
+}
+
+/// Puts `value` in `map`, dropping the least recently used entry past [`VIEWS_KEPT`].
+fn put<V>(map: &mut Kept<V>, key: (PathBuf, String), value: V, now: u64) {
+    map.insert(key, (now, value));
+    while map.len() > VIEWS_KEPT {
+        let Some(oldest) = map
+            .iter()
+            .min_by_key(|(_, (used, _))| *used)
+            .map(|(k, _)| k.clone())
+        else {
+            break;
+        };
+        map.remove(&oldest);
+    }
+}
+
+impl Views {
+    /// The folded view of `run` (as just read from the store in `dir`): the kept one while the
+    /// run's status and event count are unchanged, else the kept one extended with the new events
+    /// (a journal only grows), else a fold from the start.
+    pub fn get(&self, dir: &Path, store: &SqliteStore, run: RunRow) -> Arc<RunView> {
+        let key = (dir.to_path_buf(), run.id.clone());
+        let spec_key = (dir.to_path_buf(), run.flow_digest.clone());
+        let (old, digests) = {
+            let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+            cache.clock += 1;
+            let now = cache.clock;
+            (
+                touch(&mut cache.views, &key, now),
+                touch(&mut cache.digests, &spec_key, now),
+            )
+        };
+        if let Some(old) = &old
+            && old.run.status == run.status
+            && old.run.next_seq == run.next_seq
+        {
+            return old.clone();
+        }
+        // The fold runs without the lock: a long journal must not hold up other requests. Two
+        // requests may then fold the same change; the later insert wins, both are right.
+        let digests = digests
+            .or_else(|| {
+                old.as_ref()
+                    .map(|o| o.digests.clone())
+                    .filter(|d| !d.is_empty())
+            })
+            .unwrap_or_else(|| Arc::new(spec_digests(store, &run.flow_digest)));
+        let mut view = match old {
+            Some(old) => RunView {
+                run,
+                digests: digests.clone(),
+                ..Arc::unwrap_or_clone(old)
+            },
+            None => RunView {
+                run,
+                events: 0,
+                steps: BTreeMap::new(),
+                digests: digests.clone(),
+            },
+        };
+        let whole = fold(store, &mut view);
+        let view = Arc::new(view);
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        cache.clock += 1;
+        let now = cache.clock;
+        // An empty map may be a spec not readable yet; it is asked for again next time.
+        if !digests.is_empty() {
+            put(&mut cache.digests, spec_key, digests, now);
+        }
+        if whole {
+            put(&mut cache.views, key, view.clone(), now);
+        }
+        view
     }
 }
 
@@ -414,6 +545,110 @@ mod tests {
         assert_eq!(hint(&s), "⏸ waiting for signal `go`");
         s.state = StepState::Skipped("`when` was false".into());
         assert_eq!(hint(&s), "↷ skipped: `when` was false");
+    }
+
+    /// A store with one run whose step `a` started and waits for the signal `go`.
+    fn waiting_run() -> (tempfile::TempDir, PathBuf, SqliteStore, reel_store::Lease) {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join(".reel");
+        let store = SqliteStore::open(&dir).unwrap();
+        let first_events = [
+            Event::StepStarted {
+                step: "a".into(),
+                index: None,
+                attempt: 1,
+                inputs: "i".into(),
+                key: None,
+            },
+            Event::SignalAwaited {
+                step: "a".into(),
+                index: None,
+                name: "go".into(),
+                deadline: None,
+            },
+        ]
+        .iter()
+        .enumerate()
+        .map(|(n, e)| e.to_row(1_000 + n as i64))
+        .collect();
+        let run = reel_store::NewRun {
+            id: "r1".into(),
+            flow: "f".into(),
+            flow_digest: "d".repeat(64),
+            source: None,
+            source_abs: Some("/a.reel".into()),
+            cwd: "/".into(),
+            parent: None,
+            keep_for_ms: None,
+            durability: reel_store::Durability::Fast,
+            created_at: 1_000,
+            first_events,
+        };
+        let lease = store
+            .create_run(run, &reel_store::Owner::this_process(), 60_000)
+            .unwrap();
+        (tmp, dir, store, lease)
+    }
+
+    #[test]
+    fn a_view_is_kept_while_its_run_is_unchanged_and_extended_when_it_grows() {
+        let (_tmp, dir, store, lease) = waiting_run();
+        let views = Views::default();
+        let row = || store.run("r1").unwrap().unwrap();
+        let first = views.get(&dir, &store, row());
+        assert_eq!(first.events, 2);
+        assert_eq!(
+            first.steps["a"].state,
+            StepState::WaitingSignal("go".into())
+        );
+        assert!(Arc::ptr_eq(&first, &views.get(&dir, &store, row())));
+
+        let payload = store.put_value(&serde_json::json!("hi")).unwrap();
+        let output = store.put_value(&serde_json::json!({ "ok": 1 })).unwrap();
+        let more = [
+            Event::SignalReceived {
+                step: "a".into(),
+                index: None,
+                name: "go".into(),
+                signal: 0,
+                payload,
+            },
+            Event::StepSucceeded {
+                step: "a".into(),
+                output,
+                attempts: 1,
+            },
+        ];
+        let rows = more.iter().map(|e| e.to_row(2_000)).collect();
+        store.append(&lease, rows).unwrap();
+        store.sync(&lease).0.blocking_recv().unwrap().unwrap();
+
+        let grown = views.get(&dir, &store, row());
+        assert!(!Arc::ptr_eq(&first, &grown));
+        assert_eq!(grown.events, 4);
+        // Extending the kept view gives what a fold from the start gives.
+        let fresh = view(&store, row());
+        assert_eq!(grown.steps, fresh.steps);
+        assert_eq!(
+            grown.steps["a"].state,
+            StepState::Succeeded(Some(serde_json::json!({ "ok": 1 })))
+        );
+        assert_eq!(grown.steps["a"].first_at, 1_000);
+        assert!(Arc::ptr_eq(&grown, &views.get(&dir, &store, row())));
+    }
+
+    #[test]
+    fn the_cache_drops_the_least_recently_used_past_its_bound() {
+        let mut map = HashMap::new();
+        let key = |n: usize| (PathBuf::from("/s"), format!("r{n}"));
+        for n in 0..VIEWS_KEPT + 10 {
+            put(&mut map, key(n), n, n as u64 * 2);
+            // The first run is looked at all the time, so it stays.
+            assert_eq!(touch(&mut map, &key(0), n as u64 * 2 + 1), Some(0));
+        }
+        assert_eq!(map.len(), VIEWS_KEPT);
+        assert!(map.contains_key(&key(VIEWS_KEPT + 9)));
+        assert!(!map.contains_key(&key(1)));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use crate::ide::completion::{self, ItemKind};
 use crate::ide::{Ctx, edits, hover, names, outline, signature, tokens};
 use crate::lenses;
 use crate::position::Lines;
-use crate::runs::{self, Pins, Stores};
+use crate::runs::{self, Pins, Stores, Views};
 
 /// The server-side command listing recent runs of a flow: `[uri, flow]` → runs, newest first.
 pub const LIST_RUNS: &str = "reel.server.listRuns";
@@ -52,6 +52,7 @@ pub struct Backend {
     state: Arc<Mutex<State>>,
     stores: Stores,
     pins: Pins,
+    views: Views,
     watched: Watched,
     refresh_support: AtomicBool,
     lens_refresh_support: AtomicBool,
@@ -65,6 +66,7 @@ impl Backend {
             state: Arc::default(),
             stores: Stores::default(),
             pins: Pins::default(),
+            views: Views::default(),
             watched: Watched::default(),
             refresh_support: AtomicBool::new(false),
             lens_refresh_support: AtomicBool::new(false),
@@ -344,10 +346,14 @@ impl LanguageServer for Backend {
 
     async fn inlay_hint(&self, params: InlayHintParams) -> Result<Option<Vec<InlayHint>>> {
         let uri = params.text_document.uri.clone();
-        let (stores, pins, watched) =
-            (self.stores.clone(), self.pins.clone(), self.watched.clone());
+        let (stores, pins, views, watched) = (
+            self.stores.clone(),
+            self.pins.clone(),
+            self.views.clone(),
+            self.watched.clone(),
+        );
         self.query(&params.text_document.uri, move |cx| {
-            hints::inlay_hints(cx, &uri, &stores, &pins, &watched)
+            hints::inlay_hints(cx, &uri, &stores, &pins, &views, &watched)
         })
         .await
     }
@@ -443,12 +449,12 @@ impl LanguageServer for Backend {
 
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         let p = params.text_document_position_params;
-        let (stores, pins) = (self.stores.clone(), self.pins.clone());
+        let (stores, pins, views) = (self.stores.clone(), self.pins.clone(), self.views.clone());
         Ok(self
             .query(&p.text_document.uri, move |cx| {
                 let offset = cx.lines.offset(p.position);
                 let (mut text, span) = hover::hover(cx, offset)?;
-                if let Some(run) = hints::step_details(cx, offset, &stores, &pins) {
+                if let Some(run) = hints::step_details(cx, offset, &stores, &pins, &views) {
                     text.push_str("\n\n---\n\n");
                     text.push_str(&run);
                 }
