@@ -199,3 +199,80 @@ fn a_syntax_error_in_one_step_is_reported_there_and_the_rest_is_still_checked() 
     let (db, file) = super::db_with("f.reel", &typed);
     assert_eq!(file_diagnostics(&db, file).len(), 2);
 }
+
+/// Diagnostics that point into two pieces of a long flow (declarations are placed by member,
+/// warnings by piece) land on the same bytes as in a flow short enough to be one piece, and stay
+/// right after an edit moves everything below it.
+#[test]
+fn diagnostics_across_pieces_point_at_the_right_members() {
+    let mut src = long_flow(200, "abc", "");
+    // A second `s150` far below the first, an unused input, and an unused pure step.
+    src = src.replacen(
+        "  output s199\n",
+        "  step s150 = echo { value: 1 }\n  input spare: int = 2\n  step idle = 1 + 1\n  output s199\n",
+        1,
+    );
+    let check = |text: &str| {
+        let diags = super::diagnostics(text);
+        diags
+            .iter()
+            .map(|d| {
+                let primary = &text[d.primary.span.range()];
+                let secondary: Vec<&str> =
+                    d.secondary.iter().map(|l| &text[l.span.range()]).collect();
+                (d.code, primary.to_string(), secondary.join(","))
+            })
+            .collect::<Vec<_>>()
+    };
+    let found = check(&src);
+    assert!(
+        found.contains(&("name.duplicate", "s150".into(), "s150".into())),
+        "{found:?}"
+    );
+    let dup = super::diagnostics(&src)
+        .into_iter()
+        .find(|d| d.code == "name.duplicate")
+        .unwrap();
+    // The primary label is on the second `s150`, the secondary on the first.
+    assert!(
+        dup.primary.span.start > dup.secondary[0].span.start,
+        "{dup:?}"
+    );
+    assert_eq!(
+        &src[dup.secondary[0].span.start as usize..],
+        &src[src.find("step s150 =").unwrap() + 5..]
+    );
+    // Fixing the duplicate leaves the warnings, each on its member's name.
+    let fixed = src.replacen(
+        "step s150 = echo { value: 1 }",
+        "step s999 = echo { value: 1 }",
+        1,
+    );
+    let found = check(&fixed);
+    assert!(
+        found.contains(&("lint.unused-input", "spare".into(), String::new())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("lint.unused-step", "idle".into(), String::new())),
+        "{found:?}"
+    );
+    // An edit high above moves every span; on the same database (the reports and warnings are
+    // reused, placed again), the diagnostics are those of a fresh check of the edited text.
+    let edited = fixed.replacen("\"abc\"", "\"a much longer literal\"", 1);
+    assert_ne!(edited, fixed);
+    let (mut db, file) = super::db_with("test.reel", &fixed);
+    assert_eq!(file_diagnostics(&db, file).len(), 2);
+    file.set_text(&mut db).to(Arc::from(edited.as_str()));
+    let incremental = file_diagnostics(&db, file).clone();
+    assert_eq!(incremental, super::diagnostics(&edited));
+    let found = check(&edited);
+    assert!(
+        found.contains(&("lint.unused-input", "spare".into(), String::new())),
+        "{found:?}"
+    );
+    assert!(
+        found.contains(&("lint.unused-step", "idle".into(), String::new())),
+        "{found:?}"
+    );
+}
