@@ -1,7 +1,8 @@
 //! LSP's base protocol (Content-Length framing) from the client's side, for the programs that
 //! drive `reel lsp` as an editor does: the end-to-end tests and the latency benchmark.
 
-use std::io::{self, BufRead, Write};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::sync::mpsc::{Receiver, channel};
 
 use serde_json::Value;
 
@@ -24,6 +25,21 @@ pub fn read_message(reader: &mut impl BufRead) -> Option<Value> {
     let mut body = vec![0; length?];
     reader.read_exact(&mut body).ok()?;
     serde_json::from_slice(&body).ok()
+}
+
+/// The messages read from `stream` (a server's stdout) on a thread of their own, so that a
+/// driver can wait for one with a timeout; the channel closes at the end of the stream.
+pub fn incoming(stream: impl Read + Send + 'static) -> Receiver<Value> {
+    let (tx, rx) = channel();
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(stream);
+        while let Some(message) = read_message(&mut reader) {
+            if tx.send(message).is_err() {
+                break;
+            }
+        }
+    });
+    rx
 }
 
 /// Writes one message with its frame and flushes it.

@@ -1,13 +1,12 @@
 //! A small LSP client for the tests: starts `reel lsp`, frames JSON-RPC with `reel_lsp::wire`,
 //! matches responses to requests by id and keeps the notifications it receives.
 
-use std::io::BufReader;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use reel_lsp::wire::{read_message, write_message};
+use reel_lsp::wire::{incoming, write_message};
 use serde_json::{Value, json};
 
 /// How long any one answer may take before the test fails.
@@ -42,15 +41,7 @@ impl Client {
             .expect("reel lsp starts");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
-        let (tx, incoming) = channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            while let Some(message) = read_message(&mut reader) {
-                if tx.send(message).is_err() {
-                    break;
-                }
-            }
-        });
+        let incoming = incoming(stdout);
         let mut client = Client {
             child,
             stdin,

@@ -7,16 +7,15 @@
 //! character, as VS Code sends them), so the figures include framing, JSON and the server's
 //! scheduling, not only the compiler.
 
-use std::io::BufReader;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, channel};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use reel_bench::generate::{Edit, generate};
 use reel_bench::measure::{Stats, show};
-use reel_lsp::wire::{read_message, write_message};
+use reel_lsp::wire::{incoming, write_message};
 use serde_json::{Value, json};
 
 /// The language server benchmark.
@@ -290,15 +289,7 @@ impl Server {
             .expect("reel lsp starts");
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let (tx, incoming) = channel();
-        std::thread::spawn(move || {
-            let mut reader = BufReader::new(stdout);
-            while let Some(message) = read_message(&mut reader) {
-                if tx.send(message).is_err() {
-                    break;
-                }
-            }
-        });
+        let incoming = incoming(stdout);
         let mut server = Server {
             child,
             stdin,

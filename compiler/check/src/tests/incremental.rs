@@ -248,15 +248,7 @@ fn diagnostics_across_pieces_point_at_the_right_members() {
         "step s999 = echo { value: 1 }",
         1,
     );
-    let found = check(&fixed);
-    assert!(
-        found.contains(&("lint.unused-input", "spare".into(), String::new())),
-        "{found:?}"
-    );
-    assert!(
-        found.contains(&("lint.unused-step", "idle".into(), String::new())),
-        "{found:?}"
-    );
+    warns_of_spare_and_idle(&check(&fixed));
     // An edit high above moves every span; on the same database (the reports and warnings are
     // reused, placed again), the diagnostics are those of a fresh check of the edited text.
     let edited = fixed.replacen("\"abc\"", "\"a much longer literal\"", 1);
@@ -266,13 +258,15 @@ fn diagnostics_across_pieces_point_at_the_right_members() {
     file.set_text(&mut db).to(Arc::from(edited.as_str()));
     let incremental = file_diagnostics(&db, file).clone();
     assert_eq!(incremental, super::diagnostics(&edited));
-    let found = check(&edited);
-    assert!(
-        found.contains(&("lint.unused-input", "spare".into(), String::new())),
-        "{found:?}"
-    );
-    assert!(
-        found.contains(&("lint.unused-step", "idle".into(), String::new())),
-        "{found:?}"
-    );
+    warns_of_spare_and_idle(&check(&edited));
+}
+
+/// The two warnings of the flow above, each on its member's name.
+fn warns_of_spare_and_idle(found: &[(&str, String, String)]) {
+    for (code, name) in [("lint.unused-input", "spare"), ("lint.unused-step", "idle")] {
+        assert!(
+            found.contains(&(code, name.to_string(), String::new())),
+            "{found:?}"
+        );
+    }
 }
