@@ -802,22 +802,21 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         .map(|d| d.placed(start_of))
         .collect();
     let dag = flow_dag(db, flow);
-
-    // Cycles: one diagnostic each, a label on every edge's reference. Where each step starts
-    // is looked up once, and only when there is a cycle.
-    let mut starts: FxHashMap<&str, u32> = FxHashMap::default();
-    if !dag.cycles.is_empty() {
-        for (offset, m) in layout.members() {
-            if let Member::Step(s) = m {
-                starts
-                    .entry(s.name.name.as_str())
-                    .or_insert(offset + s.span.start);
-            }
-        }
-    }
-    let step_offset = |_: &dyn Db, id: StepId<'db>| -> u32 {
-        starts.get(id.name(db).as_str()).copied().unwrap_or(0)
+    // The layout's pieces and the flow's piece nodes are built one from the other, in order.
+    let pieces = flow_pieces(db, flow);
+    let members = flow_members(db, flow);
+    // Where a member starts in the file: a scan of the pieces, for the output and cycles only.
+    let start_at = |at: MemberAt<'db>| -> u32 {
+        pieces
+            .iter()
+            .position(|p| *p == at.piece)
+            .map_or(0, |p| start_of((p as u32, at.index)))
     };
+    let step_offset = |_: &dyn Db, id: StepId<'db>| -> u32 {
+        members.steps.get(&id).map_or(0, |&at| start_at(at))
+    };
+
+    // Cycles: one diagnostic each, a label on every edge's reference.
     for cycle in &dag.cycles {
         let first = StepId::new(db, flow, cycle[0].clone());
         let first_name = step_syntax(db, first)
@@ -853,24 +852,12 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         diags.push(d.with_help("a step can only use steps that finish before it: break the cycle by removing one of these references"));
     }
 
-    // Per-step diagnostics, a piece at a time (the layout's pieces and the flow's piece nodes
-    // are built one from the other, in the same order).
-    let pieces = flow_pieces(db, flow);
+    // Per-step diagnostics, a piece at a time.
     for ((offset, _), &piece) in layout.pieces.iter().zip(pieces) {
         let report = piece_report(db, piece);
         diags.extend(report.diagnostics.iter().map(|d| d.shifted(*offset)));
     }
-    let mut output_at = None;
-    if let Some(at) = flow_members(db, flow).output {
-        output_at = layout
-            .pieces
-            .iter()
-            .zip(pieces)
-            .find(|(_, p)| **p == at.piece)
-            .and_then(|((offset, list), _)| {
-                Some(offset + list.members().get(at.index as usize)?.span().start)
-            });
-    }
+    let output_at = members.output.map(start_at);
     if let (Some(check), Some(at)) = (output_check(db, flow), output_at) {
         diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
     }
