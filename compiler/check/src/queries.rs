@@ -304,11 +304,6 @@ pub struct FlowLayout {
 }
 
 impl FlowLayout {
-    /// How many members the flow has.
-    pub fn member_count(&self) -> usize {
-        self.pieces.iter().map(|(_, l)| l.members().len()).sum()
-    }
-
     /// Every member with the offset its spans are relative to, in source order.
     pub fn members(&self) -> impl Iterator<Item = (u32, &Member)> {
         self.pieces
