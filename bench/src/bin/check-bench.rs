@@ -132,13 +132,18 @@ fn incremental(text: &Arc<str>, edit: &Edit, edits: usize) -> (Stats, usize) {
 #[derive(Clone)]
 struct CountingDb {
     storage: salsa::Storage<Self>,
+    outlines: reel_compiler::OutlineCache,
 }
 
 #[salsa::db]
 impl salsa::Database for CountingDb {}
 
 #[salsa::db]
-impl reel_compiler::Db for CountingDb {}
+impl reel_compiler::Db for CountingDb {
+    fn outlines(&self) -> &reel_compiler::OutlineCache {
+        &self.outlines
+    }
+}
 
 type Log = Arc<Mutex<BTreeMap<String, usize>>>;
 
@@ -155,7 +160,13 @@ impl CountingDb {
                 }
             }
         })));
-        (CountingDb { storage }, log)
+        (
+            CountingDb {
+                storage,
+                outlines: Default::default(),
+            },
+            log,
+        )
     }
 }
 

@@ -18,7 +18,7 @@ pub mod suggest;
 pub mod tools;
 pub mod types;
 
-pub use db::{Db, RootDb, SourceFile};
+pub use db::{Db, OutlineCache, RootDb, SourceFile};
 pub use lower::flow_spec;
 pub use queries::{FlowId, StepId, file_diagnostics, file_flows, parse_file};
 pub use reel_syntax::{Diagnostic, Label, Severity};

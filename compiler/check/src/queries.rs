@@ -379,7 +379,8 @@ fn moved(span: Span, offset: u32) -> Span {
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
     let text: &str = file.text(db);
-    let outline = reel_syntax::outline::outline(text);
+    let memo = db.outlines().outline(file, file.text(db));
+    let outline = memo.outline();
     let mut layout = FileLayout::default();
     if outline.whole {
         let piece = PieceText::new(db, text, None::<String>);

@@ -14,6 +14,10 @@ use crate::lexer::Delim;
 use crate::parser::{ChunkEnd, ChunkParse};
 use crate::span::Span;
 
+mod memo;
+
+pub use memo::OutlineMemo;
+
 /// What declares a top-level item.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ItemKind {
@@ -162,7 +166,7 @@ where
 /// answers `whole`.
 pub fn outline(src: &str) -> Outline {
     match Scanner::new(src).run() {
-        Some(items) => Outline {
+        Some((items, _)) => Outline {
             items,
             whole: false,
         },
@@ -185,13 +189,27 @@ enum LineKind {
     Code,
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Line {
     /// Where the line starts.
     start: u32,
     /// Its first non-blank byte.
     first: u32,
     kind: LineKind,
+}
+
+/// What the scan saw of a flow body it split: enough to split it again after an edit of some of
+/// its lines without scanning the rest (see [`OutlineMemo`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct BodyLines {
+    /// The lines that start with nothing open but the flow's brace.
+    lines: Vec<Line>,
+    /// The line breaks inside the flow that end a trailing `///` comment.
+    trailing_docs: Vec<u32>,
+    /// Where the line of the closing `}` starts.
+    close_line: u32,
+    /// The closing `}`.
+    close: u32,
 }
 
 /// The flow whose body is being scanned.
@@ -215,6 +233,8 @@ struct Scanner<'a> {
     line_start: bool,
     line_begin: usize,
     items: Vec<OutlineItem>,
+    /// Beside each item, the lines of its body when the scan split it.
+    bodies: Vec<Option<BodyLines>>,
     top_comments: Vec<Comment>,
     /// Offsets of the line breaks that end a trailing `///` comment (code before it on the line).
     trailing_docs: Vec<u32>,
@@ -268,6 +288,7 @@ impl<'a> Scanner<'a> {
             line_start: true,
             line_begin: 0,
             items: Vec::new(),
+            bodies: Vec::new(),
             top_comments: Vec::new(),
             trailing_docs: Vec::new(),
             flow: None,
@@ -276,8 +297,19 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    fn run(mut self) -> Option<Vec<OutlineItem>> {
-        while self.pos < self.bytes.len() {
+    /// The items and what it saw of each split body, or `None` when the file is to be parsed whole.
+    fn run(mut self) -> Option<(Vec<OutlineItem>, Vec<Option<BodyLines>>)> {
+        self.scan_to(self.bytes.len())?;
+        // A delimiter left open at the end: the lexer repairs it there; parse the file whole.
+        if !self.stack.is_empty() {
+            return None;
+        }
+        Some((self.items, self.bodies))
+    }
+
+    /// Scans up to `end`, or a little past it when `end` is not just after a line break.
+    fn scan_to(&mut self, end: usize) -> Option<()> {
+        while self.pos < end {
             if self.stack.last() == Some(&Delim::Str) {
                 self.string_body();
                 continue;
@@ -297,11 +329,7 @@ impl<'a> Scanner<'a> {
             }
             self.token()?;
         }
-        // A delimiter left open at the end: the lexer repairs it there; parse the file whole.
-        if !self.stack.is_empty() {
-            return None;
-        }
-        Some(self.items)
+        Some(())
     }
 
     /// The in-string part of the lexer: up to the closing quote, an interpolation, or the line's end.
@@ -554,6 +582,7 @@ impl<'a> Scanner<'a> {
             doc,
             body: None,
         });
+        self.bodies.push(None);
         if kind == ItemKind::Flow {
             self.flow = Some(OpenFlow {
                 item: self.items.len() - 1,
@@ -613,11 +642,32 @@ impl<'a> Scanner<'a> {
         if flow.irregular || !at_line_start || flow.item + 1 != self.items.len() {
             return;
         }
-        let close_line = self.line_begin as u32;
-        let chunks = chunks_of(&flow.lines, close_line, close as u32, &self.trailing_docs);
-        if let Some(item) = self.items.last_mut() {
-            item.body = Some(chunks);
+        let Some(item) = self.items.last_mut() else {
+            return;
+        };
+        let from = self.trailing_docs.partition_point(|&d| d < item.span.start);
+        let body = BodyLines {
+            lines: flow.lines,
+            trailing_docs: self.trailing_docs[from..].to_vec(),
+            close_line: self.line_begin as u32,
+            close: close as u32,
+        };
+        item.body = Some(body.chunks());
+        if let Some(slot) = self.bodies.last_mut() {
+            *slot = Some(body);
         }
+    }
+}
+
+impl BodyLines {
+    /// The body's chunks.
+    fn chunks(&self) -> Vec<ChunkSpan> {
+        chunks_of(
+            &self.lines,
+            self.close_line,
+            self.close,
+            &self.trailing_docs,
+        )
     }
 }
 

@@ -6,8 +6,9 @@ mod flowgen;
 
 use proptest::prelude::*;
 use proptest::sample::Index;
-use reel_syntax::outline::{outline, parse_outlined};
+use reel_syntax::outline::{OutlineMemo, outline, parse_outlined};
 use reel_syntax::parse;
+use std::sync::Arc;
 
 /// Checks that the piecewise parse of `src` equals the whole parse.
 fn same(src: &str) {
@@ -104,6 +105,49 @@ fn generated_files_split_into_member_chunks() {
     assert_eq!(o.items[0].body.as_ref().map(Vec::len), Some(4));
 }
 
+/// Edits at the start of a member line of a split body are scanned alone: the property test
+/// above covers the reusing path, not just the fallback.
+#[test]
+fn edits_of_a_split_body_rescan_only_their_lines() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let (mut edits, mut reused) = (0, 0);
+    while edits < 400 {
+        let src = flowgen::file()
+            .new_tree(&mut runner)
+            .expect("a file")
+            .current();
+        let memo = OutlineMemo::scan(Arc::from(src.as_str()));
+        // The line of a member in the middle of the first body the scan split.
+        let Some(chunks) = memo.outline().items.iter().find_map(|i| i.body.as_ref()) else {
+            continue;
+        };
+        let Some(chunk) = chunks.get(chunks.len() / 2) else {
+            continue;
+        };
+        let at = src[..chunk.start as usize].rfind('\n').map_or(0, |n| n + 1);
+        for snippet in ["x", "1", " ", "// note\n"] {
+            let edited = format!("{}{}{}", &src[..at], snippet, &src[at..]);
+            let next = memo.update(Arc::from(edited.as_str()));
+            assert_eq!(next.outline(), &outline(&edited));
+            edits += 1;
+            if let Some(span) = next.rescanned() {
+                reused += 1;
+                let edit = (at + snippet.len()) as u32;
+                assert!(
+                    span.start as usize <= at && edit <= span.end,
+                    "{span:?}:\n{edited}"
+                );
+            }
+        }
+    }
+    assert!(
+        reused * 10 >= edits * 9,
+        "{reused} of {edits} edits reused the scan"
+    );
+}
+
 #[test]
 fn the_shared_examples() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/examples");
@@ -145,6 +189,23 @@ proptest! {
     ) {
         let once = with_edit(&src, at[0], del, snippets[0]);
         same(&with_edit(&once, at[1], 0, snippets[1]));
+    }
+
+    #[test]
+    fn an_outline_kept_across_edits_is_the_full_scan(
+        src in flowgen::file(),
+        edits in proptest::collection::vec(
+            (any::<Index>(), 0usize..6, proptest::sample::select(SNIPPETS.to_vec())),
+            1..8,
+        ),
+    ) {
+        let mut memo = OutlineMemo::scan(Arc::from(src.as_str()));
+        let mut text = src;
+        for (at, del, snippet) in edits {
+            text = with_edit(&text, at, del, snippet);
+            memo = memo.update(Arc::from(text.as_str()));
+            prop_assert_eq!(memo.outline(), &outline(&text), "after edits to:\n{}", text);
+        }
     }
 
     #[test]
