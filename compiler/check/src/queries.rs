@@ -36,7 +36,7 @@ pub fn line_index(db: &dyn Db, file: SourceFile) -> LineIndex {
 }
 
 /// A flow, by file and name.
-#[salsa::interned(debug)]
+#[salsa::interned(debug, revisions = usize::MAX)]
 pub struct FlowId<'db> {
     /// The file that declares it.
     #[returns(copy)]
@@ -47,7 +47,7 @@ pub struct FlowId<'db> {
 }
 
 /// A step, by flow and name.
-#[salsa::interned(debug)]
+#[salsa::interned(debug, revisions = usize::MAX)]
 pub struct StepId<'db> {
     /// The flow it belongs to.
     #[returns(copy)]
@@ -143,6 +143,9 @@ pub struct PieceSummary {
     pub heads: Shared<Vec<MemberHead>>,
     /// One entry per step member, in order.
     pub mentions: Shared<Vec<StepMentions>>,
+    /// One entry per member: a step's syntax with spans relative to its own start (equal across
+    /// edits of other members, and of the blanks and comments around it), else `None`.
+    pub steps: Shared<Vec<Option<ast::Step>>>,
 }
 
 impl PieceSummary {
@@ -150,6 +153,7 @@ impl PieceSummary {
     pub fn of(members: &[Member]) -> PieceSummary {
         let mut heads = Vec::with_capacity(members.len());
         let mut mentions = Vec::new();
+        let mut steps = Vec::with_capacity(members.len());
         for m in members {
             if let Member::Step(s) = m {
                 let (names, after) = step_mentions(s);
@@ -158,12 +162,16 @@ impl PieceSummary {
                     names,
                     after,
                 });
+                steps.push(Some(rebased_step(s)));
+            } else {
+                steps.push(None);
             }
             heads.push(MemberHead::of(m));
         }
         PieceSummary {
             heads: Shared(Arc::new(heads)),
             mentions: Shared(Arc::new(mentions)),
+            steps: Shared(Arc::new(steps)),
         }
     }
 }
@@ -474,6 +482,11 @@ pub struct PieceNode<'db> {
     #[tracked]
     #[returns(ref)]
     pub mentions: Shared<Vec<StepMentions>>,
+    /// Its steps, each relative to its own start: what a step's check reads, so that an edit
+    /// that moves a step without changing it does not check it again.
+    #[tracked]
+    #[returns(ref)]
+    pub steps: Shared<Vec<Option<ast::Step>>>,
 }
 
 /// The pieces of a flow body, in source order. Runs again on every edit (it reads the layout);
@@ -499,6 +512,7 @@ pub fn flow_pieces<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PieceNode<'db
                 list.clone(),
                 summary.heads.clone(),
                 summary.mentions.clone(),
+                summary.steps.clone(),
             )
         })
         .collect()
@@ -574,13 +588,12 @@ fn rebased_step(s: &ast::Step) -> ast::Step {
     s
 }
 
-/// The syntax of a flow's step `step` (the first of its name), spans relative to its piece.
-fn step_member<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<&'db ast::Step> {
+/// The syntax of a flow's step `step` (the first of its name), spans relative to its own start.
+/// Not a query: the piece's `steps` field already is what an edit elsewhere leaves equal, and a
+/// memo per step would be one more for every edit to verify.
+pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<&'db ast::Step> {
     let at = *flow_members(db, step.flow(db)).steps.get(&step)?;
-    match at.member(db)? {
-        Member::Step(s) => Some(s),
-        _ => None,
-    }
+    at.piece.steps(db).get(at.index as usize)?.as_ref()
 }
 
 /// The flow's declarations, checked from its members' heads: an edit inside a step's body does
@@ -659,12 +672,6 @@ pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
     diags
 }
 
-/// A step's syntax with spans relative to its start (equal across edits elsewhere).
-#[salsa::tracked(returns(ref))]
-pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<ast::Step> {
-    step_member(db, step).map(rebased_step)
-}
-
 /// The steps a step depends on, from its syntax alone (relative spans).
 #[salsa::tracked(returns(ref))]
 pub fn step_dependencies<'db>(db: &'db dyn Db, step: StepId<'db>) -> Vec<(String, Span)> {
@@ -696,11 +703,12 @@ pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
     find_cycles(&edges)
 }
 
-/// The full check of one step (relative spans). It reads `step_syntax`, which the members of an
-/// edited piece re-run and find equal, so only the edited step itself is checked again.
+/// The full check of one step (relative spans). It reads its piece's `steps`, which an edit of
+/// any of the piece's steps changes: the steps of the edited piece are checked again (a few), an
+/// edit that only moves them (a blank line, a comment, a longer step above) checks none.
 #[salsa::tracked(returns(ref))]
 pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> {
-    let syntax = step_syntax(db, step).as_ref()?;
+    let syntax = step_syntax(db, step)?;
     let flow = step.flow(db);
     let file = flow.file(db);
     let sig = flow_signature(db, flow);
@@ -816,7 +824,6 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     for cycle in &dag.cycles {
         let first = StepId::new(db, flow, cycle[0].clone());
         let first_name = step_syntax(db, first)
-            .as_ref()
             .map(|s| s.name.span)
             .unwrap_or_default();
         let mut d = Diagnostic::error(
