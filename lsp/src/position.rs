@@ -4,24 +4,39 @@
 //! Positions past the end of a line or of the text are clamped, so a stale or hostile position
 //! never panics.
 
-use reel_syntax::Span;
+use std::borrow::Cow;
+
+use reel_syntax::{LineIndex, Span};
 use tower_lsp_server::lsp_types::{Position, Range};
 
-/// Line starts of one text, for converting both ways.
+/// One text with its line starts, for converting both ways.
 #[derive(Clone, Debug)]
 pub struct Lines<'a> {
     text: &'a str,
-    starts: Vec<usize>,
+    index: Cow<'a, LineIndex>,
 }
 
 impl<'a> Lines<'a> {
     /// Indexes the line starts of `text`.
     pub fn new(text: &'a str) -> Self {
-        // Every edit indexes the whole text again: memchr finds the breaks a word at a time.
-        let mut starts = Vec::with_capacity(text.len() / 32 + 1);
-        starts.push(0);
-        starts.extend(memchr::memchr_iter(b'\n', text.as_bytes()).map(|i| i + 1));
-        Lines { text, starts }
+        Lines {
+            text,
+            index: Cow::Owned(LineIndex::new(text)),
+        }
+    }
+
+    /// `text` with the index the compiler already keeps of it (`reel_compiler::queries::
+    /// line_index`), so that requests of one revision share one index.
+    pub fn indexed(text: &'a str, index: &'a LineIndex) -> Self {
+        Lines {
+            text,
+            index: Cow::Borrowed(index),
+        }
+    }
+
+    /// Where `line` starts, if the text has it.
+    fn start(&self, line: usize) -> Option<usize> {
+        self.index.line_start(line)
     }
 
     /// The text being indexed.
@@ -35,8 +50,8 @@ impl<'a> Lines<'a> {
         while !self.text.is_char_boundary(offset) {
             offset -= 1;
         }
-        let line = self.starts.partition_point(|s| *s <= offset) - 1;
-        let start = self.starts[line];
+        let line = self.index.line_of(offset);
+        let start = self.start(line).unwrap_or(0);
         let character: usize = self.text[start..offset].chars().map(char::len_utf16).sum();
         Position::new(line as u32, character as u32)
     }
@@ -44,13 +59,10 @@ impl<'a> Lines<'a> {
     /// The byte offset of an LSP position; a column past the line's end means its end, a line past
     /// the text's end means the end of the text.
     pub fn offset(&self, pos: Position) -> usize {
-        let Some(&start) = self.starts.get(pos.line as usize) else {
+        let Some(start) = self.start(pos.line as usize) else {
             return self.text.len();
         };
-        let end = self
-            .starts
-            .get(pos.line as usize + 1)
-            .map_or(self.text.len(), |next| next - 1);
+        let end = self.line_end(pos.line as usize);
         let mut units = 0usize;
         for (i, c) in self.text[start..end].char_indices() {
             if units >= pos.character as usize {
@@ -77,15 +89,12 @@ impl<'a> Lines<'a> {
 
     /// The 0-based line holding `offset`.
     pub fn line_of(&self, offset: usize) -> usize {
-        self.starts
-            .partition_point(|s| *s <= offset.min(self.text.len()))
-            - 1
+        self.index.line_of(offset.min(self.text.len()))
     }
 
     /// The byte offset of the end of 0-based `line` (before its newline).
     pub fn line_end(&self, line: usize) -> usize {
-        self.starts
-            .get(line + 1)
+        self.start(line + 1)
             .map_or(self.text.len(), |next| next - 1)
     }
 }

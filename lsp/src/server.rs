@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use reel_compiler::queries::line_index;
 use reel_compiler::{RootDb, SourceFile, file_diagnostics};
 use salsa::Setter;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
@@ -105,17 +106,32 @@ impl Backend {
         let Some(doc) = state.docs.get_mut(uri) else {
             return;
         };
-        let mut text = String::from(&**doc.file.text(&state.db));
+        let old: &str = doc.file.text(&state.db);
+        let mut text: Option<String> = None;
         for change in changes {
             match change.range {
                 Some(range) => {
-                    let span = Lines::new(&text).span(range);
-                    text.replace_range(span.start as usize..span.end as usize, &change.text);
+                    // The first change is in the text the database holds, which is most often
+                    // indexed already (by the last diagnostics); later ones in the new text.
+                    let span = match &text {
+                        None => Lines::indexed(old, line_index(&state.db, doc.file)).span(range),
+                        Some(t) => Lines::new(t).span(range),
+                    };
+                    let before = text.as_deref().unwrap_or(old);
+                    let (from, to) = (span.start as usize, span.end as usize);
+                    let mut next =
+                        String::with_capacity(before.len() - (to - from) + change.text.len());
+                    next.push_str(&before[..from]);
+                    next.push_str(&change.text);
+                    next.push_str(&before[to..]);
+                    text = Some(next);
                 }
-                None => text = change.text,
+                None => text = Some(change.text),
             }
         }
-        doc.file.set_text(&mut state.db).to(text.into());
+        if let Some(text) = text {
+            doc.file.set_text(&mut state.db).to(text.into());
+        }
         doc.version = version;
     }
 

@@ -64,6 +64,8 @@ pub struct ChunkSpan {
     /// A `///` comment ends the line above the chunk: it documents the chunk's first member, so
     /// the chunk cannot be parsed apart from the one before.
     pub joins_previous: bool,
+    /// A group of chunks parsed together may end after this one (see [`lay_out_flow`]).
+    pub ends_group: bool,
 }
 
 impl ChunkSpan {
@@ -82,24 +84,14 @@ const GROUP: u64 = 8;
 /// No group is longer than this, whatever the text.
 const MAX_GROUP: usize = 4 * GROUP as usize;
 
-/// Whether a group ends after `chunk`. Decided by the chunk's member line up to a `=` or the
-/// line's end (`step NAME`, past any doc comment, which many members may share), not by its
-/// place, so that inserting a member moves no other boundary, and not by its body, so that
-/// editing a step (even one written on one line) does not regroup its neighbours.
-fn ends_group(src: &str, chunk: &ChunkSpan) -> bool {
-    let mut text = &src.as_bytes()[chunk.start as usize..chunk.end as usize];
-    // Past the doc comment lines above the member.
-    while text.starts_with(b"//") {
-        let Some(eol) = text.iter().position(|&b| b == b'\n') else {
-            break;
-        };
-        let rest = &text[eol + 1..];
-        text = &rest[rest
-            .iter()
-            .position(|&b| b != b' ' && b != b'\t')
-            .unwrap_or(rest.len())..];
-    }
-    let text = &text[..text.len().min(48)];
+/// Whether a group ends after a chunk whose member line (past its indentation and any doc
+/// comment, which many members may share) is `line`. Decided by that line up to a `=` or its
+/// end (`step NAME`), not by the chunk's place, so that inserting a member moves no other
+/// boundary, and not by its body, so that editing a step (even one written on one line) does
+/// not regroup its neighbours. Computed as the scan records the line, so that an edit decides
+/// it again only for the lines it touched.
+fn ends_group(line: &[u8]) -> bool {
+    let text = &line[..line.len().min(48)];
     let head = &text[..text
         .iter()
         .position(|&b| b == b'=' || b == b'\n')
@@ -136,7 +128,7 @@ where
             // Group by content alone first (cheap), then parse once.
             while j + 1 < chunks.len()
                 && (chunks[j + 1].joins_previous
-                    || (!ends_group(src, &chunks[j]) && j - i + 1 < MAX_GROUP))
+                    || (!chunks[j].ends_group && j - i + 1 < MAX_GROUP))
             {
                 j += 1;
             }
@@ -196,6 +188,9 @@ struct Line {
     /// Its first non-blank byte.
     first: u32,
     kind: LineKind,
+    /// For a line that may head a chunk (a member or code), whether a group may end after the
+    /// chunk it heads.
+    ends_group: bool,
 }
 
 /// What the scan saw of a flow body it split: enough to split it again after an edit of some of
@@ -395,10 +390,12 @@ impl<'a> Scanner<'a> {
         if let Some(f) = &mut self.flow
             && !f.on_header_line
         {
+            let heads = matches!(kind, LineKind::Member | LineKind::Code);
             f.lines.push(Line {
                 start,
                 first: first as u32,
                 kind,
+                ends_group: heads && ends_group(&self.bytes[first..]),
             });
             f.line_recorded = true;
         }
@@ -726,6 +723,7 @@ fn chunks_of(lines: &[Line], close_line: u32, close: u32, trailing_docs: &[u32])
             end,
             next,
             joins_previous,
+            ends_group: lines[heads[k]].ends_group,
         });
     }
     chunks

@@ -12,7 +12,7 @@ pub mod signature;
 pub mod tokens;
 
 use reel_compiler::contracts::{Contract, builtin_contract};
-use reel_compiler::queries::{FlowId, StepId, step_type, user_tools};
+use reel_compiler::queries::{FlowId, StepId, line_index, step_type, user_tools};
 use reel_compiler::{Db, SourceFile, file_flows, parse_file};
 use reel_flowspec::Type;
 use reel_syntax::Parsed;
@@ -39,7 +39,7 @@ impl<'a> Ctx<'a> {
             db,
             file,
             text,
-            lines: Lines::new(text),
+            lines: Lines::indexed(text, line_index(db, file)),
         }
     }
 

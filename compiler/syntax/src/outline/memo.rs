@@ -224,6 +224,7 @@ impl Shift {
             start: self.at(line.start),
             first: self.at(line.first),
             kind: line.kind,
+            ends_group: line.ends_group,
         }
     }
 
@@ -246,6 +247,7 @@ impl Shift {
                             ChunkEnd::Close(at) => ChunkEnd::Close(self.at(at)),
                         },
                         joins_previous: c.joins_previous,
+                        ends_group: c.ends_group,
                     })
                     .collect()
             }),
