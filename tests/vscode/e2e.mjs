@@ -20,6 +20,7 @@ const env = (name) => {
 const URL = env('REEL_E2E_URL');
 const SHOTS = env('REEL_E2E_SHOTS');
 const RUN_ID = process.env.REEL_E2E_RUN_ID || '';
+const OLDER_RUN_ID = process.env.REEL_E2E_OLDER_RUN_ID || '';
 const HEADED = process.env.REEL_E2E_HEADED === '1';
 mkdirSync(SHOTS, { recursive: true });
 
@@ -414,6 +415,56 @@ if (opened) await check('stale mark', async () => {
   }, 10_000);
   await page.keyboard.press('Escape'); // the completion that typing opened
   await shot('stale');
+});
+
+// 7. The run picker: the "Pick run…" lens lists the flow's runs, newest first; choosing the
+// earlier one shows its results beside the steps (and the lens says it is pinned); "Follow the
+// latest run" goes back to the newest.
+async function pickRun(what, rowText) {
+  const widget = page.locator('.quick-input-widget');
+  const rows = page.locator('.quick-input-widget .quick-input-list .monaco-list-row');
+  await waitFor(`the run picker listing ${what}`, async () => {
+    if (!(await widget.isVisible())) {
+      await page.locator(`${EDITOR} .codelens-decoration a`, { hasText: 'Pick run' }).first().click();
+      await widget.waitFor({ state: 'visible', timeout: 3000 }).catch(() => {});
+    }
+    const texts = (await rows.allTextContents()).map(nbsp);
+    return { ok: texts.some((t) => t.includes(rowText)), seen: JSON.stringify(texts) };
+  }, 15_000, 300);
+  return rows;
+}
+const hintsOn = async (re) => lineOf(await editorLines(), re)?.hints ?? [];
+const lensText = async () => nbsp(await page.evaluate((sel) =>
+  [...(document.querySelector(sel)?.querySelectorAll('.codelens-decoration') ?? [])]
+    .map((el) => el.textContent).join(' | '), EDITOR));
+if (opened) await check('pick a run', async () => {
+  if (!RUN_ID || !OLDER_RUN_ID) throw new Error('REEL_E2E_RUN_ID and REEL_E2E_OLDER_RUN_ID must be set (run.sh sets them)');
+  const rows = await pickRun('both runs of greet', OLDER_RUN_ID);
+  const texts = (await rows.allTextContents()).map(nbsp);
+  const at = (text) => texts.findIndex((t) => t.includes(text));
+  if (at('Follow the latest run') < 0 || at(RUN_ID) < 0 || at(RUN_ID) > at(OLDER_RUN_ID))
+    throw new Error(`want "Follow the latest run", then ${RUN_ID}, then ${OLDER_RUN_ID}: ${JSON.stringify(texts)}`);
+  say(`  picker: ${JSON.stringify(texts)}`);
+  await shot('run-picker');
+  await rows.filter({ hasText: OLDER_RUN_ID }).first().click();
+  await waitFor('the earlier run\'s results beside the steps, and the lens saying it is pinned', async () => {
+    const hints = await hintsOn(/^\s*step greeting = "hello/);
+    const lens = await lensText();
+    const ok = hints.length === 1 && /^✓ .*"hello, earlier"/.test(hints[0].trim())
+      && new RegExp(`Showing run ${OLDER_RUN_ID.slice(0, 6)}\\w* · failed.*pinned`).test(lens);
+    return { ok, seen: `greeting: ${JSON.stringify(hints)}; lenses: ${lens}` };
+  }, 15_000);
+  await page.mouse.move(200, 450);
+  await shot('picked-run');
+  const again = await pickRun('"Follow the latest run"', 'Follow the latest run');
+  await again.filter({ hasText: 'Follow the latest run' }).first().click();
+  await waitFor('the newest run\'s results again', async () => {
+    const hints = await hintsOn(/^\s*step greeting = "hello/);
+    const lens = await lensText();
+    const ok = hints.length === 1 && /^✓ .*"hello, reel"/.test(hints[0].trim()) && !/pinned/.test(lens)
+      && new RegExp(`Showing run ${RUN_ID.slice(0, 6)}`).test(lens);
+    return { ok, seen: `greeting: ${JSON.stringify(hints)}; lenses: ${lens}` };
+  }, 15_000);
 });
 
 // ---------------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ if [[ "${REEL_E2E_NO_EXTENSION:-}" != 1 ]]; then
   vsix="$(readlink -f "$vsix")"
 fi
 
-# --- a workspace holding one recorded run ----------------------------------------------------
+# --- a workspace holding two recorded runs ---------------------------------------------------
 tmp="$(mktemp -d)"
 cs_pid=""
 cleanup() {
@@ -75,6 +75,16 @@ ws="$tmp/workspace"
 mkdir -p "$ws"
 cp "$here/fixtures/greet.reel" "$ws/greet.reel"
 "$REEL_BIN" check "$ws/greet.reel" >&2
+# An earlier run with another name, for the run picker to switch to.
+set +e
+(cd "$ws" && "$REEL_BIN" --color never run greet.reel --input name=earlier) >"$tmp/earlier.log" 2>&1
+set -e
+older_id="$(sed -n 's/^run \([0-9a-z]*\) of `greet`.*/\1/p' "$tmp/earlier.log" | head -n1)"
+if [[ -z "$older_id" ]]; then
+  log "reel run greet.reel --input name=earlier recorded no run:"
+  cat "$tmp/earlier.log" >&2
+  exit 1
+fi
 # The flow's last step fails on purpose, so `reel run` exits 1; anything else is a setup error.
 set +e
 (cd "$ws" && "$REEL_BIN" --color never run greet.reel) >"$tmp/run.log" 2>&1
@@ -86,7 +96,7 @@ if [[ $rc -ne 1 ]] || ! grep -q 'failed at step `broken`' "$tmp/run.log"; then
   exit 1
 fi
 run_id="$(sed -n 's/^run \([0-9a-z]*\) of `greet`.*/\1/p' "$tmp/run.log" | head -n1)"
-log "recorded run $run_id of greet in $ws/.reel"
+log "recorded runs $older_id and $run_id of greet in $ws/.reel"
 
 # --- code-server -----------------------------------------------------------------------------
 cs="$tmp/code-server"
@@ -148,7 +158,7 @@ shots="${REEL_E2E_SHOTS:-$repo/target/vscode-e2e/screenshots}"
 mkdir -p "$shots"
 rm -f "$shots"/failure-*.png
 export REEL_E2E_URL="$url" REEL_E2E_WORKSPACE="$ws" REEL_E2E_SHOTS="$shots" \
-  REEL_E2E_RUN_ID="$run_id" REEL_E2E_TMP="$tmp"
+  REEL_E2E_RUN_ID="$run_id" REEL_E2E_OLDER_RUN_ID="$older_id" REEL_E2E_TMP="$tmp"
 set +e
 node "$here/e2e.mjs"
 rc=$?
