@@ -105,9 +105,36 @@ pub fn age(now: i64, then: i64) -> String {
     }
 }
 
-/// One run as the run picker lists it: id, status, times (RFC 3339), a label, its age and a
-/// detail line (the client shows these as they are, so ages read the same everywhere).
-pub fn picker_entry(run: &RunRow, now_ms: i64) -> Value {
+/// The inputs `run` started with (defaults applied), from its first journal event; `None` when
+/// the journal or the value is missing.
+pub fn inputs(store: &SqliteStore, run: &str) -> Option<Value> {
+    let mut digest = None;
+    store
+        .read_journal(run, 0, &mut |row| {
+            if let Ok(Event::RunStarted(started)) = Event::from_row(&row) {
+                digest = Some(started.inputs);
+            }
+            Flow::Stop
+        })
+        .ok()?;
+    store.get_value(&digest?).ok()?
+}
+
+/// Inputs on one short line, to tell runs apart: `n: 5, name: "earlier"`.
+pub fn inputs_line(inputs: &Value) -> String {
+    match inputs {
+        Value::Object(fields) if !fields.is_empty() => {
+            let line: Vec<String> = fields.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+            cut(&line.join(", "), 60)
+        }
+        _ => String::new(),
+    }
+}
+
+/// One run as the run picker lists it: id, status, times (RFC 3339), its inputs, a label, its
+/// age and a detail line (the client shows these as they are, so ages read the same
+/// everywhere; the inputs are what tells one run of a flow from another).
+pub fn picker_entry(run: &RunRow, inputs: Option<Value>, now_ms: i64) -> Value {
     let rfc3339 = |ms: i64| {
         jiff::Timestamp::from_millisecond(ms)
             .map(|t| t.to_string())
@@ -117,6 +144,12 @@ pub fn picker_entry(run: &RunRow, now_ms: i64) -> Value {
         .ended_at
         .map(|end| format!(" · took {}", duration(end - run.created_at)))
         .unwrap_or_default();
+    let given = inputs
+        .as_ref()
+        .map(inputs_line)
+        .filter(|l| !l.is_empty())
+        .map(|l| format!(" · {l}"))
+        .unwrap_or_default();
     serde_json::json!({
         "id": run.id,
         "status": run.status.as_str(),
@@ -124,7 +157,8 @@ pub fn picker_entry(run: &RunRow, now_ms: i64) -> Value {
         "ended_at": run.ended_at.map(rfc3339),
         "label": run.id,
         "age": age(now_ms, run.created_at),
-        "detail": format!("started {} UTC{took}", day_time(run.created_at)),
+        "inputs": inputs,
+        "detail": format!("started {} UTC{took}{given}", day_time(run.created_at)),
     })
 }
 
@@ -523,6 +557,20 @@ pub fn is_live(status: RunStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inputs_fit_on_one_line() {
+        let inputs = serde_json::json!({ "name": "earlier", "n": 5, "tags": ["a", "b"] });
+        assert_eq!(
+            inputs_line(&inputs),
+            r#"n: 5, name: "earlier", tags: ["a","b"]"#
+        );
+        let long = serde_json::json!({ "text": "x".repeat(100) });
+        assert_eq!(inputs_line(&long).chars().count(), 61);
+        assert!(inputs_line(&long).ends_with('…'));
+        assert_eq!(inputs_line(&serde_json::json!({})), "");
+        assert_eq!(inputs_line(&Value::Null), "");
+    }
 
     #[test]
     fn hints_say_status_time_attempts_and_value() {

@@ -416,7 +416,10 @@ impl LanguageServer for Backend {
                     };
                     runs::recent(&store, &source, &flow, PICKER_RUNS)
                         .into_iter()
-                        .map(|run| runs::picker_entry(&run, now))
+                        .map(|run| {
+                            let inputs = runs::inputs(&store, &run.id);
+                            runs::picker_entry(&run, inputs, now)
+                        })
                         .collect::<Vec<_>>()
                 })
                 .await

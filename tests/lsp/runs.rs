@@ -253,6 +253,13 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     let ids: Vec<&str> = listed.iter().map(|r| r["id"].as_str().unwrap()).collect();
     assert_eq!(ids, [second, first], "newest first");
     assert_eq!(listed[0]["status"], "succeeded");
+    // What tells the runs apart: their inputs, in the detail line too.
+    assert_eq!(listed[0]["inputs"], json!({ "n": 5 }));
+    assert_eq!(listed[1]["inputs"], json!({ "n": 2 }));
+    assert!(
+        listed[0]["detail"].as_str().unwrap().ends_with(" · n: 5"),
+        "{listed:?}"
+    );
     assert!(listed[0]["started_at"].as_str().unwrap().ends_with('Z'));
     assert!(listed[0]["ended_at"].is_string());
     assert!(

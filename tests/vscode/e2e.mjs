@@ -444,6 +444,9 @@ if (opened) await check('pick a run', async () => {
   const at = (text) => texts.findIndex((t) => t.includes(text));
   if (at('Follow the latest run') < 0 || at(RUN_ID) < 0 || at(RUN_ID) > at(OLDER_RUN_ID))
     throw new Error(`want "Follow the latest run", then ${RUN_ID}, then ${OLDER_RUN_ID}: ${JSON.stringify(texts)}`);
+  // Each run's inputs tell them apart.
+  if (!texts[at(OLDER_RUN_ID)].includes('name: "earlier"') || !texts[at(RUN_ID)].includes('name: "reel"'))
+    throw new Error(`each run should show its inputs: ${JSON.stringify(texts)}`);
   say(`  picker: ${JSON.stringify(texts)}`);
   await shot('run-picker');
   await rows.filter({ hasText: OLDER_RUN_ID }).first().click();
