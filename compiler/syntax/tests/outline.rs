@@ -209,6 +209,33 @@ proptest! {
     }
 
     #[test]
+    fn an_outline_kept_across_token_soup_edits_is_the_full_scan(
+        lines in proptest::collection::vec(
+            "([a-z_]{1,6}|[0-9]{1,3}|[{}\\[\\]()\",:.=+$\\\\]| |//[a-z ]*|///[a-z ]*|step|flow|input)+",
+            1..8,
+        ),
+        places in proptest::collection::vec(any::<Index>(), 8),
+    ) {
+        // A clean flow of many steps, then lines of soup put between its lines one by one.
+        let mut text = String::from("flow a {\n");
+        for i in 0..24 {
+            text.push_str(&format!("  step s{i} = {{\n    v: {i}\n  }}\n"));
+        }
+        text.push_str("}\n\nflow b {\n  step t = 1\n}\n");
+        let mut memo = OutlineMemo::scan(Arc::from(text.as_str()));
+        for (line, at) in lines.iter().zip(&places) {
+            let starts: Vec<usize> = std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .filter(|&i| i < text.len())
+                .collect();
+            let at = starts[at.index(starts.len())];
+            text.insert_str(at, &format!("{line}\n"));
+            memo = memo.update(Arc::from(text.as_str()));
+            prop_assert_eq!(memo.outline(), &outline(&text), "after edits to:\n{}", text);
+        }
+    }
+
+    #[test]
     fn random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
         same(&String::from_utf8_lossy(&bytes));
     }
