@@ -2,6 +2,7 @@
 
 mod diagnostics;
 mod docs;
+mod edited;
 mod examples;
 mod incremental;
 mod spec;
