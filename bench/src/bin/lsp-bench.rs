@@ -45,11 +45,14 @@ fn main() {
             .expect("the benchmark knows where it is")
             .with_file_name("reel")
     });
-    assert!(
-        reel.is_file(),
-        "no `reel` binary at {} (build it with `cargo build --release --bin reel`, or pass --reel)",
-        reel.display()
-    );
+    // Absolute: the server and `reel run` are started in the benchmark's own directories.
+    let Some(reel) = reel.canonicalize().ok().filter(|p| p.is_file()) else {
+        eprintln!(
+            "lsp-bench: no `reel` binary at {} (build it with `cargo build --release --bin reel`, or pass --reel)",
+            reel.display()
+        );
+        std::process::exit(2);
+    };
     println!("## reel lsp: edit to diagnostics\n");
     println!(
         "| steps | source | open → diagnostics | edit → diagnostics: median | p95 | min | edits |"
