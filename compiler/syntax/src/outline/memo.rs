@@ -103,7 +103,13 @@ impl OutlineMemo {
         let past = old_end.max(start + 1);
         let next = body.lines.partition_point(|l| (l.start as usize) < past);
         let window_end = body.lines.get(next).map_or(body.close_line, |l| l.start) as usize;
-        if window_end < past {
+        // Up to a body line after the edit; or up to the closing brace's line, which the edit
+        // may reach but not change (new lines typed just above the `}`).
+        let reaches = match body.lines.get(next) {
+            Some(_) => window_end >= past,
+            None => window_end >= old_end,
+        };
+        if !reaches {
             return None;
         }
         let from = body.lines[first].start as usize;
@@ -349,6 +355,12 @@ mod tests {
         }
         // The second flow's body, and an insertion at a line's start.
         assert!(update(FLOW, &FLOW.replacen("  step w", "x  step w", 1)));
+        // New lines typed at the start of the closing brace's line.
+        assert!(update(
+            FLOW,
+            &FLOW.replacen("y.v\n}", "y.v\n  step q = 1\n}", 1)
+        ));
+        assert!(update(FLOW, &FLOW.replacen("y.v\n}", "y.v\n\n}", 1)));
     }
 
     #[test]
@@ -360,6 +372,8 @@ mod tests {
             ("v: x\n", "v: x }\n"),
             ("  }\n\n", "  }\n}\n"),
             ("step z = y.v\n}", "step z = y.v\n }"),
+            ("step z = y.v\n}", "step z = y.v\nx}"),
+            ("step z = y.v\n}", "step z = y.v\n"),
             ("\n\nflow b", "\n\n/// b\nflow b"),
             ("flow b {\n", "flow b { /// doc\n"),
         ] {
