@@ -37,8 +37,12 @@ impl OutlineCache {
     /// The outline of `file`'s `text`, from the file's last outline when there is one.
     pub fn outline(&self, file: SourceFile, text: &Arc<str>) -> Arc<OutlineMemo> {
         let last = self.0.lock().ok().and_then(|m| m.get(&file).cloned());
+        if let Some(last) = &last
+            && Arc::ptr_eq(last.text(), text)
+        {
+            return last.clone();
+        }
         let memo = Arc::new(match last {
-            Some(last) if Arc::ptr_eq(last.text(), text) => return last,
             Some(last) => last.update(text.clone()),
             None => OutlineMemo::scan(text.clone()),
         });
