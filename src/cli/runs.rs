@@ -46,7 +46,7 @@ pub fn run_json(r: &RunRow) -> Value {
 }
 
 /// Runs `reel runs`.
-pub fn run(args: Args, _ui: &Ui) -> Result<Status, Failure> {
+pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let status = match &args.status {
         Some(s) => Some(RunStatus::parse(s).ok_or_else(|| {
             Failure::usage(format!(
@@ -63,6 +63,9 @@ pub fn run(args: Args, _ui: &Ui) -> Result<Status, Failure> {
             eprintln!("no runs yet (no store at {})", project.store_dir.display());
         }
         return Ok(Status::Success);
+    }
+    if let Some(exposure) = reel_store::exposure(&project.store_dir) {
+        ui.warning(&exposure);
     }
     let store = project.open_store()?;
     let runs = store

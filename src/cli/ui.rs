@@ -98,6 +98,14 @@ impl Ui {
         self.line(&format!("{} {message}", self.paint("error:", Style::Error)));
     }
 
+    /// Prints `warning: message` on stderr.
+    pub fn warning(&self, message: &str) {
+        self.line(&format!(
+            "{} {message}",
+            self.paint("warning:", Style::Warning)
+        ));
+    }
+
     /// Prints one line on stderr.
     pub fn line(&self, text: &str) {
         // A closed stderr leaves nobody to tell; the exit status still says how it went.

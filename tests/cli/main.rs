@@ -6,4 +6,6 @@ mod check;
 mod crash;
 mod fmt;
 mod runs;
+mod signals;
+mod store;
 mod support;

@@ -49,7 +49,7 @@ pub(crate) fn write_blob(blobs: &Path, digest: &str, text: &str) -> Result<(), S
     let sub = blobs.join(&digest[..2]);
     let path = sub.join(digest);
     if !sub.is_dir() {
-        match fs::create_dir(&sub) {
+        match crate::private::create_dir(&sub) {
             Ok(()) => sync_dir(blobs).map_err(|e| io_error(blobs, e))?,
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
             Err(e) => return Err(io_error(&sub, e)),
@@ -65,7 +65,7 @@ pub(crate) fn write_blob(blobs: &Path, digest: &str, text: &str) -> Result<(), S
         COUNTER.fetch_add(1, Ordering::Relaxed)
     ));
     let written = (|| {
-        let mut file = File::create(&tmp)?;
+        let mut file = crate::private::create_new_file(&tmp)?;
         file.write_all(text.as_bytes())?;
         file.sync_all()?;
         fs::rename(&tmp, &path)

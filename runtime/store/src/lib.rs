@@ -9,10 +9,12 @@ mod api;
 mod blobs;
 mod checkpoint;
 mod owner;
+mod private;
 mod read;
 mod schema;
 mod sqlite;
 mod writer;
 
 pub use api::*;
+pub use private::exposure;
 pub use sqlite::{SqliteStore, WriterStats};

@@ -1,11 +1,15 @@
 //! The database schema, its migrations, and opening connections with the store's settings.
 
+use std::fs;
+use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use crate::api::StoreError;
+use crate::private;
 
 /// How long a connection waits for another process's write lock before failing.
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -104,6 +108,63 @@ fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
         path: path.display().to_string(),
         message: message.to_string(),
     }
+}
+
+/// Makes sure the database file exists with its schema before anyone writes to it.
+///
+/// A new database is built beside its place under a temporary name and linked into place only
+/// once its schema is written, so a crash never leaves a `reel.db` that looks like a new, empty
+/// store; and a `reel.db` of zero bytes is refused, never taken for a new store, because Reel
+/// never leaves one: it was truncated, and its runs are gone from it.
+pub(crate) fn create_database(path: &Path) -> Result<(), StoreError> {
+    match fs::metadata(path) {
+        Ok(meta) if meta.len() == 0 => {
+            return Err(open_error(
+                path,
+                "the database file is empty (0 bytes): it was truncated or its disk lost it, \
+                 so the runs it held are gone from it; restore it from a backup, or move it \
+                 away to start a new store",
+            ));
+        }
+        Ok(_) => return Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(open_error(path, e)),
+    }
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let name = path
+        .file_name()
+        .map_or_else(|| "reel.db".into(), |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(
+        ".{name}.{}.{}.new",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    ));
+    let built = (|| {
+        drop(private::create_new_file(&tmp).map_err(|e| open_error(&tmp, e))?);
+        // Closing the connection checkpoints the write-ahead log into the file.
+        drop(open_writer(&tmp)?);
+        fs::File::open(&tmp)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| open_error(&tmp, e))?;
+        // A link never replaces: when another process put its database in place first, that
+        // one is the store and this copy is dropped.
+        match fs::hard_link(&tmp, path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(open_error(path, e)),
+        }
+        if let Some(dir) = path.parent() {
+            // Best effort: the link is in place for this process either way.
+            let _ = fs::File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
+    })();
+    for leftover in ["", "-wal", "-shm"] {
+        let mut name = tmp.clone().into_os_string();
+        name.push(leftover);
+        let _ = fs::remove_file(name);
+    }
+    built
 }
 
 /// Opens (creating if needed) the writer's connection, in WAL mode, and migrates the schema.

@@ -23,6 +23,7 @@ use crate::api::{
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
+use crate::private;
 use crate::read::{self, Readers};
 use crate::schema;
 use crate::writer::{self, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
@@ -69,8 +70,10 @@ impl SqliteStore {
     /// `blobs/` folder if needed, migrating the schema, and starting the writer thread.
     pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
         let blobs = dir.join("blobs");
-        std::fs::create_dir_all(&blobs).map_err(|e| open_error(dir, e))?;
+        private::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
+        private::create_dir_all(&blobs).map_err(|e| open_error(&blobs, e))?;
         let db = dir.join("reel.db");
+        schema::create_database(&db)?;
         let conn = schema::open_writer(&db)?;
         let (tx, rx) = mpsc::sync_channel(writer::CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());

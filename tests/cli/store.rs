@@ -1,0 +1,80 @@
+//! The store's files on disk: private to their owner, and never silently replaced.
+
+use std::fs;
+use std::path::Path;
+
+use crate::support::*;
+
+const FLOW: &str = "flow hi {\n  step said = echo { value: \"hi\" }\n  output said\n}\n";
+
+fn in_dir(dir: &Path, args: &[&str]) -> Run {
+    reel_env(dir, args, &[("REEL_HOME", "")])
+}
+
+#[cfg(unix)]
+fn mode(path: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    fs::metadata(path).unwrap().permissions().mode() & 0o777
+}
+
+#[cfg(unix)]
+#[test]
+fn a_new_store_is_readable_by_its_owner_only_and_an_open_one_is_reported() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = temp();
+    write(dir.path(), "hi.reel", FLOW);
+    let r = in_dir(dir.path(), &["run", "hi.reel"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let store = dir.path().join(".reel");
+    assert_eq!(mode(&store), 0o700);
+    assert_eq!(mode(&store.join("blobs")), 0o700);
+    assert_eq!(mode(&store.join("reel.db")), 0o600);
+    for entry in fs::read_dir(&store).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+        }
+    }
+    let r = in_dir(dir.path(), &["runs"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(!r.stderr.contains("warning"), "{}", r.stderr);
+
+    // A store made by an older reel (or by hand) that others can read is reported, with the fix.
+    fs::set_permissions(&store, fs::Permissions::from_mode(0o755)).unwrap();
+    let r = in_dir(dir.path(), &["runs"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("can be read by other users")
+            && r.stderr.contains("chmod -R go-rwx")
+            && r.stdout.contains("succeeded"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_truncated_database_is_refused_not_taken_for_a_new_store() {
+    let dir = temp();
+    write(dir.path(), "hi.reel", FLOW);
+    let r = in_dir(dir.path(), &["run", "hi.reel"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let db = dir.path().join(".reel/reel.db");
+    for side in ["reel.db-wal", "reel.db-shm"] {
+        let _ = fs::remove_file(dir.path().join(".reel").join(side));
+    }
+    fs::File::create(&db).unwrap().set_len(0).unwrap();
+
+    for args in [&["runs"][..], &["run", "hi.reel"][..]] {
+        let r = in_dir(dir.path(), args);
+        assert_ne!(r.status, 0, "{args:?}: {r:?}");
+        assert!(
+            r.stderr.contains("empty (0 bytes)") && r.stderr.contains("restore it from a backup"),
+            "{args:?}: {}",
+            r.stderr
+        );
+    }
+    assert_eq!(
+        fs::metadata(&db).unwrap().len(),
+        0,
+        "the truncated file is left as it was"
+    );
+}
