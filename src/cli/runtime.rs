@@ -37,13 +37,35 @@ pub fn run_deps(store: Arc<dyn Store>, progress: Option<Arc<dyn ProgressSink>>) 
     }
 }
 
-/// Cancels `deps.shutdown` on Ctrl-C, so the run stops where it is and stays resumable.
+/// Cancels `deps.shutdown` on Ctrl-C, SIGTERM or SIGHUP, so the run stops where it is and stays
+/// resumable: its calls in flight are stopped with it (a tool's process group is killed), and
+/// no tool goes on to finish an effect after `reel` is gone, which a resume would repeat.
 pub fn stop_on_ctrl_c(deps: &RunDeps) {
     let shutdown = deps.shutdown.clone();
     tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            shutdown.cancel();
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let (Ok(mut term), Ok(mut hangup)) = (
+                signal(SignalKind::terminate()),
+                signal(SignalKind::hangup()),
+            ) else {
+                if tokio::signal::ctrl_c().await.is_ok() {
+                    shutdown.cancel();
+                }
+                return;
+            };
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => if r.is_err() { return },
+                _ = term.recv() => {}
+                _ = hangup.recv() => {}
+            }
         }
+        #[cfg(not(unix))]
+        if tokio::signal::ctrl_c().await.is_err() {
+            return;
+        }
+        shutdown.cancel();
     });
 }
 

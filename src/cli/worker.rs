@@ -61,6 +61,23 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         )
         .await
     });
-    result.map_err(|e| Failure::failed(e.to_string()))?;
-    Ok(Status::Success)
+    let summary = result.map_err(|e| Failure::failed(e.to_string()))?;
+    if summary.stuck.is_empty() {
+        return Ok(Status::Success);
+    }
+    // Stopping is the point of `--until-idle`: the runs it could not continue are left as they
+    // are, and named, so a script sees that something needs a person.
+    let mut messages: Vec<String> = summary
+        .stuck
+        .iter()
+        .map(|(run, why)| format!("run {run} could not be continued and was left as it is: {why}"))
+        .collect();
+    messages.push(
+        "fix what each says, then continue it with `reel resume RUN` or another `reel worker`"
+            .to_string(),
+    );
+    Err(Failure {
+        status: Status::Failed,
+        messages,
+    })
 }

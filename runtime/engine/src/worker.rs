@@ -1,5 +1,6 @@
 //! The worker: resumes every run whose timer is due, whose signal arrived, or whose process died.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use reel_store::RunStatus;
@@ -37,35 +38,67 @@ pub struct WorkerEvent {
     pub result: Result<RunOutcome, Refusal>,
 }
 
+/// What a worker that stopped by itself (`until_idle`) leaves behind.
+#[derive(Debug, Default)]
+pub struct WorkerSummary {
+    /// Runs still running or waiting that this worker tried and could not continue (a secret
+    /// missing, a value gone from the store, …), each with why at its last try.
+    pub stuck: Vec<(String, String)>,
+}
+
+/// A run the worker could not take up: not tried again before `retry_at`.
+struct Refused {
+    /// Tries refused in a row.
+    tries: u32,
+    /// When it may be tried again (ms since the epoch).
+    retry_at: i64,
+    /// Why it was refused last.
+    why: String,
+}
+
+/// The first wait after a refusal; doubled with each refusal in a row, up to `REFUSED_MAX_MS`.
+const REFUSED_FIRST_MS: i64 = 1_000;
+/// The longest wait between tries of a refused run.
+const REFUSED_MAX_MS: i64 = 60_000;
+
 /// Resumes due runs until shut down (or idle, with `until_idle`). `on_event` hears each result.
+///
+/// A run that cannot be taken up (its secret is missing, a value it needs is gone) is tried
+/// again only after a wait that doubles with each refusal, from one second up to a minute, so
+/// one broken run neither spins the worker nor floods its output; `until_idle` stops once
+/// every run left is waiting for the future or is such a refused run, and names those.
 pub async fn work(
     deps: RunDeps,
     cfg: RiderConfig,
     worker: WorkerConfig,
     on_event: impl Fn(WorkerEvent) + Send + Sync + 'static,
-) -> Result<(), reel_store::StoreError> {
+) -> Result<WorkerSummary, reel_store::StoreError> {
     let on_event = std::sync::Arc::new(on_event);
     let mut tasks = tokio::task::JoinSet::new();
-    let mut active: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut active: HashSet<String> = HashSet::new();
+    let mut refused: HashMap<String, Refused> = HashMap::new();
+    let mut summary = WorkerSummary::default();
     loop {
         if deps.shutdown.is_cancelled() {
             break;
         }
         while let Some(done) = tasks.try_join_next() {
-            if let Ok(run) = done {
-                active.remove(&run);
-            }
+            finished(done, &mut active, &mut refused, deps.clock.now_ms());
         }
         let now = deps.clock.now_ms();
         let room = worker.concurrency.saturating_sub(active.len());
         let due = if room > 0 {
-            deps.store.due_runs(now, room + active.len())?
+            deps.store
+                .due_runs(now, room + active.len() + refused.len())?
         } else {
             Vec::new()
         };
         let mut started = 0;
         for run in due {
-            if started >= room || active.contains(&run) {
+            if started >= room
+                || active.contains(&run)
+                || refused.get(&run).is_some_and(|r| r.retry_at > now)
+            {
                 continue;
             }
             active.insert(run.clone());
@@ -75,38 +108,78 @@ pub async fn work(
             let on_event = on_event.clone();
             tasks.spawn(async move {
                 let result = resume(&deps, &cfg, &run, "worker").await;
+                // Only a refusal that a later try might get past is waited out; a live
+                // holder is just busy.
+                let why = match &result {
+                    Err(Refusal::Held { .. }) | Ok(_) => None,
+                    Err(e) => Some(e.to_string()),
+                };
                 on_event(WorkerEvent {
                     run: run.clone(),
                     result,
                 });
-                run
+                (run, why)
             });
         }
         if worker.until_idle && active.is_empty() && started == 0 {
-            let busy = deps
+            let left: Vec<String> = deps
                 .store
                 .list_runs(&reel_store::RunFilter::default())?
-                .iter()
-                .any(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting));
-            if !busy {
+                .into_iter()
+                .filter(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
+                .map(|r| r.id)
+                .collect();
+            if left.iter().all(|id| refused.contains_key(id)) {
+                summary.stuck = left
+                    .into_iter()
+                    .filter_map(|id| refused.remove(&id).map(|r| (id, r.why)))
+                    .collect();
                 break;
             }
         }
         let shutdown = deps.shutdown.clone();
         tokio::select! {
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                if let Ok(run) = done {
-                    active.remove(&run);
-                }
+                finished(done, &mut active, &mut refused, deps.clock.now_ms());
             }
             _ = tokio::time::sleep(worker.poll) => {}
             _ = shutdown.cancelled() => break,
         }
     }
     while let Some(done) = tasks.join_next().await {
-        if let Ok(run) = done {
-            active.remove(&run);
+        finished(done, &mut active, &mut refused, deps.clock.now_ms());
+    }
+    Ok(summary)
+}
+
+/// Books a finished task: the run is no longer active, and a refusal is waited out.
+fn finished(
+    done: Result<(String, Option<String>), tokio::task::JoinError>,
+    active: &mut HashSet<String>,
+    refused: &mut HashMap<String, Refused>,
+    now: i64,
+) {
+    let Ok((run, why)) = done else {
+        return;
+    };
+    active.remove(&run);
+    match why {
+        None => {
+            refused.remove(&run);
+        }
+        Some(why) => {
+            let tries = refused.get(&run).map_or(0, |r| r.tries) + 1;
+            let wait = REFUSED_FIRST_MS
+                .saturating_mul(1 << (tries - 1).min(16))
+                .min(REFUSED_MAX_MS);
+            refused.insert(
+                run,
+                Refused {
+                    tries,
+                    retry_at: now + wait,
+                    why,
+                },
+            );
         }
     }
-    Ok(())
 }
