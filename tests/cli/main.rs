@@ -9,3 +9,4 @@ mod runs;
 mod signals;
 mod store;
 mod support;
+mod tool_env;

@@ -1316,6 +1316,11 @@ impl Run {
             args,
             idempotency_key: key,
             run_dir: self.cwd.clone(),
+            env: self
+                .env
+                .iter()
+                .filter_map(|(name, value)| Some((name.clone(), value.as_str()?.to_string())))
+                .collect(),
             user,
             timeout: spec
                 .timeout

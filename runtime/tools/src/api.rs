@@ -33,6 +33,9 @@ pub struct ToolCall {
     /// The directory the run was started in: `exec` runs there (or in `cwd` relative to it),
     /// `fs.*` resolve relative paths against it.
     pub run_dir: PathBuf,
+    /// The flow's declared `env` values from the run's snapshot (unset ones left out): every
+    /// command the call starts sees them, and no other variable of the launching shell.
+    pub env: Vec<(String, String)>,
     /// Set for a user tool.
     pub user: Option<UserTool>,
     /// The attempt's time limit.

@@ -5,7 +5,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{ToolCall, ToolError, ToolOutput, codes};
 use crate::args::Args;
-use crate::process::{self, Spawn, describe};
+use crate::process::{self, BaseEnvironment, Spawn, describe};
 use crate::text::{Secrets, clip, tail};
 
 /// Exit status that asks for another attempt (EX_TEMPFAIL).
@@ -14,6 +14,7 @@ pub(crate) const TEMPFAIL: i32 = 75;
 /// Runs `exec` once.
 pub(crate) async fn call(
     call: &ToolCall,
+    base: &BaseEnvironment,
     secrets: &Secrets,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
@@ -27,13 +28,15 @@ pub(crate) async fn call(
         Some(cwd) => call.run_dir.join(cwd),
         None => call.run_dir.clone(),
     };
-    let env = env_vars(&args)?;
+    let mut env = call.env.clone();
+    env.extend(env_vars(&args)?);
     let label = format!("exec `{}`", clip(&secrets.text(&argv.join(" ")), 200));
     let done = process::run(
         Spawn {
             label: label.clone(),
             argv,
             dir,
+            base: base.clone(),
             env,
             idempotency_key: call.idempotency_key.clone(),
             stdin,
@@ -116,7 +119,7 @@ mod tests {
 
     use super::*;
     use crate::ToolHost;
-    use crate::process::alive;
+    use crate::process::{BASE_VARIABLES, alive};
 
     fn exec(args: Value, dir: &Path) -> ToolCall {
         ToolCall {
@@ -125,6 +128,7 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_else(Map::new),
             idempotency_key: None,
             run_dir: dir.to_path_buf(),
+            env: Vec::new(),
             user: None,
             timeout: None,
             secrets: Vec::new(),
@@ -241,22 +245,48 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn secret_variables_are_not_inherited() {
+    async fn a_command_sees_the_base_the_flow_env_and_its_own_env_and_nothing_else() {
         // Setting a variable in this process would race with the other tests, so the check
         // runs in a copy of this test binary started with the variables set.
         if std::env::var_os("REEL_TOOLS_ENV_CHILD").is_some() {
             let dir = tempfile::tempdir().unwrap();
-            let out = run(exec(json!({"cmd": ["env"]}), dir.path()))
-                .await
-                .unwrap();
+            let mut call = exec(
+                json!({"cmd": ["env"], "env": {"STEP_VAR": "step", "FLOW_VAR": "overridden"}}),
+                dir.path(),
+            );
+            call.env = vec![
+                ("FLOW_VAR".into(), "flow".into()),
+                ("DECLARED".into(), "declared".into()),
+                ("REEL_SECRET_SNEAKY".into(), "hunter2".into()),
+            ];
+            call.idempotency_key = Some("k1".into());
+            let out = run(call).await.unwrap();
             let env = out.value["stdout"].as_str().unwrap().to_string();
-            assert!(env.contains("REEL_PLAIN=kept"), "{env}");
-            assert!(!env.contains("REEL_SECRET_"), "{env}");
+            let mut names: Vec<&str> = env
+                .lines()
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k))
+                .filter(|k| !["PWD", "SHLVL", "_", "OLDPWD"].contains(k))
+                .collect();
+            names.sort();
+            let mut expected: Vec<&str> = BASE_VARIABLES
+                .iter()
+                .copied()
+                .filter(|v| std::env::var_os(v).is_some())
+                .chain(["DECLARED", "FLOW_VAR", "REEL_IDEMPOTENCY_KEY", "STEP_VAR"])
+                .collect();
+            expected.sort();
+            assert_eq!(names, expected, "{env}");
+            assert!(env.contains("FLOW_VAR=overridden\n"), "{env}");
+            assert!(env.contains("DECLARED=declared\n"), "{env}");
+            assert!(!env.contains("REEL_PLAIN"), "{env}");
             assert!(!env.contains("hunter2"), "{env}");
             return;
         }
         let child = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "exec::tests::secret_variables_are_not_inherited"])
+            .args([
+                "--exact",
+                "exec::tests::a_command_sees_the_base_the_flow_env_and_its_own_env_and_nothing_else",
+            ])
             .args(["--test-threads=1", "--nocapture"])
             .env("REEL_TOOLS_ENV_CHILD", "1")
             .env("REEL_SECRET_API_TOKEN", "hunter2")

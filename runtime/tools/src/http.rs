@@ -463,6 +463,7 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_default(),
             idempotency_key: (tool != "http.get").then(|| "idem-1".to_string()),
             run_dir: PathBuf::from("/"),
+            env: Vec::new(),
             user: None,
             timeout: Some(Duration::from_secs(10)),
             secrets: Vec::new(),

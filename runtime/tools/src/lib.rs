@@ -22,6 +22,7 @@ use std::future::Future;
 use tokio_util::sync::CancellationToken;
 
 pub use api::*;
+pub use process::{BASE_VARIABLES, BaseEnvironment};
 
 use crate::args::Args;
 use crate::text::{Secrets, duration};
@@ -31,6 +32,8 @@ use crate::text::{Secrets, duration};
 pub struct ToolHost {
     /// The HTTP clients, built at the first `http.*` call.
     http: http::Clients,
+    /// What every command's environment starts from.
+    base: BaseEnvironment,
 }
 
 impl Default for ToolHost {
@@ -40,10 +43,18 @@ impl Default for ToolHost {
 }
 
 impl ToolHost {
-    /// A host; its HTTP clients are set up when the first `http.*` call needs them.
+    /// A host whose commands see the base variables of this process's environment (built
+    /// where the program starts); its HTTP clients are set up when the first `http.*` call
+    /// needs them.
     pub fn new() -> ToolHost {
+        ToolHost::with_base(BaseEnvironment::from_process())
+    }
+
+    /// A host whose commands start from `base` (see [`BASE_VARIABLES`]).
+    pub fn with_base(base: BaseEnvironment) -> ToolHost {
         ToolHost {
             http: http::Clients::default(),
+            base,
         }
     }
 
@@ -77,13 +88,13 @@ impl ToolHost {
         cancel: &CancellationToken,
     ) -> Result<ToolOutput, ToolError> {
         if let Some(user) = &call.user {
-            return user::call(call, user, secrets, cancel).await;
+            return user::call(call, user, &self.base, secrets, cancel).await;
         }
         if let Some(method) = http::method(&call.tool) {
             return http::call(&self.http, method, call, secrets, cancel).await;
         }
         match call.tool.as_str() {
-            "exec" => exec::call(call, secrets, cancel).await,
+            "exec" => exec::call(call, &self.base, secrets, cancel).await,
             "fs.read" => bounded(call, cancel, fs::read(call, secrets)).await,
             "fs.write" => bounded(call, cancel, fs::write(call, secrets)).await,
             "echo" => {
@@ -163,6 +174,7 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_default(),
             idempotency_key: None,
             run_dir: PathBuf::from("/"),
+            env: Vec::new(),
             user: None,
             timeout: None,
             secrets: Vec::new(),

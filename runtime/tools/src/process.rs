@@ -18,8 +18,38 @@ use crate::text::duration;
 /// them (a background process it left in its group) is killed.
 const GRACE: Duration = Duration::from_millis(250);
 
-/// Environment variables with this prefix (any case) hold secrets and are never inherited.
+/// Environment variables with this prefix (any case) hold secrets and are never passed on.
 const SECRET_PREFIX: &[u8] = b"REEL_SECRET_";
+
+/// The variables of `reel`'s own environment that every command sees, and no others: enough
+/// to find programs and speak the user's language, so that a run does not depend on what the
+/// launching shell happened to export and nothing leaks into a tool by accident.
+pub const BASE_VARIABLES: [&str; 7] = ["PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "TZ"];
+
+/// What every command's environment starts from (see [`BASE_VARIABLES`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BaseEnvironment(Vec<(OsString, OsString)>);
+
+impl BaseEnvironment {
+    /// The base variables as this process has them: built where the program starts.
+    pub fn from_process() -> BaseEnvironment {
+        BaseEnvironment::from_pairs(
+            BASE_VARIABLES
+                .iter()
+                .filter_map(|name| std::env::var_os(name).map(|value| ((*name).into(), value))),
+        )
+    }
+
+    /// A base of the given variables; any outside [`BASE_VARIABLES`] are left out.
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (OsString, OsString)>) -> BaseEnvironment {
+        BaseEnvironment(
+            pairs
+                .into_iter()
+                .filter(|(name, _)| BASE_VARIABLES.iter().any(|b| name == b))
+                .collect(),
+        )
+    }
+}
 
 /// One command to run.
 pub(crate) struct Spawn {
@@ -29,7 +59,10 @@ pub(crate) struct Spawn {
     pub argv: Vec<String>,
     /// The working directory.
     pub dir: PathBuf,
-    /// Variables added to the inherited environment.
+    /// What the environment starts from.
+    pub base: BaseEnvironment,
+    /// Variables set over the base, later ones winning: the flow's declared `env`, then the
+    /// step's own `env`.
     pub env: Vec<(String, String)>,
     /// Passed as `REEL_IDEMPOTENCY_KEY` unless `env` sets that variable itself.
     pub idempotency_key: Option<String>,
@@ -49,7 +82,7 @@ pub(crate) struct Finished {
     pub stderr: String,
 }
 
-/// Which inherited variables a child must not see: every `REEL_SECRET_*`.
+/// Which variables a child must not see: every `REEL_SECRET_*`.
 pub(crate) fn hidden_vars(inherited: impl Iterator<Item = OsString>) -> Vec<OsString> {
     inherited
         .filter(|name| {
@@ -108,15 +141,17 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
-    for name in hidden_vars(std::env::vars_os().map(|(name, _)| name)) {
+    // Nothing of this process's environment but the base: only this call's key, and never a
+    // secret's variable, whatever a flow declares.
+    command.env_clear();
+    command.envs(spawn.base.0.iter().map(|(k, v)| (k, v)));
+    if let Some(key) = &spawn.idempotency_key {
+        command.env("REEL_IDEMPOTENCY_KEY", key);
+    }
+    command.envs(spawn.env.iter().map(|(k, v)| (k, v)));
+    for name in hidden_vars(spawn.env.iter().map(|(name, _)| OsString::from(name))) {
         command.env_remove(name);
     }
-    // Only this call's key: one inherited from an enclosing run must not leak into a read.
-    match &spawn.idempotency_key {
-        Some(key) => command.env("REEL_IDEMPOTENCY_KEY", key),
-        None => command.env_remove("REEL_IDEMPOTENCY_KEY"),
-    };
-    command.envs(spawn.env.iter().map(|(k, v)| (k, v)));
 
     let deadline = spawn.timeout.map(|t| Instant::now() + t);
     let mut child = command.spawn().map_err(|e| {
@@ -327,6 +362,7 @@ mod tests {
             label: "test".to_string(),
             argv: argv.iter().map(|s| s.to_string()).collect(),
             dir: dir.to_path_buf(),
+            base: BaseEnvironment::from_process(),
             env: Vec::new(),
             idempotency_key: None,
             stdin: None,

@@ -6,13 +6,14 @@ use tokio_util::sync::CancellationToken;
 
 use crate::api::{ToolCall, ToolError, ToolOutput, UserTool, codes};
 use crate::exec::{TEMPFAIL, exit_message};
-use crate::process::{self, Spawn};
+use crate::process::{self, BaseEnvironment, Spawn};
 use crate::text::{Secrets, clip};
 
 /// Runs a user tool once.
 pub(crate) async fn call(
     call: &ToolCall,
     user: &UserTool,
+    base: &BaseEnvironment,
     secrets: &Secrets,
     cancel: &CancellationToken,
 ) -> Result<ToolOutput, ToolError> {
@@ -40,7 +41,8 @@ pub(crate) async fn call(
             label: label.clone(),
             argv: user.exec.clone(),
             dir: user.dir.clone(),
-            env: Vec::new(),
+            base: base.clone(),
+            env: call.env.clone(),
             idempotency_key: call.idempotency_key.clone(),
             stdin: Some(stdin),
             timeout: call.timeout,
@@ -126,6 +128,7 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_else(Map::new),
             idempotency_key: None,
             run_dir: std::env::temp_dir(),
+            env: Vec::new(),
             user: Some(UserTool {
                 exec: vec!["python3".to_string(), format!("tools/{name}.py")],
                 dir: dir.to_path_buf(),
