@@ -1,46 +1,87 @@
 //! The live progress of a run on stderr: one line per step with its state, duration and attempts.
 //!
-//! On a terminal, finished steps print as lines that stay and the steps still running are
-//! redrawn below them; elsewhere each step's ending prints as one plain line.
+//! On a terminal (indicatif), each finished step prints a line that stays, each running step
+//! has a line below them with its elapsed time and, for a `foreach`, the calls done out of all
+//! with a bar, and a last line counts what is running, finished and still pending. Drawing is
+//! rate-limited (a few times a second, never more), so a step of 100,000 calls costs a counter
+//! per call, not a redraw. Elsewhere each step's ending prints as one plain line.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reel_runtime::{Progress, ProgressSink};
 
+/// Redraws per second on a terminal.
+const REDRAW_HZ: u8 = 8;
+/// How often a running step's elapsed time moves on its own.
+const TICK: Duration = Duration::from_millis(250);
+/// Running steps shown with a line of their own; the others are counted in the last line.
+const VISIBLE_RUNNING: usize = 16;
+
+/// One step that is running.
 struct Running {
-    since: Instant,
-    calls: Option<usize>,
-    retries: u32,
+    /// Its line, when it is among the visible ones.
+    bar: Option<ProgressBar>,
 }
 
+/// What the display knows of the run.
 struct State {
-    running: BTreeMap<String, Running>,
-    drawn: usize,
-    last_draw: Instant,
+    running: HashMap<String, Running>,
+    /// Steps that ended while this process drove the run.
+    finished: usize,
+}
+
+/// The terminal's live part.
+struct Live {
+    multi: MultiProgress,
+    /// The last line: counts of running, finished and pending steps.
+    summary: ProgressBar,
 }
 
 /// Draws a run's progress on stderr.
 pub struct StderrProgress {
-    live: bool,
     color: bool,
+    /// The flow's step count, when the whole run is ahead (`reel run`): pending steps are
+    /// counted from it.
+    total: Option<usize>,
+    live: Option<Live>,
     state: Mutex<State>,
 }
 
 impl StderrProgress {
-    /// Progress on stderr; live redrawing when stderr is a terminal.
-    pub fn new(color: bool) -> Self {
-        StderrProgress {
-            live: std::io::stderr().is_terminal(),
+    /// Progress on stderr, live when stderr is a terminal; `total` is the flow's step count
+    /// when every step is still ahead.
+    pub fn new(color: bool, total: Option<usize>) -> Self {
+        let target = std::io::stderr()
+            .is_terminal()
+            .then(|| ProgressDrawTarget::stderr_with_hz(REDRAW_HZ));
+        StderrProgress::with_target(color, total, target)
+    }
+
+    /// Progress drawn live on `target`, or as plain lines on stderr when there is none.
+    fn with_target(color: bool, total: Option<usize>, target: Option<ProgressDrawTarget>) -> Self {
+        let live = target.map(|target| {
+            let multi = MultiProgress::with_draw_target(target);
+            let summary = multi.add(ProgressBar::new_spinner());
+            summary.set_style(style("  {msg}"));
+            Live { multi, summary }
+        });
+        let progress = StderrProgress {
             color,
+            total,
+            live,
             state: Mutex::new(State {
-                running: BTreeMap::new(),
-                drawn: 0,
-                last_draw: Instant::now() - Duration::from_secs(1),
+                running: HashMap::new(),
+                finished: 0,
             }),
+        };
+        if let Ok(state) = progress.state.lock() {
+            progress.summarize(&state);
         }
+        progress
     }
 
     fn mark(&self, state: &str) -> String {
@@ -59,34 +100,66 @@ impl StderrProgress {
         }
     }
 
-    fn clear(&self, state: &mut State, out: &mut impl Write) {
-        if self.live && state.drawn > 0 {
-            let _ = write!(out, "\u{1b}[{}A\u{1b}[J", state.drawn);
-            state.drawn = 0;
+    /// Prints a line that stays: above the live lines on a terminal.
+    fn print(&self, line: &str) {
+        match &self.live {
+            Some(live) => {
+                let _ = live.multi.println(line);
+            }
+            None => {
+                let _ = writeln!(std::io::stderr().lock(), "{line}");
+            }
         }
     }
 
-    fn draw(&self, state: &mut State, out: &mut impl Write) {
-        if !self.live {
+    /// Brings the last line up to date.
+    fn summarize(&self, state: &State) {
+        let Some(live) = &self.live else {
             return;
+        };
+        let running = state.running.len();
+        let hidden = running - state.running.values().filter(|r| r.bar.is_some()).count();
+        let mut parts = vec![format!("{running} running")];
+        if hidden > 0 {
+            parts[0].push_str(&format!(" ({hidden} not shown)"));
         }
-        for (step, r) in &state.running {
-            let calls = r.calls.map(|n| format!("  {n} calls")).unwrap_or_default();
-            let retries = if r.retries > 0 {
-                format!("  attempt {}", r.retries + 1)
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                out,
-                "  {} {step}  {}{calls}{retries}",
-                self.mark("running"),
-                duration(r.since.elapsed())
-            );
+        parts.push(format!("{} finished", state.finished));
+        if let Some(total) = self.total {
+            parts.push(format!(
+                "{} pending",
+                total.saturating_sub(state.finished + running)
+            ));
         }
-        state.drawn = state.running.len();
-        state.last_draw = Instant::now();
+        live.summary.set_message(parts.join(" · "));
     }
+
+    /// A line for a step that began, when there is room for one.
+    fn running_line(&self, state: &State, step: &str, calls: Option<usize>) -> Option<ProgressBar> {
+        let live = self.live.as_ref()?;
+        let shown = state.running.values().filter(|r| r.bar.is_some()).count();
+        if shown >= VISIBLE_RUNNING {
+            return None;
+        }
+        let mark = self.mark("running");
+        let bar = match calls {
+            Some(n) => ProgressBar::new(n as u64).with_style(style(&format!(
+                "  {mark} {{prefix}}  {{elapsed}}  [{{bar:24}}] {{pos}}/{{len}} calls{{msg}}"
+            ))),
+            None => ProgressBar::new_spinner()
+                .with_style(style(&format!("  {mark} {{prefix}}  {{elapsed}}{{msg}}"))),
+        };
+        let bar = live
+            .multi
+            .insert_before(&live.summary, bar.with_prefix(step.to_string()));
+        bar.enable_steady_tick(TICK);
+        Some(bar)
+    }
+}
+
+fn style(template: &str) -> ProgressStyle {
+    ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| ProgressStyle::default_spinner())
+        .progress_chars("=> ")
 }
 
 /// `850ms`, `1.2s`, `3m04s`.
@@ -106,20 +179,18 @@ impl ProgressSink for StderrProgress {
         let Ok(mut state) = self.state.lock() else {
             return;
         };
-        let mut out = std::io::stderr().lock();
         match progress {
             Progress::StepRunning { step, calls } => {
-                state.running.insert(
-                    step,
-                    Running {
-                        since: Instant::now(),
-                        calls,
-                        retries: 0,
-                    },
-                );
-                if self.live && state.last_draw.elapsed() > Duration::from_millis(50) {
-                    self.clear(&mut state, &mut out);
-                    self.draw(&mut state, &mut out);
+                if let Some(old) = state.running.remove(&step).and_then(|r| r.bar) {
+                    old.finish_and_clear();
+                }
+                let bar = self.running_line(&state, &step, calls);
+                state.running.insert(step, Running { bar });
+                self.summarize(&state);
+            }
+            Progress::CallDone { step } => {
+                if let Some(bar) = state.running.get(&step).and_then(|r| r.bar.as_ref()) {
+                    bar.inc(1);
                 }
             }
             Progress::Retrying {
@@ -127,16 +198,13 @@ impl ProgressSink for StderrProgress {
                 attempt,
                 code,
             } => {
-                if let Some(r) = state.running.get_mut(&step) {
-                    r.retries += 1;
+                if let Some(bar) = state.running.get(&step).and_then(|r| r.bar.as_ref()) {
+                    bar.set_message(format!("  retrying after attempt {attempt} ({code})"));
                 }
-                self.clear(&mut state, &mut out);
-                let _ = writeln!(
-                    out,
+                self.print(&format!(
                     "  {} {step}  attempt {attempt} failed ({code}), retrying",
                     self.mark("retrying")
-                );
-                self.draw(&mut state, &mut out);
+                ));
             }
             Progress::StepDone {
                 step,
@@ -146,8 +214,15 @@ impl ProgressSink for StderrProgress {
                 calls,
                 detail,
             } => {
-                state.running.remove(&step);
-                self.clear(&mut state, &mut out);
+                if let Some(bar) = state.running.remove(&step).and_then(|r| r.bar) {
+                    bar.finish_and_clear();
+                    if let Some(live) = &self.live {
+                        live.multi.remove(&bar);
+                    }
+                }
+                if end != "waiting" {
+                    state.finished += 1;
+                }
                 let took = if end == "skipped" || end == "waiting" {
                     String::new()
                 } else {
@@ -168,9 +243,104 @@ impl ProgressSink for StderrProgress {
                     (_, Some(d)) => format!("  {d}"),
                     (_, None) => String::new(),
                 };
-                let _ = writeln!(out, "  {} {step}{took}{tries}{detail}", self.mark(end));
-                self.draw(&mut state, &mut out);
+                self.print(&format!("  {} {step}{took}{tries}{detail}", self.mark(end)));
+                self.summarize(&state);
             }
         }
+    }
+}
+
+impl StderrProgress {
+    /// Takes the live lines away, before the run's last words are printed.
+    pub fn finish(&self) {
+        if let Some(live) = &self.live {
+            if let Ok(state) = self.state.lock() {
+                for bar in state.running.values().filter_map(|r| r.bar.as_ref()) {
+                    bar.finish_and_clear();
+                }
+            }
+            live.summary.finish_and_clear();
+            let _ = live.multi.clear();
+        }
+    }
+}
+
+impl Drop for StderrProgress {
+    fn drop(&mut self) {
+        self.finish();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use indicatif::InMemoryTerm;
+
+    use super::*;
+
+    fn screen(term: &InMemoryTerm) -> String {
+        // Lines move on their own a few times a second: wait for a redraw.
+        std::thread::sleep(Duration::from_millis(400));
+        term.contents()
+            .lines()
+            .map(|l| {
+                // The elapsed time and the spinner differ from run to run.
+                l.split_whitespace()
+                    .filter(|w| {
+                        let Some(number) = w.strip_suffix('s') else {
+                            return true;
+                        };
+                        let digits = number.strip_suffix('m').unwrap_or(number);
+                        digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit())
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .filter(|l| !l.is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn a_terminal_shows_finished_lines_running_steps_with_calls_done_and_what_is_pending() {
+        let term = InMemoryTerm::new(12, 100);
+        let progress = StderrProgress::with_target(
+            false,
+            Some(4),
+            Some(ProgressDrawTarget::term_like(Box::new(term.clone()))),
+        );
+        progress.report(Progress::StepRunning {
+            step: "first".into(),
+            calls: None,
+        });
+        progress.report(Progress::StepDone {
+            step: "first".into(),
+            state: "succeeded",
+            duration_ms: 5,
+            attempts: 1,
+            calls: 1,
+            detail: None,
+        });
+        progress.report(Progress::StepRunning {
+            step: "many".into(),
+            calls: Some(30),
+        });
+        for _ in 0..12 {
+            progress.report(Progress::CallDone {
+                step: "many".into(),
+            });
+        }
+        progress.report(Progress::StepRunning {
+            step: "slow".into(),
+            calls: None,
+        });
+        insta::assert_snapshot!(screen(&term), @r"
+        ✓ first
+        • many [=========> ] 12/30 calls
+        • slow
+        2 running · 1 finished · 1 pending
+        ");
+        progress.finish();
+        // What stays is the finished steps' lines.
+        insta::assert_snapshot!(screen(&term), @"✓ first");
     }
 }

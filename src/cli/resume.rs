@@ -37,13 +37,14 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let project = Project::current()?;
     let store = project.open_store()?;
     let id = resolve_run(store.as_ref(), &args.run)?;
-    let progress = Arc::new(StderrProgress::new(ui.colored()));
+    let progress = Arc::new(StderrProgress::new(ui.colored(), None));
     let rt = tokio_runtime()?;
     let outcome = rt.block_on(async {
-        let deps = run_deps(store, Some(progress));
+        let deps = run_deps(store, Some(progress.clone()));
         stop_on_ctrl_c(&deps);
         resume(&deps, &rider_config(), &id, "resume").await
     });
+    progress.finish();
     match outcome {
         Ok(outcome) => report(ui, &outcome, args.json, began.elapsed()),
         Err(refusal) => Err(refused(refusal)),

@@ -159,14 +159,18 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         seed,
         parent: None,
     };
-    let progress = Arc::new(StderrProgress::new(ui.colored()));
     let rt = tokio_runtime()?;
+    ui.line(&format!("run {} of `{name}`", request.run_id));
+    let progress = Arc::new(StderrProgress::new(
+        ui.colored(),
+        Some(request.spec.steps.len()),
+    ));
     let outcome = rt.block_on(async {
-        let deps = run_deps(store, Some(progress));
+        let deps = run_deps(store, Some(progress.clone()));
         stop_on_ctrl_c(&deps);
-        ui.line(&format!("run {} of `{name}`", request.run_id));
         start(&deps, &rider_config(), request).await
     });
+    progress.finish();
     match outcome {
         Ok(outcome) => report(ui, &outcome, args.json, began.elapsed()),
         Err(refusal) => Err(refused(refusal)),

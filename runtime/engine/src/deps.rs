@@ -130,6 +130,11 @@ pub enum Progress {
         /// How many calls it makes (`foreach`), if known.
         calls: Option<usize>,
     },
+    /// A call of a `foreach` step succeeded (one of its `calls`).
+    CallDone {
+        /// The step.
+        step: String,
+    },
     /// A call failed and will be tried again.
     Retrying {
         /// The step.

@@ -1415,6 +1415,11 @@ impl Run {
                 };
                 self.record(event);
                 self.keys.remove(&(i, r.call));
+                if index.is_some() {
+                    self.deps.progress.report(Progress::CallDone {
+                        step: spec.id.clone(),
+                    });
+                }
                 self.steps[i].calls[r.call].state = CallState::Done(value);
                 self.complete_if_done(i);
             }
