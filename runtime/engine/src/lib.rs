@@ -5,13 +5,14 @@
 //! environment, progress, shutdown), so the same engine runs live, in replay and in tests.
 
 pub mod deps;
-pub mod error;
-pub mod fold;
 pub mod inputs;
-pub mod journal;
 pub mod rider;
 pub mod scope;
 pub mod worker;
+
+// The journal's events, the run error and the fold live in `reel-journal`; they stay reachable
+// here under their old paths.
+pub use reel_journal::{error, fold, journal};
 
 pub use deps::{
     BoxFuture, Clock, EnvSecrets, Environment, NoProgress, ProcessEnvironment, Progress,

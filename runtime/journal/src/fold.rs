@@ -188,7 +188,7 @@ impl Folded {
                     .insert(call_key(&step, index), CallRecord::Timer { until });
             }
             Event::TimerFired { step, index, until } => {
-                let woke = serde_json::json!({ "woke_at": crate::scope::rfc3339(until) });
+                let woke = serde_json::json!({ "woke_at": crate::journal::rfc3339(until) });
                 let digest = reel_flowspec::canonical::digest_value(&woke);
                 self.calls.insert(
                     call_key(&step, index),
