@@ -462,6 +462,11 @@ pub fn rfc3339(ms: i64) -> String {
         .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
 }
 
+/// The value a fired `sleep` produces: when it woke.
+pub fn woke_value(until: i64) -> Value {
+    json!({ "woke_at": rfc3339(until) })
+}
+
 /// The index as JSON (null outside `foreach`), for messages.
 pub fn index_json(i: Option<u32>) -> Value {
     opt_index(i)

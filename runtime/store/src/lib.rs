@@ -8,6 +8,7 @@
 mod api;
 mod blobs;
 mod checkpoint;
+pub mod clock;
 mod owner;
 mod read;
 mod schema;
@@ -15,4 +16,5 @@ mod sqlite;
 mod writer;
 
 pub use api::*;
+pub use clock::{BoxFuture, Clock, ManualClock};
 pub use sqlite::{SqliteStore, WriterStats};
