@@ -156,3 +156,19 @@ pub struct RunDeps {
     /// This process, as a lease holder.
     pub owner: Owner,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_come_only_from_reel_secret_variables() {
+        let secrets = EnvSecrets::from_variables([
+            ("REEL_SECRET_TOKEN".to_string(), "t0k3n".to_string()),
+            ("HOME".to_string(), "/home/me".to_string()),
+        ]);
+        assert_eq!(secrets.get("token").as_deref(), Some("t0k3n"));
+        assert_eq!(secrets.get("home"), None);
+        assert_eq!(secrets.vars.len(), 1);
+    }
+}
