@@ -2,12 +2,16 @@
 # Proves the capabilities lint is on: clippy must refuse every ambient clock and environment read
 # in runtime/lint-probe (a crate outside the workspace that finds the same clippy.toml as the
 # store, the journal and the engine) and let the one use marked as an edge through. Nothing in
-# the tree is written (the probe builds into the target directory), so an interrupted run leaves
+# the tree is written (the probe builds into a temporary directory), so an interrupted run leaves
 # nothing behind.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-target="${CARGO_TARGET_DIR:-target}/lint-probe"
+# A fresh target directory every time: cargo replays a cached clippy result without noticing
+# that clippy.toml came back after being absent, and the probe must never pass on a stale cache.
+# The probe has no dependencies, so building it takes a second.
+target=$(mktemp -d)
+trap 'rm -rf "$target"' EXIT
 expected=(
   std::time::SystemTime::now
   std::time::Instant::now
