@@ -21,15 +21,15 @@ use crate::runs::{self, Pins, RunView, Stores, Views};
 pub type Watched = Arc<Mutex<HashMap<Uri, Vec<WatchKey>>>>;
 
 /// The document's canonical path and its store directory, when it is a file.
-pub fn locate(cx: &Ctx<'_>) -> Option<(String, PathBuf)> {
-    locate_path(Path::new(cx.file.path(cx.db)))
+pub fn locate(cx: &Ctx<'_>, stores: &Stores) -> Option<(String, PathBuf)> {
+    locate_path(Path::new(cx.file.path(cx.db)), stores)
 }
 
 /// A source file's canonical path (as runs record it) and its store directory.
-pub fn locate_path(path: &Path) -> Option<(String, PathBuf)> {
+pub fn locate_path(path: &Path, stores: &Stores) -> Option<(String, PathBuf)> {
     let abs = std::fs::canonicalize(path).ok()?;
     let dir = abs.parent()?.to_path_buf();
-    Some((abs.to_string_lossy().into_owned(), runs::store_dir(&dir)))
+    Some((abs.to_string_lossy().into_owned(), stores.dir_for(&dir)))
 }
 
 /// The shown run (pinned, else latest) of each flow of the document, by flow name.
@@ -41,7 +41,7 @@ fn shown_runs(
 ) -> (Vec<WatchKey>, BTreeMap<String, Arc<RunView>>) {
     let mut watched = Vec::new();
     let mut shown = BTreeMap::new();
-    let Some((source, dir)) = locate(cx) else {
+    let Some((source, dir)) = locate(cx, stores) else {
         return (watched, shown);
     };
     let store = stores.get(&dir);
@@ -49,9 +49,9 @@ fn shown_runs(
         if let Item::Flow(f) = item {
             watched.push((dir.clone(), source.clone(), f.name.name.clone()));
             if let Some(store) = &store
-                && let Some((run, _)) = runs::shown(store, pins, &source, &f.name.name)
+                && let Some((run, _)) = runs::shown(store.as_ref(), pins, &source, &f.name.name)
             {
-                shown.insert(f.name.name.clone(), views.get(&dir, store, run));
+                shown.insert(f.name.name.clone(), views.get(&dir, store.as_ref(), run));
             }
         }
     }
@@ -87,7 +87,7 @@ pub fn inlay_hints(
             });
         for m in &f.members {
             let Member::Step(s) = m else { continue };
-            let Some(step) = view.steps.get(&s.name.name) else {
+            let Some(step) = view.step(&s.name.name) else {
                 continue;
             };
             let prefix = match &current {
@@ -127,11 +127,11 @@ pub fn step_details(
     let Some(Item::Flow(f)) = occ.symbol.flow.and_then(|i| cx.parsed().file.items.get(i)) else {
         return None;
     };
-    let (source, dir) = locate(cx)?;
+    let (source, dir) = locate(cx, stores)?;
     let store = stores.get(&dir)?;
-    let (run, _) = runs::shown(&store, pins, &source, &f.name.name)?;
-    let view = views.get(&dir, &store, run);
-    let step = view.steps.get(&occ.symbol.name)?;
+    let (run, _) = runs::shown(store.as_ref(), pins, &source, &f.name.name)?;
+    let view = views.get(&dir, store.as_ref(), run);
+    let step = view.step(&occ.symbol.name)?;
     Some(runs::details(&view.run, step))
 }
 
@@ -155,7 +155,7 @@ pub fn fingerprint(stores: &Stores, pins: &Pins, watched: &Watched) -> BTreeMap<
             let print = stores
                 .get(dir)
                 .and_then(|store| {
-                    let (run, _) = runs::shown(&store, pins, source, flow)?;
+                    let (run, _) = runs::shown(store.as_ref(), pins, source, flow)?;
                     // The run's row counts its events, so a live run is not read to see it grew.
                     let len = if runs::is_live(run.status) {
                         run.next_seq

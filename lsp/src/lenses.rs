@@ -73,14 +73,14 @@ pub fn flow_lenses(
     pins: &Pins,
     now_ms: i64,
 ) -> Vec<(usize, String, Vec<Lens>)> {
-    let located = hints::locate(cx);
+    let located = hints::locate(cx, stores);
     let store = located.as_ref().and_then(|(_, dir)| stores.get(dir));
     let mut out = Vec::new();
     for (idx, item) in cx.parsed().file.items.iter().enumerate() {
         let Item::Flow(f) = item else { continue };
         let flow = f.name.name.clone();
         let shown = match (&located, &store) {
-            (Some((source, _)), Some(store)) => runs::shown(store, pins, source, &flow),
+            (Some((source, _)), Some(store)) => runs::shown(store.as_ref(), pins, source, &flow),
             _ => None,
         };
         let middle = match shown {

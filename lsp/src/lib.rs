@@ -16,11 +16,25 @@ pub mod runs;
 pub mod server;
 pub mod wire;
 
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use reel_store::Clock;
 use tower_lsp_server::{LspService, Server};
 
+/// What the program that starts the server hands it: the server reads no clock or environment
+/// of its own.
+#[derive(Clone)]
+pub struct Capabilities {
+    /// What time it is (for the ages of runs).
+    pub clock: Arc<dyn Clock>,
+    /// `REEL_HOME`, which names the store directory when set.
+    pub reel_home: Option<OsString>,
+}
+
 /// Serves the language server on stdin and stdout until the client exits.
-pub async fn serve_stdio() {
-    let (service, socket) = LspService::new(server::Backend::new);
+pub async fn serve_stdio(given: Capabilities) {
+    let (service, socket) = LspService::new(move |client| server::Backend::new(client, given));
     Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
         .serve(service)
         .await;

@@ -1,40 +1,53 @@
-//! Past runs of the open flows: the store found as the CLI finds it, opened read-only, and the
-//! shown run of each flow folded from its journal into per-step results for inlay hints and hover,
-//! kept between requests while the run does not change.
+//! Past runs of the open flows: the store found as the CLI finds it (`reel_journal::discover`),
+//! opened read-only, and the shown run of each flow folded from its journal by the one fold
+//! (`reel_journal::fold`) into per-step views for inlay hints and hover, kept between requests
+//! while the run does not change.
+//!
+//! The server holds stores only as [`StoreRead`], so that it never writes is checked by the
+//! compiler.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use reel_runtime::RunError;
-use reel_runtime::journal::Event;
-use reel_store::{Flow, RunFilter, RunRow, RunStatus, SqliteStore, Store};
+use reel_journal::fold::{Folded, Holes, StepState, StepView};
+use reel_journal::journal::Event;
+use reel_store::{Flow, RunFilter, RunRow, RunStatus, SqliteStore, StoreRead};
 use serde_json::Value;
 
-/// The store directory for a document in `dir`: `REEL_HOME`, else `.reel/` beside the nearest
-/// `reel.toml` from `dir` upward, else `.reel/` in `dir` (as `src/cli/project.rs` does).
-pub fn store_dir(dir: &Path) -> PathBuf {
-    if let Some(home) = std::env::var_os("REEL_HOME").filter(|v| !v.is_empty()) {
-        return PathBuf::from(home);
-    }
-    dir.ancestors()
-        .find(|d| d.join("reel.toml").is_file())
-        .unwrap_or(dir)
-        .join(".reel")
-}
+/// A store the server reads (it has no way to write).
+pub type ReadStore = Arc<dyn StoreRead>;
 
 /// Stores opened so far, by directory; a store that does not exist yet is tried again next time.
 #[derive(Clone, Default)]
-pub struct Stores(Arc<Mutex<HashMap<PathBuf, Arc<SqliteStore>>>>);
+pub struct Stores {
+    /// `REEL_HOME` as the program that started the server saw it.
+    reel_home: Option<OsString>,
+    opened: Arc<Mutex<HashMap<PathBuf, ReadStore>>>,
+}
 
 impl Stores {
+    /// No store opened yet; `reel_home` is `REEL_HOME` as the server's starter read it.
+    pub fn new(reel_home: Option<OsString>) -> Self {
+        Stores {
+            reel_home,
+            opened: Arc::default(),
+        }
+    }
+
+    /// The store directory for a document in `dir`, found as the CLI finds it.
+    pub fn dir_for(&self, dir: &Path) -> PathBuf {
+        reel_journal::discover::store_dir(dir, self.reel_home.as_deref())
+    }
+
     /// The read-only store in `dir`, if it exists.
-    pub fn get(&self, dir: &Path) -> Option<Arc<SqliteStore>> {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+    pub fn get(&self, dir: &Path) -> Option<ReadStore> {
+        let mut map = self.opened.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(s) = map.get(dir) {
             return Some(s.clone());
         }
-        let store = Arc::new(SqliteStore::open_read_only(dir).ok()?);
+        let store: ReadStore = Arc::new(SqliteStore::open_read_only(dir).ok()?);
         map.insert(dir.to_path_buf(), store.clone());
         Some(store)
     }
@@ -66,7 +79,7 @@ impl Pins {
 /// The run to show for `flow` of `source_abs`: the pinned one while it exists and belongs to that
 /// flow, else the latest. The flag says whether it is pinned.
 pub fn shown(
-    store: &SqliteStore,
+    store: &dyn StoreRead,
     pins: &Pins,
     source_abs: &str,
     flow: &str,
@@ -82,7 +95,7 @@ pub fn shown(
 }
 
 /// The most recent runs of `flow` started from `source_abs`, newest first.
-pub fn recent(store: &SqliteStore, source_abs: &str, flow: &str, limit: usize) -> Vec<RunRow> {
+pub fn recent(store: &dyn StoreRead, source_abs: &str, flow: &str, limit: usize) -> Vec<RunRow> {
     let filter = RunFilter {
         source_abs: Some(source_abs.to_string()),
         flow: Some(flow.to_string()),
@@ -107,7 +120,7 @@ pub fn age(now: i64, then: i64) -> String {
 
 /// The inputs `run` started with (defaults applied), from its first journal event; `None` when
 /// the journal or the value is missing.
-pub fn inputs(store: &SqliteStore, run: &str) -> Option<Value> {
+pub fn inputs(store: &dyn StoreRead, run: &str) -> Option<Value> {
     let mut digest = None;
     store
         .read_journal(run, 0, &mut |row| {
@@ -162,42 +175,13 @@ pub fn picker_entry(run: &RunRow, inputs: Option<Value>, now_ms: i64) -> Value {
     })
 }
 
-/// Where one step of a run stands.
-#[derive(Clone, Debug, PartialEq)]
-pub enum StepState {
-    /// Started, not finished.
-    Running,
-    /// Finished with this value.
-    Succeeded(Option<Value>),
-    /// Failed for good.
-    Failed(RunError),
-    /// Its `when` was false.
-    Skipped(String),
-    /// Waiting for a signal of this name.
-    WaitingSignal(String),
-    /// Sleeping until this time (ms since epoch).
-    Sleeping(i64),
-}
-
-/// What the journal says about one step.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StepRun {
-    /// Its state.
-    pub state: StepState,
-    /// When its first event happened (ms since epoch).
-    pub first_at: i64,
-    /// When its last event happened.
-    pub last_at: i64,
-    /// The highest attempt of any call.
-    pub attempts: u32,
-    /// For `foreach` steps: calls that succeeded and calls that failed for good, when any call had an index.
-    pub calls: Option<(u32, u32)>,
-    /// Each attempt's start: (index, attempt, time).
-    pub starts: Vec<(Option<u32>, u32, i64)>,
-    /// Idempotency keys the calls started with.
-    pub keys: Vec<String>,
-    /// Effects recorded, by key.
-    pub effects: Vec<String>,
+/// One step of a shown run: what the journal says of it, and its value when it succeeded.
+#[derive(Clone, Copy, Debug)]
+pub struct StepRun<'a> {
+    /// The step's view, from the fold.
+    pub view: &'a StepView,
+    /// The value it succeeded with (`None` when not succeeded or not stored).
+    pub value: Option<&'a Value>,
 }
 
 /// The latest run of one flow from one source file, folded.
@@ -205,17 +189,34 @@ pub struct StepRun {
 pub struct RunView {
     /// The run.
     pub run: RunRow,
-    /// How many journal events it has.
-    pub events: u64,
-    /// Per step, by name.
-    pub steps: BTreeMap<String, StepRun>,
+    /// Its journal folded with per-step views, kept to be extended when the run grows.
+    pub folded: Folded,
+    /// The values of succeeded steps, by digest (`None`: not stored).
+    pub values: HashMap<String, Option<Value>>,
     /// The semantic digest of each step of the spec it ran, by step name (shared by the runs of
     /// one spec).
     pub digests: Arc<BTreeMap<String, String>>,
 }
 
+impl RunView {
+    /// How many journal events were folded.
+    pub fn events(&self) -> u64 {
+        self.folded.events
+    }
+
+    /// The step named `name`, if the journal mentions it.
+    pub fn step(&self, name: &str) -> Option<StepRun<'_>> {
+        let view = self.folded.views.as_ref()?.get(name)?;
+        let value = match &view.state {
+            StepState::Succeeded { output } => self.values.get(output).and_then(Option::as_ref),
+            _ => None,
+        };
+        Some(StepRun { view, value })
+    }
+}
+
 /// The latest run of `flow` started from `source_abs`, if any.
-pub fn latest(store: &SqliteStore, source_abs: &str, flow: &str) -> Option<RunRow> {
+pub fn latest(store: &dyn StoreRead, source_abs: &str, flow: &str) -> Option<RunRow> {
     let filter = RunFilter {
         source_abs: Some(source_abs.to_string()),
         flow: Some(flow.to_string()),
@@ -225,14 +226,14 @@ pub fn latest(store: &SqliteStore, source_abs: &str, flow: &str) -> Option<RunRo
     store.list_runs(&filter).ok()?.into_iter().next()
 }
 
-/// Folds the whole journal of `run` into per-step results, reading its spec for the digests.
+/// Folds the whole journal of `run` into per-step views, reading its spec for the digests.
 /// Requests go through [`Views`], which keeps the result while the run does not change.
-pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
+pub fn view(store: &dyn StoreRead, run: RunRow) -> RunView {
     let digests = Arc::new(spec_digests(store, &run.flow_digest));
     let mut view = RunView {
         run,
-        events: 0,
-        steps: BTreeMap::new(),
+        folded: Folded::with_views(),
+        values: HashMap::new(),
         digests,
     };
     let _ = fold(store, &mut view);
@@ -241,7 +242,7 @@ pub fn view(store: &SqliteStore, run: RunRow) -> RunView {
 
 /// The semantic digest of each step of the spec with `flow_digest`, by step name (empty when the
 /// spec is missing or unreadable).
-fn spec_digests(store: &SqliteStore, flow_digest: &str) -> BTreeMap<String, String> {
+fn spec_digests(store: &dyn StoreRead, flow_digest: &str) -> BTreeMap<String, String> {
     let mut spec = None;
     // Read in place: the spec of a long flow is tens of MiB of JSON.
     let _ = store.read_spec(flow_digest, &mut |json| {
@@ -256,95 +257,27 @@ fn spec_digests(store: &SqliteStore, flow_digest: &str) -> BTreeMap<String, Stri
     .unwrap_or_default()
 }
 
-/// Folds the journal events of `view.run` after the first `view.events` into `view`. Whether the
+/// Folds the journal events of `view.run` after those already folded into `view` (the one fold
+/// goes on from a kept state), then reads the values of steps that succeeded since. Whether the
 /// journal was read to its end (a view folded from a partial read must not be kept).
-///
-/// Folding in parts gives what one fold from 0 gives: every step update depends only on the
-/// step's state and the event, and a step's `step_succeeded` decides its state for good (later
-/// events of that step only touch times and counts), as the value is read after the journal.
-fn fold(store: &SqliteStore, view: &mut RunView) -> bool {
-    let steps = &mut view.steps;
-    let events = &mut view.events;
-    let mut pending_outputs: Vec<(String, String)> = Vec::new();
-    let read = store.read_journal(&view.run.id, *events, &mut |row| {
-        *events += 1;
-        let at = row.at;
-        let Ok(event) = Event::from_row(&row) else {
-            return Flow::Continue;
-        };
-        let Some(name) = row.step.clone() else {
-            return Flow::Continue;
-        };
-        let step = steps.entry(name.clone()).or_insert(StepRun {
-            state: StepState::Running,
-            first_at: at,
-            last_at: at,
-            attempts: 0,
-            calls: None,
-            starts: Vec::new(),
-            keys: Vec::new(),
-            effects: Vec::new(),
-        });
-        step.last_at = at;
-        if row.index.is_some() && step.calls.is_none() {
-            step.calls = Some((0, 0));
-        }
-        let succeeded = matches!(step.state, StepState::Succeeded(_));
-        let set = |step: &mut StepRun, state: StepState| {
-            if !succeeded {
-                step.state = state;
-            }
-        };
-        match event {
-            Event::StepStarted {
-                index,
-                attempt,
-                key,
-                ..
-            } => {
-                step.attempts = step.attempts.max(attempt);
-                step.starts.push((index, attempt, at));
-                step.keys.extend(key.filter(|k| !step.keys.contains(k)));
-                set(step, StepState::Running);
-            }
-            Event::CallSucceeded { index, .. } | Event::EffectRecorded { index, .. } => {
-                if let (Some(_), Some(c)) = (index, step.calls.as_mut()) {
-                    c.0 += 1;
-                }
-                if let Event::EffectRecorded { key, .. } = event {
-                    step.effects.push(key);
-                }
-            }
-            Event::CallFailed {
-                index, retry_at, ..
-            } => {
-                if let (Some(_), None, Some(c)) = (index, retry_at, step.calls.as_mut()) {
-                    c.1 += 1;
-                }
-            }
-            Event::StepSucceeded {
-                output, attempts, ..
-            } => {
-                step.attempts = step.attempts.max(attempts);
-                pending_outputs.push((name, output));
-            }
-            Event::StepFailed { error, .. } => set(step, StepState::Failed(error)),
-            Event::StepSkipped { reason, .. } => set(step, StepState::Skipped(reason)),
-            Event::SignalAwaited { name, .. } => set(step, StepState::WaitingSignal(name)),
-            Event::SignalReceived { .. } | Event::TimerFired { .. } => {
-                set(step, StepState::Running)
-            }
-            Event::TimerStarted { until, .. } => set(step, StepState::Sleeping(until)),
-            _ => {}
-        }
-        Flow::Continue
-    });
+fn fold(store: &dyn StoreRead, view: &mut RunView) -> bool {
+    // Rows that cannot be read are passed over: a view shows what can be read.
+    let read = view.folded.read(store, &view.run.id, Holes::PassOver);
     // Values are read after the journal, so the journal's read is not held open meanwhile.
-    for (name, digest) in pending_outputs {
+    let outputs: Vec<String> = view
+        .folded
+        .views
+        .iter()
+        .flat_map(|views| views.values())
+        .filter_map(|step| match &step.state {
+            StepState::Succeeded { output } => Some(output.clone()),
+            _ => None,
+        })
+        .filter(|output| !view.values.contains_key(output))
+        .collect();
+    for digest in outputs {
         let value = store.get_value(&digest).ok().flatten();
-        if let Some(s) = view.steps.get_mut(&name) {
-            s.state = StepState::Succeeded(value);
-        }
+        view.values.insert(digest, value);
     }
     read.is_ok()
 }
@@ -398,7 +331,7 @@ impl Views {
     /// The folded view of `run` (as just read from the store in `dir`): the kept one while the
     /// run's status and event count are unchanged, else the kept one extended with the new events
     /// (a journal only grows), else a fold from the start.
-    pub fn get(&self, dir: &Path, store: &SqliteStore, run: RunRow) -> Arc<RunView> {
+    pub fn get(&self, dir: &Path, store: &dyn StoreRead, run: RunRow) -> Arc<RunView> {
         let key = (dir.to_path_buf(), run.id.clone());
         let spec_key = (dir.to_path_buf(), run.flow_digest.clone());
         let (old, digests) = {
@@ -433,8 +366,8 @@ impl Views {
             },
             None => RunView {
                 run,
-                events: 0,
-                steps: BTreeMap::new(),
+                folded: Folded::with_views(),
+                values: HashMap::new(),
                 digests: digests.clone(),
             },
         };
@@ -476,7 +409,8 @@ pub fn cut(text: &str, max: usize) -> String {
 }
 
 /// The one-line hint for a step: mark, duration, attempts and a short result.
-pub fn hint(step: &StepRun) -> String {
+pub fn hint(step: StepRun<'_>) -> String {
+    let StepRun { view: step, value } = step;
     let took = duration(step.last_at - step.first_at);
     let tries = if step.attempts > 1 {
         format!(" ×{}", step.attempts)
@@ -489,8 +423,8 @@ pub fn hint(step: &StepRun) -> String {
         None => String::new(),
     };
     match &step.state {
-        StepState::Succeeded(v) => {
-            let shown = v.as_ref().map_or_else(
+        StepState::Succeeded { .. } => {
+            let shown = value.map_or_else(
                 || "(value not stored)".to_string(),
                 |v| cut(&v.to_string(), 40),
             );
@@ -519,19 +453,22 @@ pub fn time(ms: i64) -> String {
 }
 
 /// The Markdown added to a step's hover: the recorded result in full (cut at a sensible size).
-pub fn details(run: &RunRow, step: &StepRun) -> String {
+pub fn details(run: &RunRow, step: StepRun<'_>) -> String {
+    let StepRun { view: step, value } = step;
     let mut out = format!("**Run `{}`** ({})\n\n", run.id, run.status.as_str());
-    match &step.state {
-        StepState::Succeeded(Some(v)) => {
+    match (&step.state, value) {
+        (StepState::Succeeded { .. }, Some(v)) => {
             let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
             out.push_str(&format!("Output:\n```json\n{}\n```\n", cut(&pretty, 2000)));
         }
-        StepState::Succeeded(None) => out.push_str("Succeeded (value not stored)\n"),
-        StepState::Failed(e) => out.push_str(&format!("Failed: `{}`: {}\n", e.code, e.message)),
-        StepState::Skipped(r) => out.push_str(&format!("Skipped: {r}\n")),
-        StepState::WaitingSignal(n) => out.push_str(&format!("Waiting for signal `{n}`\n")),
-        StepState::Sleeping(u) => out.push_str(&format!("Sleeping until {}\n", time(*u))),
-        StepState::Running => out.push_str("Running\n"),
+        (StepState::Succeeded { .. }, None) => out.push_str("Succeeded (value not stored)\n"),
+        (StepState::Failed(e), _) => {
+            out.push_str(&format!("Failed: `{}`: {}\n", e.code, e.message))
+        }
+        (StepState::Skipped(r), _) => out.push_str(&format!("Skipped: {r}\n")),
+        (StepState::WaitingSignal(n), _) => out.push_str(&format!("Waiting for signal `{n}`\n")),
+        (StepState::Sleeping(u), _) => out.push_str(&format!("Sleeping until {}\n", time(*u))),
+        (StepState::Running, _) => out.push_str("Running\n"),
     }
     if !step.starts.is_empty() {
         out.push_str("\nAttempts:\n");
@@ -557,6 +494,7 @@ pub fn is_live(status: RunStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reel_store::Store;
 
     #[test]
     fn inputs_fit_on_one_line() {
@@ -574,8 +512,11 @@ mod tests {
 
     #[test]
     fn hints_say_status_time_attempts_and_value() {
-        let mut s = StepRun {
-            state: StepState::Succeeded(Some(serde_json::json!({ "a": "x".repeat(60) }))),
+        let value = serde_json::json!({ "a": "x".repeat(60) });
+        let mut s = StepView {
+            state: StepState::Succeeded {
+                output: "d".repeat(64),
+            },
             first_at: 0,
             last_at: 1500,
             attempts: 2,
@@ -584,22 +525,38 @@ mod tests {
             keys: Vec::new(),
             effects: Vec::new(),
         };
-        let h = hint(&s);
+        let h = hint(StepRun {
+            view: &s,
+            value: Some(&value),
+        });
         assert!(
             h.starts_with("✓ 1.5s ×2 {\"a\":\"xxx") && h.ends_with('…'),
             "{h}"
         );
+        assert!(
+            hint(StepRun {
+                view: &s,
+                value: None
+            })
+            .ends_with("(value not stored)")
+        );
+        let shown = |s: &StepView| {
+            hint(StepRun {
+                view: s,
+                value: None,
+            })
+        };
         s.state = StepState::WaitingSignal("go".into());
-        assert_eq!(hint(&s), "⏸ waiting for signal `go`");
+        assert_eq!(shown(&s), "⏸ waiting for signal `go`");
         s.state = StepState::Skipped("`when` was false".into());
-        assert_eq!(hint(&s), "↷ skipped: `when` was false");
+        assert_eq!(shown(&s), "↷ skipped: `when` was false");
     }
 
     /// A store with one run whose step `a` started and waits for the signal `go`.
     fn waiting_run() -> (tempfile::TempDir, PathBuf, SqliteStore, reel_store::Lease) {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join(".reel");
-        let store = SqliteStore::open(&dir).unwrap();
+        let store = SqliteStore::open(&dir, Arc::new(reel_store::ManualClock::at(1_000))).unwrap();
         let first_events = [
             Event::StepStarted {
                 step: "a".into(),
@@ -644,9 +601,9 @@ mod tests {
         let views = Views::default();
         let row = || store.run("r1").unwrap().unwrap();
         let first = views.get(&dir, &store, row());
-        assert_eq!(first.events, 2);
+        assert_eq!(first.events(), 2);
         assert_eq!(
-            first.steps["a"].state,
+            first.step("a").unwrap().view.state,
             StepState::WaitingSignal("go".into())
         );
         assert!(Arc::ptr_eq(&first, &views.get(&dir, &store, row())));
@@ -673,15 +630,15 @@ mod tests {
 
         let grown = views.get(&dir, &store, row());
         assert!(!Arc::ptr_eq(&first, &grown));
-        assert_eq!(grown.events, 4);
+        assert_eq!(grown.events(), 4);
         // Extending the kept view gives what a fold from the start gives.
         let fresh = view(&store, row());
-        assert_eq!(grown.steps, fresh.steps);
-        assert_eq!(
-            grown.steps["a"].state,
-            StepState::Succeeded(Some(serde_json::json!({ "ok": 1 })))
-        );
-        assert_eq!(grown.steps["a"].first_at, 1_000);
+        assert_eq!(grown.folded.views, fresh.folded.views);
+        assert_eq!(grown.values, fresh.values);
+        let a = grown.step("a").unwrap();
+        assert_eq!(a.value, Some(&serde_json::json!({ "ok": 1 })));
+        assert!(matches!(a.view.state, StepState::Succeeded { .. }));
+        assert_eq!(a.view.first_at, 1_000);
         assert!(Arc::ptr_eq(&grown, &views.get(&dir, &store, row())));
     }
 
@@ -704,10 +661,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let sub = dir.path().join("a/b");
         std::fs::create_dir_all(&sub).unwrap();
-        if std::env::var_os("REEL_HOME").is_none() {
-            assert_eq!(store_dir(&sub), sub.join(".reel"));
-            std::fs::write(dir.path().join("reel.toml"), "").unwrap();
-            assert_eq!(store_dir(&sub), dir.path().join(".reel"));
-        }
+        std::fs::write(dir.path().join("reel.toml"), "").unwrap();
+        assert_eq!(Stores::new(None).dir_for(&sub), dir.path().join(".reel"));
+        let home = Stores::new(Some("/elsewhere".into()));
+        assert_eq!(home.dir_for(&sub), PathBuf::from("/elsewhere"));
     }
 }

@@ -14,11 +14,13 @@ use std::time::Duration;
 
 use reel_compiler::queries::line_index;
 use reel_compiler::{RootDb, SourceFile, file_diagnostics};
+use reel_store::Clock;
 use salsa::Setter;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::lsp_types::*;
 use tower_lsp_server::{Client, LanguageServer, UriExt};
 
+use crate::Capabilities;
 use crate::diagnostics::to_lsp;
 use crate::hints::{self, Watched};
 use crate::ide::completion::{self, ItemKind};
@@ -57,15 +59,18 @@ pub struct Backend {
     watched: Watched,
     refresh_support: AtomicBool,
     lens_refresh_support: AtomicBool,
+    /// What time it is: the server shows ages of runs, and reads no other time.
+    clock: Arc<dyn Clock>,
 }
 
 impl Backend {
-    /// A server talking to `client`, with an empty database.
-    pub fn new(client: Client) -> Self {
+    /// A server talking to `client`, with an empty database and what its starter handed it.
+    pub fn new(client: Client, given: Capabilities) -> Self {
         Backend {
             client,
             state: Arc::default(),
-            stores: Stores::default(),
+            stores: Stores::new(given.reel_home),
+            clock: given.clock,
             pins: Pins::default(),
             views: Views::default(),
             watched: Watched::default(),
@@ -212,13 +217,6 @@ fn paths(uri: &Uri) -> (String, String) {
         }
         None => (uri.as_str().to_string(), ".".to_string()),
     }
-}
-
-/// The wall clock in ms since the epoch: the server shows ages of runs, and reads no other time.
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
 }
 
 fn failed(message: String) -> Error {
@@ -377,7 +375,7 @@ impl LanguageServer for Backend {
     async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
         let uri = params.text_document.uri.clone();
         let (stores, pins) = (self.stores.clone(), self.pins.clone());
-        let now = now_ms();
+        let now = self.clock.now_ms();
         self.query(&params.text_document.uri, move |cx| {
             lenses::code_lenses(cx, &uri, &stores, &pins, now)
         })
@@ -400,7 +398,7 @@ impl LanguageServer for Backend {
             .parse::<Uri>()
             .ok()
             .and_then(|u| u.to_file_path().map(|p| p.into_owned()))
-            .and_then(|p| hints::locate_path(&p));
+            .and_then(|p| hints::locate_path(&p, &self.stores));
         let Some((source, dir)) = source else {
             return Err(Error::invalid_params(format!(
                 "`{uri}` is not a file on disk, so it has no runs"
@@ -409,15 +407,15 @@ impl LanguageServer for Backend {
         match params.command.as_str() {
             LIST_RUNS => {
                 let stores = self.stores.clone();
-                let now = now_ms();
+                let now = self.clock.now_ms();
                 let listed = tokio::task::spawn_blocking(move || {
                     let Some(store) = stores.get(&dir) else {
                         return Vec::new();
                     };
-                    runs::recent(&store, &source, &flow, PICKER_RUNS)
+                    runs::recent(store.as_ref(), &source, &flow, PICKER_RUNS)
                         .into_iter()
                         .map(|run| {
-                            let inputs = runs::inputs(&store, &run.id);
+                            let inputs = runs::inputs(store.as_ref(), &run.id);
                             runs::picker_entry(&run, inputs, now)
                         })
                         .collect::<Vec<_>>()

@@ -1,6 +1,6 @@
 //! `reel events`: a run's journal, event by event.
 
-use reel_store::{EventRow, Flow, Store};
+use reel_store::{EventRow, Flow, StoreRead};
 use serde_json::{Value, json};
 
 use super::project::{Project, resolve_run};
@@ -34,7 +34,7 @@ const DIGEST_FIELDS: [&str; 8] = [
     "inputs", "output", "result", "payload", "env", "cause", "flow", "digest",
 ];
 
-fn resolve(store: &dyn Store, data: &Value) -> Value {
+fn resolve(store: &dyn StoreRead, data: &Value) -> Value {
     match data {
         Value::Object(m) => Value::Object(
             m.iter()
@@ -61,7 +61,7 @@ fn resolve(store: &dyn Store, data: &Value) -> Value {
     }
 }
 
-fn event_json(store: &dyn Store, e: &EventRow, full: bool) -> Value {
+fn event_json(store: &dyn StoreRead, e: &EventRow, full: bool) -> Value {
     json!({
         "seq": e.seq,
         "at": time_json(Some(e.at)),
@@ -73,7 +73,7 @@ fn event_json(store: &dyn Store, e: &EventRow, full: bool) -> Value {
     })
 }
 
-fn line(store: &dyn Store, e: &EventRow, full: bool) -> String {
+fn line(store: &dyn StoreRead, e: &EventRow, full: bool) -> String {
     let at = match time_json(Some(e.at)) {
         Value::String(s) => s,
         _ => String::new(),

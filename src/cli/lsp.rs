@@ -1,5 +1,8 @@
 //! `reel lsp`: the language server, speaking LSP over stdin and stdout for an editor.
 
+use std::sync::Arc;
+
+use super::capabilities;
 use super::runtime::tokio_runtime;
 use super::ui::Ui;
 use super::{Failure, Status};
@@ -13,6 +16,10 @@ pub struct Args {}
 /// Runs `reel lsp` until the editor closes the connection.
 pub fn run(_args: Args, _ui: &Ui) -> Result<Status, Failure> {
     let rt = tokio_runtime()?;
-    rt.block_on(reel_lsp::serve_stdio());
+    let given = reel_lsp::Capabilities {
+        clock: Arc::new(capabilities::SystemClock),
+        reel_home: capabilities::reel_home(),
+    };
+    rt.block_on(reel_lsp::serve_stdio(given));
     Ok(Status::Success)
 }

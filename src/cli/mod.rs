@@ -2,6 +2,7 @@
 
 mod build;
 mod cancel;
+mod capabilities;
 mod check;
 mod events;
 mod flows;

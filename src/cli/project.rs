@@ -2,12 +2,14 @@
 //!
 //! The store is `.reel/` beside the nearest `reel.toml` found from the current directory
 //! upward, else `.reel/` in the current directory; `REEL_HOME` names the store directory itself
-//! and overrides both.
+//! and overrides both (the rule is `reel_journal::discover`, shared with the language server).
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use reel_store::{Durability, SqliteStore, Store};
+use reel_journal::discover;
+use reel_store::{Durability, SqliteStore, Store, StoreRead};
 use serde::Deserialize;
 
 use super::Failure;
@@ -41,18 +43,9 @@ pub struct Project {
 }
 
 impl Project {
-    /// Finds the project around `cwd`.
-    pub fn find(cwd: &Path) -> Result<Project, Failure> {
-        let mut config_path = None;
-        let mut dir = Some(cwd);
-        while let Some(d) = dir {
-            let candidate = d.join("reel.toml");
-            if candidate.is_file() {
-                config_path = Some(candidate);
-                break;
-            }
-            dir = d.parent();
-        }
+    /// Finds the project around `cwd`, given `REEL_HOME`'s value.
+    pub fn find(cwd: &Path, reel_home: Option<&OsStr>) -> Result<Project, Failure> {
+        let config_path = discover::project_file(cwd);
         let config = match &config_path {
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
@@ -68,13 +61,7 @@ impl Project {
             }
             None => Config::default(),
         };
-        let store_dir = match std::env::var_os("REEL_HOME").filter(|v| !v.is_empty()) {
-            Some(home) => PathBuf::from(home),
-            None => match &config_path {
-                Some(p) => p.parent().unwrap_or(cwd).join(".reel"),
-                None => cwd.join(".reel"),
-            },
-        };
+        let store_dir = discover::store_dir(cwd, reel_home);
         Ok(Project { store_dir, config })
     }
 
@@ -82,12 +69,12 @@ impl Project {
     pub fn current() -> Result<Project, Failure> {
         let cwd = std::env::current_dir()
             .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
-        Project::find(&cwd)
+        Project::find(&cwd, super::capabilities::reel_home().as_deref())
     }
 
     /// Opens (creating if needed) the store for writing.
     pub fn open_store(&self) -> Result<Arc<dyn Store>, Failure> {
-        SqliteStore::open(&self.store_dir)
+        SqliteStore::open(&self.store_dir, Arc::new(super::capabilities::SystemClock))
             .map(|s| Arc::new(s) as Arc<dyn Store>)
             .map_err(|e| Failure::failed(e.to_string()))
     }
@@ -122,7 +109,7 @@ impl Project {
 }
 
 /// Resolves a run id or a unique prefix of one.
-pub fn resolve_run(store: &dyn Store, given: &str) -> Result<String, Failure> {
+pub fn resolve_run(store: &dyn StoreRead, given: &str) -> Result<String, Failure> {
     let found = store
         .find_runs(given)
         .map_err(|e| Failure::failed(e.to_string()))?;
@@ -149,19 +136,18 @@ mod tests {
         let nested = dir.path().join("a/b");
         std::fs::create_dir_all(&nested).unwrap();
         std::fs::write(dir.path().join("reel.toml"), "[runs]\nkeep_for = \"30d\"\n").unwrap();
-        // REEL_HOME would override; tests run without it set.
-        if std::env::var_os("REEL_HOME").is_none() {
-            let p = Project::find(&nested).unwrap();
-            assert_eq!(p.store_dir, dir.path().join(".reel"));
-            assert_eq!(p.keep_for(None).unwrap(), 30 * 86_400_000);
-        }
+        let p = Project::find(&nested, None).unwrap();
+        assert_eq!(p.store_dir, dir.path().join(".reel"));
+        assert_eq!(p.keep_for(None).unwrap(), 30 * 86_400_000);
+        let home = Project::find(&nested, Some(OsStr::new("/elsewhere"))).unwrap();
+        assert_eq!(home.store_dir, PathBuf::from("/elsewhere"));
     }
 
     #[test]
     fn a_bad_reel_toml_says_what_is_wrong() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("reel.toml"), "[runs]\nkeepfor = 1\n").unwrap();
-        let err = Project::find(dir.path()).unwrap_err();
+        let err = Project::find(dir.path(), None).unwrap_err();
         assert!(err.messages[0].contains("reel.toml"), "{:?}", err.messages);
     }
 }

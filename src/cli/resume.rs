@@ -32,6 +32,8 @@ pub struct Args {
 }
 
 /// Runs `reel resume`.
+// edge: how long the command took, printed for people; nothing recorded depends on it.
+#[allow(clippy::disallowed_methods)]
 pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let began = Instant::now();
     let project = Project::current()?;

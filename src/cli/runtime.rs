@@ -3,14 +3,12 @@
 
 use std::sync::Arc;
 
-use reel_runtime::{
-    EnvSecrets, NoProgress, ProcessEnvironment, ProgressSink, Refusal, RiderConfig, RunDeps,
-    RunOutcome, SystemClock,
-};
+use reel_runtime::{NoProgress, ProgressSink, Refusal, RiderConfig, RunDeps, RunOutcome};
 use reel_store::{Owner, RunStatus, Store};
 use reel_tools::ToolHost;
 use tokio_util::sync::CancellationToken;
 
+use super::capabilities::{ProcessEnvironment, SystemClock, process_secrets};
 use super::ui::{Ui, print_stdout};
 use super::{Failure, Status};
 
@@ -29,7 +27,7 @@ pub fn run_deps(store: Arc<dyn Store>, progress: Option<Arc<dyn ProgressSink>>) 
         store,
         tools: Arc::new(ToolHost::new()),
         clock: Arc::new(SystemClock),
-        secrets: Arc::new(EnvSecrets::from_process()),
+        secrets: Arc::new(process_secrets()),
         env: Arc::new(ProcessEnvironment),
         progress: progress.unwrap_or_else(|| Arc::new(NoProgress)),
         shutdown,

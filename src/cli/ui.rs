@@ -23,6 +23,8 @@ pub struct ColorEnv {
 
 impl ColorEnv {
     /// The environment of this process.
+    // edge: whether to color is the user's environment, read once where the program starts.
+    #[allow(clippy::disallowed_methods)]
     pub fn current() -> Self {
         ColorEnv {
             is_terminal: io::stderr().is_terminal(),

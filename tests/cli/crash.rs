@@ -6,6 +6,10 @@
 //! every invocation, including those the journal never heard of. Before each resume it reads
 //! the journal with `reel events --json` and the log, and afterwards checks what ran again.
 
+// edge: the test kills a real process at random real moments (its seed from REEL_CRASH_SEED, or
+// drawn at random and printed) and waits on deadlines: it measures real time.
+#![allow(clippy::disallowed_methods)]
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};

@@ -186,6 +186,8 @@ fn approval_parks_takes_a_signal_and_finishes() {
     );
 }
 
+// edge: the test checks that a real 2 s sleep took real time.
+#[allow(clippy::disallowed_methods)]
 #[test]
 fn a_sleep_parks_the_run_and_the_worker_finishes_it() {
     let dir = temp();

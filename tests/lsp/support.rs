@@ -1,6 +1,9 @@
 //! A small LSP client for the tests: starts `reel lsp`, frames JSON-RPC with `reel_lsp::wire`,
 //! matches responses to requests by id and keeps the notifications it receives.
 
+// edge: the tests wait for a real server process with deadlines, which measure real time.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};

@@ -13,16 +13,19 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
-use reel_runtime::{
-    EnvSecrets, NoProgress, ProcessEnvironment, RiderConfig, RunDeps, StartRequest, SystemClock,
-    resume, start,
-};
-use reel_store::{Durability, Owner, RunStatus, SqliteStore, Store};
+use reel_runtime::{NoProgress, RiderConfig, RunDeps, StartRequest, resume, start};
+use reel_store::{Durability, Owner, RunStatus, SqliteStore, Store, StoreRead};
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
 use tokio_util::sync::CancellationToken;
+
+// The capabilities `reel run` hands the engine, shared by path so the benchmark runs the same.
+#[allow(dead_code)]
+#[path = "../../../src/cli/capabilities.rs"]
+mod capabilities;
+use capabilities::{ProcessEnvironment, SystemClock};
 
 /// The runtime benchmark.
 #[derive(Parser)]
@@ -137,7 +140,7 @@ fn speed(
         let spec = Arc::new(compile(source));
         for mode in [Durability::Fast, Durability::Durable] {
             let dir = root.join(format!("{}-{}", short(name), mode_name(mode)));
-            let sqlite = Arc::new(SqliteStore::open(&dir).expect("a store"));
+            let sqlite = Arc::new(SqliteStore::open(&dir, Arc::new(SystemClock)).expect("a store"));
             let store: Arc<dyn Store> = sqlite.clone();
             // One untimed run warms the store and the page cache.
             rt.block_on(run_once(&store, &spec, mode, root));
@@ -225,7 +228,8 @@ fn resumes(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         }
         for &events in &args.events {
             let dir = root.join(format!("resume-{workload}-{events}"));
-            let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir).expect("a store"));
+            let store: Arc<dyn Store> =
+                Arc::new(SqliteStore::open(&dir, Arc::new(SystemClock)).expect("a store"));
             let spec = Arc::new(compile(&make(events)));
             let steps = spec.steps.len();
             let run = rt.block_on(async {
@@ -319,7 +323,7 @@ fn print_ratios(path: &Path, rates: &[(&str, &str, f64)]) {
 
 /// The child that only parses the run's FlowSpec.
 fn spec_child(dir: &Path, run: &str) {
-    let store = SqliteStore::open(dir).expect("the store");
+    let store = SqliteStore::open(dir, Arc::new(SystemClock)).expect("the store");
     let hwm_before = vm_hwm_kb();
     let row = store.run(run).expect("the run reads").expect("the run");
     // As a resume reads it: parsed where the store holds the text.
@@ -371,7 +375,8 @@ fn resume_child(dir: &Path, run: &str) {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir).expect("the store"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir, Arc::new(SystemClock)).expect("the store"));
     let hwm_before = vm_hwm_kb();
     let began = Instant::now();
     let outcome = rt
@@ -441,7 +446,7 @@ fn deps(store: Arc<dyn Store>) -> RunDeps {
         store,
         tools: Arc::new(ToolHost::new()),
         clock: Arc::new(SystemClock),
-        secrets: Arc::new(EnvSecrets::from_process()),
+        secrets: Arc::new(capabilities::process_secrets()),
         env: Arc::new(ProcessEnvironment),
         progress: Arc::new(NoProgress),
         shutdown: CancellationToken::new(),

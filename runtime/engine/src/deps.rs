@@ -4,41 +4,15 @@
 //! live, in replay and in tests with virtual time, depending on what it is handed here.
 
 use std::collections::BTreeMap;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 
 use reel_store::{Owner, Store};
 use reel_tools::{ToolCall, ToolError, ToolHost, ToolOutput};
 use tokio_util::sync::CancellationToken;
 
-/// A boxed future, for object-safe async traits.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// Time: what time it is, and waiting until a time.
-pub trait Clock: Send + Sync {
-    /// Now, in milliseconds since the Unix epoch.
-    fn now_ms(&self) -> i64;
-    /// Resolves at `at_ms` (at once when it has passed).
-    fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()>;
-}
-
-/// The system clock.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as i64)
-    }
-
-    fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()> {
-        let wait = (at_ms - self.now_ms()).max(0) as u64;
-        Box::pin(tokio::time::sleep(std::time::Duration::from_millis(wait)))
-    }
-}
+/// Time comes from the one clock trait, which lives below the store (the store takes lease and
+/// signal times from it too).
+pub use reel_store::{BoxFuture, Clock, ManualClock};
 
 /// Where secret values come from; resolved fresh at every start and resume, never stored.
 pub trait Secrets: Send + Sync {
@@ -53,10 +27,12 @@ pub struct EnvSecrets {
 }
 
 impl EnvSecrets {
-    /// Reads every `REEL_SECRET_*` variable of this process.
-    pub fn from_process() -> Self {
+    /// Secrets from environment variables as they are named (`REEL_SECRET_<NAME>`, others are
+    /// left out): the program's entry point hands in its process's variables.
+    pub fn from_variables(vars: impl IntoIterator<Item = (String, String)>) -> Self {
         EnvSecrets {
-            vars: std::env::vars()
+            vars: vars
+                .into_iter()
                 .filter(|(k, _)| k.starts_with("REEL_SECRET_"))
                 .collect(),
         }
@@ -88,16 +64,6 @@ impl Secrets for EnvSecrets {
 pub trait Environment: Send + Sync {
     /// The variable `name`, if set.
     fn get(&self, name: &str) -> Option<String>;
-}
-
-/// This process's environment.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct ProcessEnvironment;
-
-impl Environment for ProcessEnvironment {
-    fn get(&self, name: &str) -> Option<String> {
-        std::env::var(name).ok()
-    }
 }
 
 /// Performs one attempt of one tool call.
@@ -194,4 +160,20 @@ pub struct RunDeps {
     pub shutdown: CancellationToken,
     /// This process, as a lease holder.
     pub owner: Owner,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_come_only_from_reel_secret_variables() {
+        let secrets = EnvSecrets::from_variables([
+            ("REEL_SECRET_TOKEN".to_string(), "t0k3n".to_string()),
+            ("HOME".to_string(), "/home/me".to_string()),
+        ]);
+        assert_eq!(secrets.get("token").as_deref(), Some("t0k3n"));
+        assert_eq!(secrets.get("home"), None);
+        assert_eq!(secrets.vars.len(), 1);
+    }
 }

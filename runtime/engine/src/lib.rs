@@ -5,17 +5,18 @@
 //! environment, progress, shutdown), so the same engine runs live, in replay and in tests.
 
 pub mod deps;
-pub mod error;
-pub mod fold;
 pub mod inputs;
-pub mod journal;
 pub mod rider;
 pub mod scope;
 pub mod worker;
 
+// The journal's events, the run error and the fold live in `reel-journal`, shared with the CLI
+// and the language server; they stay reachable here under their old paths.
+pub use reel_journal::{error, fold, journal};
+
 pub use deps::{
-    BoxFuture, Clock, EnvSecrets, Environment, NoProgress, ProcessEnvironment, Progress,
-    ProgressSink, RunDeps, Secrets, SystemClock, Tools,
+    BoxFuture, Clock, EnvSecrets, Environment, ManualClock, NoProgress, Progress, ProgressSink,
+    RunDeps, Secrets, Tools,
 };
 pub use error::RunError;
 pub use inputs::{parse_input_value, resolve_inputs};

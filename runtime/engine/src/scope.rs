@@ -22,12 +22,8 @@ pub fn seeded_rng(seed: u64, purpose: &str) -> ChaCha8Rng {
     ChaCha8Rng::from_seed(bytes)
 }
 
-/// Milliseconds since the epoch as RFC 3339 text (UTC).
-pub fn rfc3339(ms: i64) -> String {
-    jiff::Timestamp::from_millisecond(ms)
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
-}
+/// Milliseconds since the epoch as RFC 3339 text (UTC), as the journal's values hold times.
+pub use reel_journal::journal::rfc3339;
 
 /// What is known of one step's value.
 enum Slot {

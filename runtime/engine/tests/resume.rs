@@ -8,12 +8,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
 use reel_runtime::{
-    EnvSecrets, NoProgress, ProcessEnvironment, RiderConfig, RunDeps, StartRequest, SystemClock,
-    resume, start,
+    EnvSecrets, Environment, ManualClock, NoProgress, RiderConfig, RunDeps, StartRequest, resume,
+    start,
 };
 use reel_store::{
     Claim, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner, RunFilter, RunRow,
-    RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError, Ticket,
+    RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError, StoreRead, Ticket,
 };
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
@@ -30,17 +30,12 @@ struct Counting {
     spoil: Option<Spoil>,
 }
 
-impl Store for Counting {
-    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
-        self.inner.put_value(value)
-    }
+impl StoreRead for Counting {
     fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
         self.inner.get_value(digest)
     }
-    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
-        self.inner.put_spec(digest, json)
-    }
+
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
         let json = self.inner.get_spec(digest)?;
         Ok(match self.spoil {
@@ -48,42 +43,19 @@ impl Store for Counting {
             None => json,
         })
     }
-    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError> {
-        self.inner.create_run(run, owner, lease_ms)
-    }
-    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError> {
-        self.inner.claim_run(run, owner, lease_ms)
-    }
-    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError> {
-        self.inner.renew(lease, lease_ms)
-    }
-    fn release(&self, lease: &Lease) -> Ticket {
-        self.inner.release(lease)
-    }
-    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
-        self.inner.append(lease, events)
-    }
-    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError> {
-        self.inner.update_run(lease, update)
-    }
-    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError> {
-        self.inner.append_log(lease, log)
-    }
-    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError> {
-        self.inner.consume_signal(lease, seq, by)
-    }
-    fn sync(&self, lease: &Lease) -> Ticket {
-        self.inner.sync(lease)
-    }
+
     fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
         self.inner.run(id)
     }
+
     fn find_runs(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         self.inner.find_runs(prefix)
     }
+
     fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
         self.inner.list_runs(filter)
     }
+
     fn read_journal(
         &self,
         run: &str,
@@ -92,20 +64,88 @@ impl Store for Counting {
     ) -> Result<(), StoreError> {
         self.inner.read_journal(run, from_seq, f)
     }
+
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
         self.inner.logs(run)
     }
-    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
-        self.inner.send_signal(run, name, payload)
-    }
+
     fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
         self.inner.pending_signals(run)
     }
+
+    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.inner.due_runs(now_ms, limit)
+    }
+}
+
+impl Store for Counting {
+    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
+        self.inner.put_value(value)
+    }
+
+    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
+        self.inner.put_spec(digest, json)
+    }
+
+    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError> {
+        self.inner.create_run(run, owner, lease_ms)
+    }
+
+    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError> {
+        self.inner.claim_run(run, owner, lease_ms)
+    }
+
+    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError> {
+        self.inner.renew(lease, lease_ms)
+    }
+
+    fn release(&self, lease: &Lease) -> Ticket {
+        self.inner.release(lease)
+    }
+
+    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
+        self.inner.append(lease, events)
+    }
+
+    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError> {
+        self.inner.update_run(lease, update)
+    }
+
+    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError> {
+        self.inner.append_log(lease, log)
+    }
+
+    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError> {
+        self.inner.consume_signal(lease, seq, by)
+    }
+
+    fn sync(&self, lease: &Lease) -> Ticket {
+        self.inner.sync(lease)
+    }
+
+    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
+        self.inner.send_signal(run, name, payload)
+    }
+
     fn request_cancel(&self, run: &str) -> Result<bool, StoreError> {
         self.inner.request_cancel(run)
     }
-    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.inner.due_runs(now_ms, limit)
+}
+
+/// The time the tests' clocks stand at: the engine and the store read no real time here.
+const T0: i64 = 1_700_000_000_000;
+
+/// A clock standing at [`T0`] (a `sleep` moves it, taking no real time).
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::at(T0))
+}
+
+/// An environment with no variables set.
+struct NoEnvironment;
+
+impl Environment for NoEnvironment {
+    fn get(&self, _: &str) -> Option<String> {
+        None
     }
 }
 
@@ -113,9 +153,9 @@ fn deps(store: Arc<dyn Store>) -> RunDeps {
     RunDeps {
         store,
         tools: Arc::new(ToolHost::new()),
-        clock: Arc::new(SystemClock),
+        clock: clock(),
         secrets: Arc::new(EnvSecrets::from_pairs([])),
-        env: Arc::new(ProcessEnvironment),
+        env: Arc::new(NoEnvironment),
         progress: Arc::new(NoProgress),
         shutdown: CancellationToken::new(),
         owner: Owner::this_process(),
@@ -180,7 +220,7 @@ fn starts(store: &dyn Store, run: &str) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resume_reads_only_the_values_still_to_be_read() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
     let n = 200;
     let spec = compile(&chain_then_signal(n));
     let first = start(
@@ -246,7 +286,7 @@ fn edit(json: &str, f: impl FnOnce(&mut Value)) -> Option<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stored_flow_that_does_not_read_stops_the_resume() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
     let first = start(
         &deps(sqlite.clone()),
         &RiderConfig::default(),
@@ -311,7 +351,7 @@ async fn a_stored_flow_that_does_not_read_stops_the_resume() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_resumed_step_reads_the_value_it_needs_from_the_store() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
     // `after` the signal, a step reads a value computed before the run parked.
     let source = "flow t {\n  step a = echo { value: { n: 41 } }\n  step b = echo { value: a.n + 1 }\n  step w = signal {\n    name: \"go\"\n    after: [b]\n  }\n  step c = echo {\n    value: a.n + b\n    after: [w]\n  }\n  output c\n}\n";
     let first = start(
@@ -340,7 +380,7 @@ async fn a_resumed_step_reads_the_value_it_needs_from_the_store() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn durable_sequential_steps_take_one_commit_each() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store")).expect("a store"));
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
     let n = 60;
     let mut source = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
     for i in 1..n {

@@ -3,11 +3,16 @@
 //! A "step" is what the engine journals for one call: three events (each its own append) and
 //! two values (the call's inputs and its output).
 
+// edge: a benchmark measures real time.
+#![allow(clippy::disallowed_methods)]
+
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use reel_store::{
-    Durability, Flow, Lease, NewEvent, NewRun, Owner, SqliteStore, Store, StoreError, Ticket,
+    Durability, Flow, Lease, ManualClock, NewEvent, NewRun, Owner, SqliteStore, Store, StoreError,
+    StoreRead, Ticket,
 };
 use serde_json::json;
 
@@ -97,7 +102,7 @@ fn main() -> Result<(), StoreError> {
         path: "tempdir".to_string(),
         message: e.to_string(),
     })?;
-    let store = SqliteStore::open(&dir.path().join(".reel"))?;
+    let store = SqliteStore::open(&dir.path().join(".reel"), Arc::new(ManualClock::at(0)))?;
     let me = Owner::this_process();
     let n = 20_000;
 

@@ -412,16 +412,11 @@ pub enum Flow {
     Stop,
 }
 
-/// The store's interface. Writes are enqueued in order (per process) and committed in
-/// batches; a run's rows land in order, and a later row never lands without the earlier ones.
-pub trait Store: Send + Sync {
-    /// Stores a value by the SHA-256 of its canonical JSON; returns the digest. Written once,
-    /// however often stored; over 64 KiB it is kept apart from the database, by digest.
-    fn put_value(&self, value: &Value) -> Result<String, StoreError>;
+/// Reading the store: what the language server may do, and all it is given. Reads never wait
+/// for the writer; they see what is committed.
+pub trait StoreRead: Send + Sync {
     /// A value by digest.
     fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError>;
-    /// Stores a FlowSpec's JSON by its digest.
-    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError>;
     /// A FlowSpec's JSON by digest.
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError>;
     /// Hands a FlowSpec's JSON to `read` without copying it out of the store where the store
@@ -429,27 +424,6 @@ pub trait Store: Send + Sync {
     fn read_spec(&self, digest: &str, read: &mut dyn FnMut(&str)) -> Result<bool, StoreError> {
         Ok(self.get_spec(digest)?.map(|json| read(&json)).is_some())
     }
-
-    /// Creates a run leased to `owner`; returns when it is committed.
-    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError>;
-    /// Takes the lease of a run whose holder is gone (dead process or expired lease) or that
-    /// nobody holds; returns when committed.
-    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError>;
-    /// Extends a held lease; `LeaseLost` when it was taken over.
-    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError>;
-    /// Gives the lease up (after parking or ending); resolves when committed.
-    fn release(&self, lease: &Lease) -> Ticket;
-
-    /// Enqueues events for the lease's run, numbering them from `lease.next_seq`.
-    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError>;
-    /// Enqueues a change to the run's row, after the events enqueued before it.
-    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError>;
-    /// Enqueues what a tool printed.
-    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError>;
-    /// Marks a signal consumed by journal event `by`.
-    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError>;
-    /// Resolves when everything enqueued so far for the lease's run is committed (or failed).
-    fn sync(&self, lease: &Lease) -> Ticket;
 
     /// A run by id.
     fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError>;
@@ -482,14 +456,46 @@ pub trait Store: Send + Sync {
     }
     /// What a run's tools printed, in order.
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError>;
-
-    /// Records a signal for a run (kept until its wait consumes it); returns its number.
-    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError>;
     /// A run's signals that nothing consumed yet, in the order sent.
     fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError>;
-    /// Asks a run to stop; false when it had already ended.
-    fn request_cancel(&self, run: &str) -> Result<bool, StoreError>;
     /// Runs a worker should take up: waiting with a due timer or a pending signal, or running
     /// with an expired lease.
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError>;
+}
+
+/// The whole store: reading and writing. Writes are enqueued in order (per process) and
+/// committed in batches; a run's rows land in order, and a later row never lands without the
+/// earlier ones.
+pub trait Store: StoreRead {
+    /// Stores a value by the SHA-256 of its canonical JSON; returns the digest. Written once,
+    /// however often stored; over 64 KiB it is kept apart from the database, by digest.
+    fn put_value(&self, value: &Value) -> Result<String, StoreError>;
+    /// Stores a FlowSpec's JSON by its digest.
+    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError>;
+
+    /// Creates a run leased to `owner`; returns when it is committed.
+    fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError>;
+    /// Takes the lease of a run whose holder is gone (dead process or expired lease) or that
+    /// nobody holds; returns when committed.
+    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError>;
+    /// Extends a held lease; `LeaseLost` when it was taken over.
+    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError>;
+    /// Gives the lease up (after parking or ending); resolves when committed.
+    fn release(&self, lease: &Lease) -> Ticket;
+
+    /// Enqueues events for the lease's run, numbering them from `lease.next_seq`.
+    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError>;
+    /// Enqueues a change to the run's row, after the events enqueued before it.
+    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError>;
+    /// Enqueues what a tool printed.
+    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError>;
+    /// Marks a signal consumed by journal event `by`.
+    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError>;
+    /// Resolves when everything enqueued so far for the lease's run is committed (or failed).
+    fn sync(&self, lease: &Lease) -> Ticket;
+
+    /// Records a signal for a run (kept until its wait consumes it); returns its number.
+    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError>;
+    /// Asks a run to stop; false when it had already ended.
+    fn request_cancel(&self, run: &str) -> Result<bool, StoreError>;
 }

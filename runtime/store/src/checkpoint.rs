@@ -89,6 +89,9 @@ impl Drop for Checkpointer {
 fn run(conn: &Connection, nudges: &Receiver<()>) {
     let mut nudged = nudges.recv().is_ok();
     while nudged {
+        // edge: spacing background checkpoints is I/O timing, not a decision (what is stored
+        // never depends on it), so it reads the monotonic clock.
+        #[allow(clippy::disallowed_methods)]
         let started = Instant::now();
         // PASSIVE never waits for readers or the writer; a failure (busy, I/O) only means the
         // frames stay in the WAL until the next attempt.

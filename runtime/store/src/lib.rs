@@ -8,6 +8,7 @@
 mod api;
 mod blobs;
 mod checkpoint;
+pub mod clock;
 mod owner;
 mod private;
 mod read;
@@ -17,4 +18,5 @@ mod writer;
 
 pub use api::*;
 pub use private::exposure;
+pub use clock::{BoxFuture, Clock, ManualClock};
 pub use sqlite::{SqliteStore, WriterStats};

@@ -19,11 +19,12 @@ use tokio::sync::oneshot;
 
 use crate::api::{
     Claim, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner, RunFilter, RunRow,
-    RunUpdate, SignalRow, Store, StoreError, Ticket,
+    RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
 use crate::private;
+use crate::clock::Clock;
 use crate::read::{self, Readers};
 use crate::schema;
 use crate::writer::{self, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
@@ -67,8 +68,9 @@ fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
 
 impl SqliteStore {
     /// Opens the store in `dir` (the `.reel/` directory), creating it, its database and its
-    /// `blobs/` folder if needed, migrating the schema, and starting the writer thread.
-    pub fn open(dir: &Path) -> Result<SqliteStore, StoreError> {
+    /// `blobs/` folder if needed, migrating the schema, and starting the writer thread. Lease
+    /// expiries and signal times are taken from `clock`.
+    pub fn open(dir: &Path, clock: Arc<dyn Clock>) -> Result<SqliteStore, StoreError> {
         let blobs = dir.join("blobs");
         private::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
         private::create_dir_all(&blobs).map_err(|e| open_error(&blobs, e))?;
@@ -78,7 +80,7 @@ impl SqliteStore {
         let (tx, rx) = mpsc::sync_channel(writer::CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());
         let checkpointer = Checkpointer::start(&db);
-        let writer = writer::spawn(conn, rx, Arc::clone(&shared), checkpointer)
+        let writer = writer::spawn(conn, rx, Arc::clone(&shared), checkpointer, clock)
             .map_err(|e| open_error(&db, e))?;
         Ok(SqliteStore {
             dir: dir.to_path_buf(),
@@ -224,6 +226,76 @@ fn new_lease(run: &str, token: u64, owner: &Owner, durability: Durability, next:
     }
 }
 
+impl StoreRead for SqliteStore {
+    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
+        if !blobs::is_digest(digest) {
+            return Ok(None);
+        }
+        let pending = lock(&self.shared.pending).get(digest).cloned();
+        let stored = match pending {
+            Some(ValueText::Inline(text)) => Some(Some(text.to_string())),
+            Some(ValueText::External) => Some(None),
+            None => self.readers.with(|c| read::value_row(c, digest))?,
+        };
+        let text = match stored {
+            None => return Ok(None),
+            Some(Some(text)) => text,
+            Some(None) => {
+                blobs::read_blob(&self.blobs, digest)?.ok_or_else(|| StoreError::MissingValue {
+                    digest: digest.to_string(),
+                })?
+            }
+        };
+        read::parse_value(digest, &text).map(Some)
+    }
+
+    fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        self.readers.with(|c| read::spec(c, digest))
+    }
+
+    fn read_spec(&self, digest: &str, read: &mut dyn FnMut(&str)) -> Result<bool, StoreError> {
+        self.readers.with(|c| read::read_spec(c, digest, read))
+    }
+
+    fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        self.readers.with(|c| read::run(c, id))
+    }
+
+    fn find_runs(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.readers.with(|c| read::find_runs(c, prefix))
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        self.readers.with(|c| read::list_runs(c, filter))
+    }
+
+    fn read_journal(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(EventRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        self.readers
+            .with(|c| read::read_journal(c, run, from_seq, f))
+    }
+
+    fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
+        self.readers.with(|c| read::succeeded_steps(c, run))
+    }
+
+    fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
+        self.readers.with(|c| read::logs(c, run))
+    }
+
+    fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
+        self.readers.with(|c| read::pending_signals(c, run))
+    }
+
+    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.readers.with(|c| read::due_runs(c, now_ms, limit))
+    }
+}
+
 impl Store for SqliteStore {
     fn put_value(&self, value: &Value) -> Result<String, StoreError> {
         if self.tx.is_none() {
@@ -272,42 +344,12 @@ impl Store for SqliteStore {
         Ok(digest)
     }
 
-    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
-        if !blobs::is_digest(digest) {
-            return Ok(None);
-        }
-        let pending = lock(&self.shared.pending).get(digest).cloned();
-        let stored = match pending {
-            Some(ValueText::Inline(text)) => Some(Some(text.to_string())),
-            Some(ValueText::External) => Some(None),
-            None => self.readers.with(|c| read::value_row(c, digest))?,
-        };
-        let text = match stored {
-            None => return Ok(None),
-            Some(Some(text)) => text,
-            Some(None) => {
-                blobs::read_blob(&self.blobs, digest)?.ok_or_else(|| StoreError::MissingValue {
-                    digest: digest.to_string(),
-                })?
-            }
-        };
-        read::parse_value(digest, &text).map(Some)
-    }
-
     fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
         self.call(|reply| Cmd::Spec {
             digest: digest.to_string(),
             json: json.to_string(),
             reply,
         })
-    }
-
-    fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
-        self.readers.with(|c| read::spec(c, digest))
-    }
-
-    fn read_spec(&self, digest: &str, read: &mut dyn FnMut(&str)) -> Result<bool, StoreError> {
-        self.readers.with(|c| read::read_spec(c, digest, read))
     }
 
     fn create_run(
@@ -444,36 +486,6 @@ impl Store for SqliteStore {
         self.ticket(lease, |tag, reply| Cmd::Sync { tag, reply })
     }
 
-    fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
-        self.readers.with(|c| read::run(c, id))
-    }
-
-    fn find_runs(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        self.readers.with(|c| read::find_runs(c, prefix))
-    }
-
-    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
-        self.readers.with(|c| read::list_runs(c, filter))
-    }
-
-    fn read_journal(
-        &self,
-        run: &str,
-        from_seq: u64,
-        f: &mut dyn FnMut(EventRow) -> Flow,
-    ) -> Result<(), StoreError> {
-        self.readers
-            .with(|c| read::read_journal(c, run, from_seq, f))
-    }
-
-    fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
-        self.readers.with(|c| read::succeeded_steps(c, run))
-    }
-
-    fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
-        self.readers.with(|c| read::logs(c, run))
-    }
-
     fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
         let digest = self.put_value(payload)?;
         self.call(|reply| Cmd::Signal {
@@ -485,20 +497,12 @@ impl Store for SqliteStore {
         })
     }
 
-    fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
-        self.readers.with(|c| read::pending_signals(c, run))
-    }
-
     fn request_cancel(&self, run: &str) -> Result<bool, StoreError> {
         self.call(|reply| Cmd::Cancel {
             run: run.to_string(),
             done: false,
             reply,
         })
-    }
-
-    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.readers.with(|c| read::due_runs(c, now_ms, limit))
     }
 }
 

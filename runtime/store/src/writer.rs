@@ -24,13 +24,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TryRecvError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, ErrorCode, OptionalExtension, params};
 use tokio::sync::oneshot;
 
 use crate::api::{Durability, LogRow, NewRun, Owner, StoreError};
 use crate::checkpoint::Checkpointer;
+use crate::clock::Clock;
 
 /// How many commands may wait in the channel before callers block.
 pub(crate) const CHANNEL_CAPACITY: usize = 4096;
@@ -50,14 +51,6 @@ const BEGIN_ATTEMPTS: u32 = 6;
 /// behind these locks stays consistent between statements.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Wall-clock milliseconds since the Unix epoch (lease times are wall-clock by nature: they
-/// are compared across processes).
-pub(crate) fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// An SQLite failure as a store error.
@@ -390,6 +383,7 @@ pub(crate) fn spawn(
     rx: Receiver<Cmd>,
     shared: Arc<Shared>,
     checkpointer: Checkpointer,
+    clock: Arc<dyn Clock>,
 ) -> std::io::Result<JoinHandle<()>> {
     if checkpointer.is_running() {
         // Should this fail, SQLite keeps checkpointing in line: slower, equally correct.
@@ -406,6 +400,7 @@ pub(crate) fn spawn(
                 full_sync: false,
                 checkpointer,
                 commits: 0,
+                clock,
             }
             .run()
         })
@@ -442,6 +437,9 @@ struct Writer {
     checkpointer: Checkpointer,
     /// Commits since the WAL's size was last looked at.
     commits: u32,
+    /// Lease expiries and signal times (wall-clock by nature: they are compared across
+    /// processes), from the clock the store was opened with.
+    clock: Arc<dyn Clock>,
 }
 
 impl Writer {
@@ -473,8 +471,13 @@ impl Writer {
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
             }
         }
+        // edge: the linger is I/O timing (how long a batch waits for company before its
+        // commit), not a decision: it changes when rows land, never what is written, so it
+        // reads the monotonic clock rather than the clock the store was handed.
+        #[allow(clippy::disallowed_methods)]
         let deadline = Instant::now() + LINGER;
         while !fill.urgent && !fill.full(batch) {
+            #[allow(clippy::disallowed_methods)]
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -807,7 +810,10 @@ impl Writer {
                 Ok(())
             }
             Cmd::Renew { tag, lease_ms, .. } => {
-                let expires = now_ms().saturating_add(int(*lease_ms).unwrap_or(i64::MAX));
+                let expires = self
+                    .clock
+                    .now_ms()
+                    .saturating_add(int(*lease_ms).unwrap_or(i64::MAX));
                 let changed = self
                     .conn
                     .prepare_cached(
@@ -971,7 +977,10 @@ impl Writer {
                 run.id
             ))));
         }
-        let expires = now_ms().saturating_add(int(lease_ms).unwrap_or(i64::MAX));
+        let expires = self
+            .clock
+            .now_ms()
+            .saturating_add(int(lease_ms).unwrap_or(i64::MAX));
         self.conn
             .prepare_cached(
                 "INSERT INTO runs (id, flow, flow_digest, source, source_abs, cwd, parent, status,
@@ -1004,7 +1013,7 @@ impl Writer {
     }
 
     fn claim(&mut self, run: &str, owner: &Owner, lease_ms: u64) -> Result<ClaimOut, Fail> {
-        let now = now_ms();
+        let now = self.clock.now_ms();
         let row = self
             .conn
             .prepare_cached(
@@ -1074,7 +1083,7 @@ impl Writer {
                 "INSERT INTO signals (run, seq, name, payload_digest, sent_at)
                  VALUES (?1, ?2, ?3, ?4, ?5)",
             )
-            .and_then(|mut s| s.execute(params![run, seq, name, digest, now_ms()]))
+            .and_then(|mut s| s.execute(params![run, seq, name, digest, self.clock.now_ms()]))
             .map_err(sqlite)?;
         self.conn
             .prepare_cached("UPDATE runs SET signal_pending = 1 WHERE id = ?1")

@@ -9,10 +9,19 @@ use tempfile::TempDir;
 
 use super::*;
 use crate::api::{RunStatus, RunUpdate};
+use crate::clock::ManualClock;
+
+/// The time the tests' clock stands at.
+const T0: i64 = 1_700_000_000_000;
+
+/// A clock standing at [`T0`]: lease and signal times in these tests read no real time.
+fn clock() -> Arc<ManualClock> {
+    Arc::new(ManualClock::at(T0))
+}
 
 fn store() -> (TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(&dir.path().join(".reel")).unwrap();
+    let store = SqliteStore::open(&dir.path().join(".reel"), clock()).unwrap();
     (dir, store)
 }
 
@@ -226,11 +235,13 @@ fn group_commit_batches_many_appends_into_few_transactions() {
 
 #[test]
 fn a_taken_over_lease_fences_its_old_holder() {
-    let (_dir, store) = store();
+    let dir = tempfile::tempdir().unwrap();
+    let time = clock();
+    let store = SqliteStore::open(&dir.path().join(".reel"), time.clone()).unwrap();
     let first = store.create_run(new_run("r"), &me(), 30).unwrap();
     store.append(&first, vec![event("e", 0)]).unwrap();
     wait(store.sync(&first)).unwrap();
-    std::thread::sleep(Duration::from_millis(60));
+    time.advance(60);
 
     let Claim::Claimed(second) = store.claim_run("r", &other_live_owner(), 60_000).unwrap() else {
         panic!("the expired lease should be taken over");
@@ -497,7 +508,7 @@ fn a_reader_sees_committed_data_and_refuses_writes() {
     assert!(missing.to_string().contains("no Reel store"), "{missing}");
     assert!(!path.exists(), "opening read-only must create nothing");
 
-    let writer = SqliteStore::open(&path).unwrap();
+    let writer = SqliteStore::open(&path, clock()).unwrap();
     let lease = writer.create_run(new_run("r"), &me(), 60_000).unwrap();
     let reader = SqliteStore::open_read_only(&path).unwrap();
     assert!(reader.is_read_only());
@@ -669,7 +680,7 @@ fn opening_twice_is_idempotent_and_a_future_schema_is_refused() {
     let (dir, store) = store();
     store.create_run(new_run("r"), &me(), 1).unwrap();
     drop(store);
-    let store = SqliteStore::open(&dir.path().join(".reel")).unwrap();
+    let store = SqliteStore::open(&dir.path().join(".reel"), clock()).unwrap();
     assert!(store.run("r").unwrap().is_some());
     drop(store);
     raw(&dir)
@@ -679,7 +690,7 @@ fn opening_twice_is_idempotent_and_a_future_schema_is_refused() {
         )
         .unwrap();
     for err in [
-        SqliteStore::open(&dir.path().join(".reel")).err(),
+        SqliteStore::open(&dir.path().join(".reel"), clock()).err(),
         SqliteStore::open_read_only(&dir.path().join(".reel")).err(),
     ] {
         let err = err.expect("a newer schema must be refused");
@@ -695,8 +706,8 @@ fn opening_twice_is_idempotent_and_a_future_schema_is_refused() {
 fn two_stores_on_one_database_do_not_corrupt_each_other() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".reel");
-    let one = SqliteStore::open(&path).unwrap();
-    let two = SqliteStore::open(&path).unwrap();
+    let one = SqliteStore::open(&path, clock()).unwrap();
+    let two = SqliteStore::open(&path, clock()).unwrap();
     let per_run = 300u64;
     std::thread::scope(|s| {
         for (i, store) in [&one, &two].into_iter().enumerate() {
@@ -758,7 +769,7 @@ fn due_runs_are_timers_awaited_signals_and_abandoned_leases() {
             .unwrap();
         wait(store.release(&lease)).unwrap();
     };
-    let now = writer::now_ms();
+    let now = T0;
     park("timer-past", Some(now - 1_000), &[]);
     park("timer-future", Some(now + 3_600_000), &[]);
     park("signal", None, &["go"]);
@@ -775,7 +786,7 @@ fn due_runs_are_timers_awaited_signals_and_abandoned_leases() {
     };
     store.create_run(new_run("orphan"), &dead, 600_000).unwrap();
 
-    let later = writer::now_ms() + 1;
+    let later = T0 + 1;
     let mut due = store.due_runs(later, 100).unwrap();
     let waiting: Vec<_> = due.drain(..2).collect();
     assert_eq!(waiting, vec!["timer-past", "signal"]);
@@ -888,6 +899,8 @@ fn a_long_journal_streams_quickly() {
         store.append(&lease, events).unwrap();
     }
     wait(store.sync(&lease)).unwrap();
+    // The test measures how long a read takes, so it reads the real monotonic clock.
+    #[allow(clippy::disallowed_methods)]
     let started = Instant::now();
     let mut count = 0u64;
     store

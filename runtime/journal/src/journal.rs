@@ -454,6 +454,19 @@ impl Event {
     }
 }
 
+/// A time in ms since the epoch as RFC 3339 (the epoch itself when out of range): how times
+/// appear in values a run computes, such as a fired timer's `woke_at`.
+pub fn rfc3339(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| "1970-01-01T00:00:00Z".to_string())
+}
+
+/// The value a fired `sleep` produces: when it woke.
+pub fn woke_value(until: i64) -> Value {
+    json!({ "woke_at": rfc3339(until) })
+}
+
 /// The index as JSON (null outside `foreach`), for messages.
 pub fn index_json(i: Option<u32>) -> Value {
     opt_index(i)
