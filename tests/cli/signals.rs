@@ -1,5 +1,8 @@
 //! What `reel run` does when it is told to stop by a signal: its tools stop with it.
 
+// edge: these tests bound their own waits on real processes with the real clock.
+#![allow(clippy::disallowed_methods)]
+
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
