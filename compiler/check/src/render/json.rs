@@ -1,4 +1,4 @@
-//! Diagnostics for tools: the objects of `reel check --format json`, as `shared/cli.md` fixes them.
+//! Diagnostics for tools: the objects of `reel check --format json`, as `docs/cli.md` fixes them.
 //!
 //! Each diagnostic becomes one object:
 //! `file`, `line`, `column`, `end_line`, `end_column` (1-based, columns in characters, the end
