@@ -1,4 +1,4 @@
-//! The `reel` command: check, build and format Reel flows (`shared/cli.md` is its contract).
+//! The `reel` command: check, build, format and run Reel flows (`docs/cli.md` is its contract).
 
 mod cli;
 

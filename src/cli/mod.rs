@@ -73,7 +73,7 @@ pub enum ColorChoice {
     Never,
 }
 
-/// How a command ended, as the exit status `shared/cli.md` fixes.
+/// How a command ended, as the exit status `docs/cli.md` fixes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Status {
     /// Everything went well (0).

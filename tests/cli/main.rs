@@ -1,5 +1,5 @@
 //! End-to-end tests of the `reel` binary: each runs the built command in a temporary directory
-//! and checks its exit status, stdout and stderr against `shared/cli.md`.
+//! and checks its exit status, stdout and stderr against `docs/cli.md`.
 
 mod build;
 mod check;

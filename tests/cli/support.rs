@@ -5,20 +5,20 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-/// The shared examples, which every version of reel must check and build.
+/// The reference examples (`examples/reference`), which every version of reel must check and build.
 pub fn examples_dir() -> PathBuf {
-    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/examples"))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/reference"))
 }
 
-/// Every `.reel` file of the shared examples, sorted.
+/// Every `.reel` file of the reference examples, sorted.
 pub fn examples() -> Vec<PathBuf> {
     let mut files: Vec<PathBuf> = fs::read_dir(examples_dir())
-        .expect("shared/examples is readable")
+        .expect("examples/reference is readable")
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().is_some_and(|e| e == "reel"))
         .collect();
     files.sort();
-    assert!(!files.is_empty(), "shared/examples holds .reel files");
+    assert!(!files.is_empty(), "examples/reference holds .reel files");
     files
 }
 

@@ -1,5 +1,5 @@
 //! The server never crashes: every request kind at random positions of random and half-typed
-//! documents (cuts of the shared examples), each answered.
+//! documents (cuts of the examples), each answered.
 
 use std::path::PathBuf;
 
@@ -24,16 +24,14 @@ impl Rng {
 }
 
 fn examples() -> Vec<String> {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/examples"));
+    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/reference"));
     let mut texts: Vec<String> = std::fs::read_dir(&dir)
-        .map(|entries| {
-            entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.extension().is_some_and(|e| e == "reel"))
-                .filter_map(|p| std::fs::read_to_string(p).ok())
-                .collect()
-        })
-        .unwrap_or_default();
+        .expect("examples/reference is in the repository")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "reel"))
+        .map(|p| std::fs::read_to_string(p).expect("a readable example"))
+        .collect();
+    assert!(!texts.is_empty(), "examples/reference holds .reel files");
     texts.push(include_str!("../../examples/greet.reel").to_string());
     texts.push(include_str!("../../examples/wait.reel").to_string());
     texts.sort();

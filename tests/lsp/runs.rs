@@ -1,12 +1,14 @@
 //! Past runs inline: run a flow with the `reel` binary, then see each step's recorded result as an
 //! inlay hint on its line, marked stale after an edit, and refreshed live while a run waits.
+//! Hints are shown written into the source where they land, lenses as `line: title [command]`
+//! (see `support`).
 
 use std::path::Path;
 use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::support::{Client, uri};
+use crate::support::{Client, Fixture, redact, show_hints, uri};
 
 /// Runs `reel` in `dir` with the store in `home`; returns stdout, asserting success.
 fn reel(dir: &Path, home: &Path, args: &[&str]) -> String {
@@ -24,23 +26,13 @@ fn reel(dir: &Path, home: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The hints of `uri`, as (line, label).
-fn hints(client: &mut Client, uri: &str) -> Vec<(u64, String)> {
+/// The hints of `uri`, whose text is `text`, written into it.
+fn hints(client: &mut Client, uri: &str, text: &str) -> String {
     let r = client.request(
         "textDocument/inlayHint",
         json!({ "textDocument": { "uri": uri }, "range": { "start": { "line": 0, "character": 0 }, "end": { "line": 100, "character": 0 } } }),
     );
-    r["result"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{r}"))
-        .iter()
-        .map(|h| {
-            (
-                h["position"]["line"].as_u64().unwrap(),
-                h["label"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
+    show_hints(text, &r["result"])
 }
 
 const PIPELINE: &str = r#"flow pipeline {
@@ -66,42 +58,90 @@ fn recorded_results_show_on_their_lines_and_go_stale_on_edit() {
     let uri = uri(&path);
     client.open(&uri, PIPELINE);
     // No store yet: no hints, and no error.
-    assert_eq!(hints(&mut client, &uri), Vec::new());
+    assert_eq!(hints(&mut client, &uri, PIPELINE), PIPELINE);
 
-    reel(dir.path(), &home, &["run", "pipe.reel"]);
-    let h = hints(&mut client, &uri);
-    assert_eq!(h.len(), 2, "{h:?}");
-    assert_eq!(h[0].0, 3);
-    assert!(
-        h[0].1.starts_with("✓ ") && h[0].1.ends_with(r#"{"x":2}"#),
-        "{h:?}"
-    );
-    assert_eq!(h[1].0, 7);
-    assert!(h[1].1.starts_with("✓ ") && h[1].1.ends_with(" 3"), "{h:?}");
+    let run: Value =
+        serde_json::from_str(&reel(dir.path(), &home, &["run", "pipe.reel", "--json"])).unwrap();
+    let run = [(run["run"].as_str().unwrap(), "[run]")];
+    insta::assert_snapshot!(hints(&mut client, &uri, PIPELINE), @r#"
+        flow pipeline {
+          input n: int = 2
+
+          step a = echo { ⟨✓ [took] {"x":2}⟩
+            value: { x: input.n }
+          }
+
+          step b = a.x + 1 ⟨✓ [took] 3⟩
+
+          output b
+        }
+        "#);
 
     // Hover on the step adds the recorded output.
-    let hover = client.at("textDocument/hover", &uri, (3, 7), json!({}));
+    let at = Fixture::new(&PIPELINE.replace("step a =", "step $0a ="));
+    let hover = client.at("textDocument/hover", &uri, at.cursor(), json!({}));
     let text = hover["result"]["contents"]["value"]
         .as_str()
         .unwrap_or_default();
-    assert!(
-        text.contains("Output:") && text.contains("\"x\": 2"),
-        "{hover}"
-    );
+    insta::assert_snapshot!(name_runs(&redact(text), &run), @r#"
+        ```reel
+        step a: { x: int }
+        ```
+
+        `echo (effect) { value: json } -> the type of `value``
+
+        Records a value as an effect and returns it unchanged.
+
+        ---
+
+        **Run `[run]`** (succeeded)
+
+        Output:
+        ```json
+        {
+          "x": 2
+        }
+        ```
+
+        Attempts:
+        - attempt 1 at [time]
+
+        Idempotency key: `[key]`
+
+        Effects recorded: 1
+        "#);
 
     let edited = PIPELINE.replace("a.x + 1", "a.x + 2");
     client.change(&uri, 2, &edited);
-    let h = hints(&mut client, &uri);
-    assert!(!h[0].1.starts_with("(stale)"), "{h:?}");
-    assert!(h[1].1.starts_with("(stale) ✓"), "{h:?}");
+    insta::assert_snapshot!(hints(&mut client, &uri, &edited), @r#"
+        flow pipeline {
+          input n: int = 2
+
+          step a = echo { ⟨✓ [took] {"x":2}⟩
+            value: { x: input.n }
+          }
+
+          step b = a.x + 2 ⟨(stale) ✓ [took] 3⟩
+
+          output b
+        }
+        "#);
     // While the text has errors, nothing can be verified.
     let broken = PIPELINE.replace("a.x + 1", "a.y + 1");
     client.change(&uri, 3, &broken);
-    let h = hints(&mut client, &uri);
-    assert!(
-        h.iter().all(|(_, l)| l.starts_with("(unverified)")),
-        "{h:?}"
-    );
+    insta::assert_snapshot!(hints(&mut client, &uri, &broken), @r#"
+        flow pipeline {
+          input n: int = 2
+
+          step a = echo { ⟨(unverified) ✓ [took] {"x":2}⟩
+            value: { x: input.n }
+          }
+
+          step b = a.y + 1 ⟨(unverified) ✓ [took] 3⟩
+
+          output b
+        }
+        "#);
     client.shutdown();
 }
 
@@ -124,37 +164,43 @@ fn a_waiting_run_refreshes_the_hints_when_its_signal_arrives() {
     let mut client = Client::start_with(dir.path(), &home, capabilities);
     let uri = uri(&path);
     client.open(&uri, WAITER);
-    assert_eq!(hints(&mut client, &uri), Vec::new());
+    assert_eq!(hints(&mut client, &uri, WAITER), WAITER);
 
     let out = reel(dir.path(), &home, &["run", "wait.reel", "--json"]);
     let run: Value = serde_json::from_str(&out).unwrap();
     let id = run["run"].as_str().unwrap().to_string();
-    let h = refreshed_until(&mut client, &uri, |h| !h.is_empty());
-    assert_eq!(h, vec![(1, "⏸ waiting for signal `go`".to_string())]);
+    let h = refreshed_until(&mut client, &uri, |h| h != WAITER);
+    insta::assert_snapshot!(h, @r#"
+        flow waiter {
+          step go = signal { ⟨⏸ waiting for signal `go`⟩
+            name: "go"
+          }
+
+          output go
+        }
+        "#);
 
     reel(dir.path(), &home, &["signal", &id, "go", r#""hi""#]);
     reel(dir.path(), &home, &["worker", "--until-idle"]);
-    let h = refreshed_until(&mut client, &uri, |h| {
-        h.iter().any(|(_, l)| l.starts_with('✓'))
-    });
-    assert_eq!(h.len(), 1, "{h:?}");
-    assert!(
-        h[0].1.starts_with("✓ ") && h[0].1.ends_with(r#""hi""#),
-        "{h:?}"
-    );
+    let h = refreshed_until(&mut client, &uri, |h| h.contains("⟨✓"));
+    insta::assert_snapshot!(h, @r#"
+        flow waiter {
+          step go = signal { ⟨✓ [took] "hi"⟩
+            name: "go"
+          }
+
+          output go
+        }
+        "#);
     client.shutdown();
 }
 
-/// Waits for inlay hint refreshes until the hints satisfy `done` (a refresh may come while a
-/// process is still writing, and then another follows).
-fn refreshed_until(
-    client: &mut Client,
-    uri: &str,
-    done: impl Fn(&[(u64, String)]) -> bool,
-) -> Vec<(u64, String)> {
+/// Waits for inlay hint refreshes until the hints of `WAITER` satisfy `done` (a refresh may come
+/// while a process is still writing, and then another follows).
+fn refreshed_until(client: &mut Client, uri: &str, done: impl Fn(&str) -> bool) -> String {
     for _ in 0..20 {
         client.wait_for("workspace/inlayHint/refresh", |_| true);
-        let h = hints(client, uri);
+        let h = hints(client, uri, WAITER);
         if done(&h) {
             return h;
         }
@@ -162,24 +208,55 @@ fn refreshed_until(
     panic!("the hints never got there");
 }
 
-/// The code lenses of `uri`, as (line, title, command).
-fn lenses(client: &mut Client, uri: &str) -> Vec<(u64, String, String)> {
+/// The code lenses of `uri`, one a line: `line: title [command]`, redacted, the runs' ids named.
+fn lenses(client: &mut Client, uri: &str, runs: &[(&str, &str)]) -> String {
     let r = client.request(
         "textDocument/codeLens",
         json!({ "textDocument": { "uri": uri } }),
     );
-    r["result"]
+    let shown: String = r["result"]
         .as_array()
         .unwrap_or_else(|| panic!("{r}"))
         .iter()
         .map(|l| {
-            (
-                l["range"]["start"]["line"].as_u64().unwrap(),
-                l["command"]["title"].as_str().unwrap().to_string(),
-                l["command"]["command"].as_str().unwrap().to_string(),
+            format!(
+                "{}: {} [{}]\n",
+                l["range"]["start"]["line"],
+                redact(l["command"]["title"].as_str().unwrap_or_default()),
+                l["command"]["command"].as_str().unwrap_or_default(),
             )
         })
-        .collect()
+        .collect();
+    name_runs(&shown, runs)
+}
+
+/// `text` with each run id replaced by its name in the test.
+fn name_runs(text: &str, runs: &[(&str, &str)]) -> String {
+    runs.iter()
+        .fold(text.to_string(), |text, (id, name)| text.replace(id, name))
+}
+
+/// The runs `reel.server.listRuns` gives, one a line, redacted, the runs' ids named.
+fn listed(client: &mut Client, uri: &str, runs: &[(&str, &str)]) -> String {
+    let listed = execute(client, "reel.server.listRuns", json!([uri, "pipeline"]));
+    let shown: String = listed["result"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .map(|r| {
+            format!(
+                "{} {} inputs {} · started {} · ended {} · {} · detail: {}\n",
+                r["id"].as_str().unwrap_or_default(),
+                r["status"].as_str().unwrap_or_default(),
+                r["inputs"],
+                redact(r["started_at"].as_str().unwrap_or("-")),
+                redact(r["ended_at"].as_str().unwrap_or("-")),
+                redact(r["age"].as_str().unwrap_or("-")),
+                redact(r["detail"].as_str().unwrap_or("-")),
+            )
+        })
+        .collect();
+    name_runs(&shown, runs)
 }
 
 fn execute(client: &mut Client, command: &str, arguments: Value) -> Value {
@@ -203,21 +280,12 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     let mut client = Client::start_with(dir.path(), &home, capabilities);
     let uri = uri(&path);
     client.open(&uri, &text);
-    let before = lenses(&mut client, &uri);
-    let titles: Vec<&str> = before.iter().map(|l| l.1.as_str()).collect();
-    assert_eq!(titles, ["▶ Run pipeline", "No runs yet", "Pick run…"]);
-    assert!(before.iter().all(|l| l.0 == 1), "{before:?}");
-    assert_eq!(before[0].2, "reel.runFlow");
-    assert_eq!(before[2].2, "reel.pickRun");
-    assert!(
-        execute(
-            &mut client,
-            "reel.server.listRuns",
-            json!([uri, "pipeline"])
-        )["result"]
-            .as_array()
-            .is_some_and(|a| a.is_empty())
-    );
+    insta::assert_snapshot!(lenses(&mut client, &uri, &[]), @r#"
+        1: ▶ Run pipeline [reel.runFlow]
+        1: No runs yet [reel.pickRun]
+        1: Pick run… [reel.pickRun]
+        "#);
+    assert_eq!(listed(&mut client, &uri, &[]), "");
 
     let first: Value =
         serde_json::from_str(&reel(dir.path(), &home, &["run", "pipe.reel", "--json"])).unwrap();
@@ -231,43 +299,32 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
         first["run"].as_str().unwrap(),
         second["run"].as_str().unwrap(),
     );
+    let runs = [(first, "[first]"), (second, "[second]")];
 
-    let shown = lenses(&mut client, &uri);
-    assert!(
-        shown[1]
-            .1
-            .starts_with(&format!("Showing run {second} · succeeded · ")),
-        "{shown:?}"
-    );
-    assert!(!shown[1].1.ends_with("pinned"), "{shown:?}");
-    assert!(hints(&mut client, &uri)[0].1.ends_with(r#"{"x":5}"#));
+    insta::assert_snapshot!(lenses(&mut client, &uri, &runs), @r#"
+        1: ▶ Run pipeline [reel.runFlow]
+        1: Showing run [second] · succeeded · [age] [reel.pickRun]
+        1: Pick run… [reel.pickRun]
+        "#);
+    insta::assert_snapshot!(hints(&mut client, &uri, &text), @r#"
+        // two runs
+        flow pipeline {
+          input n: int = 2
 
-    let listed = execute(
-        &mut client,
-        "reel.server.listRuns",
-        json!([uri, "pipeline"]),
-    );
-    let listed = listed["result"]
-        .as_array()
-        .unwrap_or_else(|| panic!("{listed}"));
-    let ids: Vec<&str> = listed.iter().map(|r| r["id"].as_str().unwrap()).collect();
-    assert_eq!(ids, [second, first], "newest first");
-    assert_eq!(listed[0]["status"], "succeeded");
-    // What tells the runs apart: their inputs, in the detail line too.
-    assert_eq!(listed[0]["inputs"], json!({ "n": 5 }));
-    assert_eq!(listed[1]["inputs"], json!({ "n": 2 }));
-    assert!(
-        listed[0]["detail"].as_str().unwrap().ends_with(" · n: 5"),
-        "{listed:?}"
-    );
-    assert!(listed[0]["started_at"].as_str().unwrap().ends_with('Z'));
-    assert!(listed[0]["ended_at"].is_string());
-    assert!(
-        listed[0]["age"]
-            .as_str()
-            .is_some_and(|a| a.ends_with("ago") || a == "just now"),
-        "{listed:?}"
-    );
+          step a = echo { ⟨✓ [took] {"x":5}⟩
+            value: { x: input.n }
+          }
+
+          step b = a.x + 1 ⟨✓ [took] 6⟩
+
+          output b
+        }
+        "#);
+    // Newest first; what tells the runs apart is their inputs, in the detail line too.
+    insta::assert_snapshot!(listed(&mut client, &uri, &runs), @r#"
+        [second] succeeded inputs {"n":5} · started [time] · ended [time] · [age] · detail: started [time] · took [took] · n: 5
+        [first] succeeded inputs {"n":2} · started [time] · ended [time] · [age] · detail: started [time] · took [took] · n: 2
+        "#);
 
     // Pinning the first run: the hints and the lens show it, and the editor is told to refresh.
     let r = execute(
@@ -278,14 +335,27 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     assert!(r.get("error").is_none(), "{r}");
     client.wait_for("workspace/inlayHint/refresh", |_| true);
     client.wait_for("workspace/codeLens/refresh", |_| true);
-    assert!(hints(&mut client, &uri)[0].1.ends_with(r#"{"x":2}"#));
-    let pinned = lenses(&mut client, &uri);
-    assert!(
-        pinned[1].1.starts_with(&format!("Showing run {first} · "))
-            && pinned[1].1.ends_with(" · pinned"),
-        "{pinned:?}"
-    );
-    let hover = client.at("textDocument/hover", &uri, (4, 7), json!({}));
+    insta::assert_snapshot!(hints(&mut client, &uri, &text), @r#"
+        // two runs
+        flow pipeline {
+          input n: int = 2
+
+          step a = echo { ⟨✓ [took] {"x":2}⟩
+            value: { x: input.n }
+          }
+
+          step b = a.x + 1 ⟨✓ [took] 3⟩
+
+          output b
+        }
+        "#);
+    insta::assert_snapshot!(lenses(&mut client, &uri, &runs), @r#"
+        1: ▶ Run pipeline [reel.runFlow]
+        1: Showing run [first] · succeeded · [age] · pinned [reel.pickRun]
+        1: Pick run… [reel.pickRun]
+        "#);
+    let at = Fixture::new(&text.replace("step a =", "step $0a ="));
+    let hover = client.at("textDocument/hover", &uri, at.cursor(), json!({}));
     assert!(
         hover["result"]["contents"]["value"]
             .as_str()
@@ -299,21 +369,25 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
         "reel.server.showRun",
         json!([uri, "pipeline", null]),
     );
-    assert!(hints(&mut client, &uri)[0].1.ends_with(r#"{"x":5}"#));
+    insta::assert_snapshot!(hints(&mut client, &uri, &text), @r#"
+        // two runs
+        flow pipeline {
+          input n: int = 2
+
+          step a = echo { ⟨✓ [took] {"x":5}⟩
+            value: { x: input.n }
+          }
+
+          step b = a.x + 1 ⟨✓ [took] 6⟩
+
+          output b
+        }
+        "#);
 
     // Bad arguments get an error that says what the command takes.
     let bad = execute(&mut client, "reel.server.listRuns", json!([]));
-    assert!(
-        bad["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("URI and a flow name")),
-        "{bad}"
-    );
+    insta::assert_snapshot!(bad["error"]["message"].as_str().unwrap_or_default(), @"`reel.server.listRuns` takes the document's URI and a flow name");
     let unknown = execute(&mut client, "reel.server.nope", json!([uri, "pipeline"]));
-    assert!(
-        unknown["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("unknown command"))
-    );
+    insta::assert_snapshot!(unknown["error"]["message"].as_str().unwrap_or_default(), @"unknown command `reel.server.nope`; this server knows `reel.server.listRuns` and `reel.server.showRun`");
     client.shutdown();
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use reel_syntax::ast::{self, Member, StepBody};
 use reel_syntax::visit::rebase_member;
-use reel_syntax::{Diagnostic, Span};
+use reel_syntax::{Code, Diagnostic, Span};
 use serde_json::Value;
 
 use crate::signature::{FlowSignature, StepHead};
@@ -172,7 +172,7 @@ pub fn check_declarations<'a>(
         if let Some((first_place, first, first_what)) = names.get(name.name.as_str()) {
             diags.push(PlacedDiagnostic {
                 diagnostic: Diagnostic::error(
-                    "name.duplicate",
+                    Code::NameDuplicate,
                     name.span,
                     format!("`{}` is declared twice in this flow", name.name),
                 )
@@ -195,7 +195,7 @@ pub fn check_declarations<'a>(
                 if ty.contains_secret() {
                     local.push(
                         Diagnostic::error(
-                            "type.secret-input",
+                            Code::TypeSecretInput,
                             i.ty.span,
                             "an input cannot be a secret",
                         )
@@ -231,7 +231,7 @@ pub fn check_declarations<'a>(
                 {
                     diags.push(PlacedDiagnostic {
                         diagnostic: Diagnostic::error(
-                            "name.duplicate",
+                            Code::NameDuplicate,
                             name.span,
                             format!("`env {}` is declared twice", name.name),
                         )
@@ -254,7 +254,7 @@ pub fn check_declarations<'a>(
                 if RESERVED_STEP_NAMES.contains(&name.name.as_str()) {
                     local.push(
                         Diagnostic::error(
-                            "name.reserved",
+                            Code::NameReserved,
                             name.span,
                             format!("`{}` cannot name a step", name.name),
                         )
@@ -278,7 +278,7 @@ pub fn check_declarations<'a>(
                 if let Some((first_place, first)) = output {
                     diags.push(PlacedDiagnostic {
                         diagnostic: Diagnostic::error(
-                            "flow.duplicate-output",
+                            Code::FlowDuplicateOutput,
                             span,
                             "a flow has one `output`",
                         )
@@ -316,7 +316,7 @@ fn input_default(d: &ast::Expr, ty: &Type, diags: &mut Vec<Diagnostic>) -> Optio
     if !had_errors && !reel_eval::is_constant(&lowered) {
         diags.push(
             Diagnostic::error(
-                "input.default-not-constant",
+                Code::InputDefaultNotConstant,
                 d.span,
                 "an input's default must be a constant",
             )
@@ -331,9 +331,9 @@ fn input_default(d: &ast::Expr, ty: &Type, diags: &mut Vec<Diagnostic>) -> Optio
     let ok = cx.diags.is_empty();
     // Names in a default resolve against an empty flow: say so rather than "unknown name".
     for mut diag in cx.diags {
-        if diag.code.starts_with("name.") {
+        if diag.code.as_str().starts_with("name.") {
             diag = Diagnostic::error(
-                "input.default-not-constant",
+                Code::InputDefaultNotConstant,
                 diag.primary.span,
                 "an input's default must be a constant",
             )
@@ -350,7 +350,7 @@ fn input_default(d: &ast::Expr, ty: &Type, diags: &mut Vec<Diagnostic>) -> Optio
         Err(e) => {
             diags.push(
                 Diagnostic::error(
-                    "input.default-invalid",
+                    Code::InputDefaultInvalid,
                     d.span,
                     format!("this default cannot be computed: {}", e.message),
                 )

@@ -6,7 +6,7 @@
 
 use reel_flowspec::{self as fs, Node, Type};
 use reel_syntax::ast::{self, BinaryOp, ExprKind, StrPart, UnaryOp};
-use reel_syntax::{Diagnostic, Span};
+use reel_syntax::{Code, Diagnostic, Span};
 use serde_json::Value;
 
 use crate::signature::FlowSignature;
@@ -103,7 +103,7 @@ impl<'a> Checker<'a> {
         {
             self.report(
                 Diagnostic::error(
-                    "type.optional",
+                    Code::TypeOptional,
                     span,
                     format!("{what} needs {}, but this may be null", show(expected)),
                 )
@@ -116,7 +116,7 @@ impl<'a> Checker<'a> {
             return false;
         }
         let mut d = Diagnostic::error(
-            "type.mismatch",
+            Code::TypeMismatch,
             span,
             format!("{what} needs {}, found {}", show(expected), show(&e.ty)),
         )
@@ -202,7 +202,7 @@ impl<'a> Checker<'a> {
             return true;
         }
         let mut d = Diagnostic::error(
-            "name.unknown-secret",
+            Code::NameUnknownSecret,
             name.span,
             format!("no secret `{}` is declared in this flow", name.name),
         )
@@ -273,7 +273,7 @@ impl<'a> Checker<'a> {
             if let Some((_, first)) = seen.iter().find(|(n, _)| *n == f.key.name) {
                 self.report(
                     Diagnostic::error(
-                        "name.duplicate-field",
+                        Code::NameDuplicateField,
                         f.key.span,
                         format!("the field `{}` is given twice", f.key.name),
                     )
@@ -308,7 +308,7 @@ impl<'a> Checker<'a> {
             "input" | "env" | "secret" => {
                 self.report(
                     Diagnostic::error(
-                        "name.bare-namespace",
+                        Code::NameBareNamespace,
                         id.span,
                         format!("`{name}` is not a value on its own"),
                     )
@@ -332,7 +332,7 @@ impl<'a> Checker<'a> {
             );
         }
         let mut d = Diagnostic::error(
-            "name.unknown",
+            Code::NameUnknown,
             id.span,
             format!("nothing called `{name}` is in scope"),
         )
@@ -387,7 +387,7 @@ impl<'a> Checker<'a> {
             ItemScope::InWhen => {
                 self.report(
                     Diagnostic::error(
-                        "name.item-outside-foreach",
+                        Code::NameItemOutsideForeach,
                         id.span,
                         format!("`{}` is not in scope in `when`", id.name),
                     )
@@ -401,7 +401,7 @@ impl<'a> Checker<'a> {
             ItemScope::Outside => {
                 self.report(
                     Diagnostic::error(
-                        "name.item-outside-foreach",
+                        Code::NameItemOutsideForeach,
                         id.span,
                         format!("`{}` is only in scope in a step with `foreach`", id.name),
                     )
@@ -426,7 +426,7 @@ impl<'a> Checker<'a> {
                     ));
                 }
                 let mut d = Diagnostic::error(
-                    "name.unknown-input",
+                    Code::NameUnknownInput,
                     name.span,
                     format!("no input `{}` is declared in this flow", name.name),
                 )
@@ -460,7 +460,7 @@ impl<'a> Checker<'a> {
                     ));
                 }
                 let mut d = Diagnostic::error(
-                    "name.unknown-env",
+                    Code::NameUnknownEnv,
                     name.span,
                     format!(
                         "the environment variable `{}` is not declared in this flow",
@@ -488,7 +488,7 @@ impl<'a> Checker<'a> {
                 if self.resolve_secret(name) {
                     self.report(
                         Diagnostic::error(
-                            "taint.secret-in-expression",
+                            Code::TaintSecretInExpression,
                             name.span,
                             format!("the secret `{}` cannot be used in an expression", name.name),
                         )
@@ -528,7 +528,7 @@ impl<'a> Checker<'a> {
             Type::Null => {
                 self.report(
                     Diagnostic::error(
-                        "type.no-fields",
+                        Code::TypeNoFields,
                         base.span,
                         format!("`null` has no field `{field}`"),
                     )
@@ -542,7 +542,7 @@ impl<'a> Checker<'a> {
                     let dot = Span::new(base.span.end as usize, name.span.start as usize);
                     self.report(
                         Diagnostic::error(
-                            "type.optional-access",
+                            Code::TypeOptionalAccess,
                             dot,
                             format!("`.{field}` reads a field of a value that may be null"),
                         )
@@ -584,7 +584,7 @@ impl<'a> Checker<'a> {
                     return f.ty.clone();
                 }
                 let mut d = Diagnostic::error(
-                    "type.unknown-field",
+                    Code::TypeUnknownField,
                     name.span,
                     format!("{} has no field `{}`", show(shown), name.name),
                 )
@@ -611,7 +611,7 @@ impl<'a> Checker<'a> {
             other => {
                 self.report(
                     Diagnostic::error(
-                        "type.no-fields",
+                        Code::TypeNoFields,
                         name.span,
                         format!("{} has no fields, so no `{}`", show(other), name.name),
                     )
@@ -650,7 +650,7 @@ impl<'a> Checker<'a> {
                 _ => {
                     self.report(
                         Diagnostic::error(
-                            "type.index",
+                            Code::TypeIndex,
                             index.span,
                             "a record's field is chosen by a literal name",
                         )
@@ -663,7 +663,7 @@ impl<'a> Checker<'a> {
             Type::Optional { .. } => {
                 self.report(
                     Diagnostic::error(
-                        "type.optional-access",
+                        Code::TypeOptionalAccess,
                         base.span,
                         "indexing a value that may be null",
                     )
@@ -675,7 +675,7 @@ impl<'a> Checker<'a> {
             other => {
                 self.report(
                     Diagnostic::error(
-                        "type.index",
+                        Code::TypeIndex,
                         base.span,
                         format!("{} cannot be indexed", show(&other)),
                     )
@@ -697,7 +697,7 @@ impl<'a> Checker<'a> {
         let lowered: Vec<fs::Expr> = args.iter().map(|a| self.expr(a)).collect();
         let Some(builtin) = reel_eval::builtins::builtin(&func.name) else {
             let mut d = Diagnostic::error(
-                "name.unknown-function",
+                Code::NameUnknownFunction,
                 func.span,
                 format!("there is no function `{}`", func.name),
             )
@@ -722,7 +722,7 @@ impl<'a> Checker<'a> {
             Err(reel_eval::builtins::CallTypeError::Arity { takes, given }) => {
                 self.report(
                     Diagnostic::error(
-                        "call.arity",
+                        Code::CallArity,
                         span,
                         format!("`{}` takes {takes}, but {given} were given", func.name),
                     )
@@ -737,9 +737,9 @@ impl<'a> Checker<'a> {
                     None => (span, Type::Error),
                 };
                 let code = if matches!(found, Type::Optional { .. }) {
-                    "type.optional"
+                    Code::TypeOptional
                 } else {
-                    "type.argument"
+                    Code::TypeArgument
                 };
                 let mut d = Diagnostic::error(
                     code,
@@ -754,7 +754,7 @@ impl<'a> Checker<'a> {
                 )
                 .with_label(format!("this is {}", show(&found)))
                 .with_note(format!("signature: {}", builtin.signatures.join(" or ")));
-                if code == "type.optional" {
+                if code == Code::TypeOptional {
                     d = d.with_help("give a default with `??` first");
                 }
                 self.report(d);
@@ -804,7 +804,7 @@ impl<'a> Checker<'a> {
         if let Type::Optional { .. } = e.ty {
             self.report(
                 Diagnostic::error(
-                    "type.optional",
+                    Code::TypeOptional,
                     span,
                     format!("`{}` needs a value, but this may be null", op.as_str()),
                 )
@@ -856,7 +856,7 @@ impl<'a> Checker<'a> {
                 other => {
                     self.report(
                         Diagnostic::warning(
-                            "lint.needless-coalesce",
+                            Code::LintNeedlessCoalesce,
                             op_span,
                             "the left side of `??` is never null",
                         )
@@ -976,7 +976,7 @@ impl<'a> Checker<'a> {
         wants: &str,
     ) {
         let mut d = Diagnostic::error(
-            "type.operator",
+            Code::TypeOperator,
             op_span,
             format!(
                 "`{}` cannot combine {} and {}",
@@ -1057,7 +1057,7 @@ impl<'a> Checker<'a> {
             other => {
                 self.report(
                     Diagnostic::error(
-                        "type.mismatch",
+                        Code::TypeMismatch,
                         span,
                         format!("{what} iterates over a list, found {}", show(other)),
                     )

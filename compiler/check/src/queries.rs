@@ -11,7 +11,7 @@ use reel_flowspec::Type;
 use reel_syntax::ast::{self, Item, Member};
 use reel_syntax::outline::lay_out_flow;
 use reel_syntax::visit::{rebase_member, step_spans_mut};
-use reel_syntax::{ChunkEnd, ChunkParse, Diagnostic, LineIndex, Parsed, Span};
+use reel_syntax::{ChunkEnd, ChunkParse, Code, Diagnostic, LineIndex, Parsed, Span};
 
 use crate::contracts::Contract;
 use crate::dag::{Dag, find_cycles};
@@ -657,7 +657,7 @@ pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
         if let Some(first) = list.get(name) {
             diags.push(
                 Diagnostic::error(
-                    "name.duplicate",
+                    Code::NameDuplicate,
                     span,
                     format!("the {what} `{name}` is declared twice in this file"),
                 )
@@ -827,7 +827,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
             .map(|s| s.name.span)
             .unwrap_or_default();
         let mut d = Diagnostic::error(
-            "dag.cycle",
+            Code::DagCycle,
             Span::new(
                 (first_name.start + step_offset(db, first)) as usize,
                 (first_name.end + step_offset(db, first)) as usize,
@@ -986,7 +986,7 @@ pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnos
             let place = (p as u32, m as u32);
             let warning = match head {
                 MemberHead::Input(i) if !used(&uses.inputs, &i.name.name) => Diagnostic::warning(
-                    "lint.unused-input",
+                    Code::LintUnusedInput,
                     i.name.span,
                     format!("the input `{}` is never read", i.name.name),
                 )
@@ -994,7 +994,7 @@ pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnos
                 .with_help(format!("read it as `input.{}`, or remove it", i.name.name)),
                 MemberHead::Secret(name) if !used(&uses.secrets, &name.name) => {
                     Diagnostic::warning(
-                        "lint.unused-secret",
+                        Code::LintUnusedSecret,
                         name.span,
                         format!("the secret `{}` is never passed to a tool", name.name),
                     )
@@ -1002,7 +1002,7 @@ pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnos
                     .with_help("remove it, so runs do not need it set")
                 }
                 MemberHead::Env(name) if !used(&uses.env, &name.name) => Diagnostic::warning(
-                    "lint.unused-env",
+                    Code::LintUnusedEnv,
                     name.span,
                     format!("the environment variable `{}` is never read", name.name),
                 )
@@ -1017,7 +1017,7 @@ pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnos
                     ) {
                         continue;
                     }
-                    Diagnostic::warning("lint.unused-step", name.span, format!("nothing uses the value of `{}`", name.name))
+                    Diagnostic::warning(Code::LintUnusedStep, name.span, format!("nothing uses the value of `{}`", name.name))
                         .with_label("unused step")
                         .with_help("it has no effect, so it only costs time: use its value in the output or another step, or remove it")
                 }

@@ -5,7 +5,7 @@
 
 use reel_flowspec::{self as fs, Backoff, Duration, RetrySpec, ToolKind, Type};
 use reel_syntax::ast::{self, ExprKind, StepBody};
-use reel_syntax::{Diagnostic, Span};
+use reel_syntax::{Code, Diagnostic, Span};
 use serde_json::Value;
 
 use crate::contracts::{ArgRule, Contract, META_ARGUMENTS, ResultType, builtin_contract};
@@ -120,7 +120,7 @@ fn check_call(
         if let Some(first) = args.iter().find(|a| a.key.name == f.key.name) {
             cx.report(
                 Diagnostic::error(
-                    "name.duplicate-argument",
+                    Code::NameDuplicateArgument,
                     f.key.span,
                     format!("`{}` is given twice", f.key.name),
                 )
@@ -153,7 +153,7 @@ fn check_call(
         {
             cx.report(
                 Diagnostic::warning(
-                    "lint.constant-when",
+                    Code::LintConstantWhen,
                     f.value.span,
                     format!("this `when` is always {b}"),
                 )
@@ -176,7 +176,7 @@ fn check_call(
         if foreach.is_none() {
             cx.report(
                 Diagnostic::warning(
-                    "lint.concurrency-without-foreach",
+                    Code::LintConcurrencyWithoutForeach,
                     f.key.span,
                     "`concurrency` does nothing without `foreach`",
                 )
@@ -190,7 +190,7 @@ fn check_call(
                 cx.expr(&f.value);
                 cx.report(
                     Diagnostic::error(
-                        "meta.concurrency",
+                        Code::MetaConcurrency,
                         f.value.span,
                         "`concurrency` must be a whole number from 1 to 10000",
                     )
@@ -237,7 +237,7 @@ fn check_call(
                     if e.ty != Type::Error {
                         cx.report(
                             Diagnostic::error(
-                                "type.mismatch",
+                                Code::TypeMismatch,
                                 f.value.span,
                                 format!("`{}` takes a secret, found `{}`", f.key.name, e.ty),
                             )
@@ -323,7 +323,7 @@ fn report_unknown_tool(
             .filter(|t| user_tools(t).is_some()),
     );
     let mut d = Diagnostic::error(
-        "name.unknown-tool",
+        Code::NameUnknownTool,
         tool.span,
         format!("there is no tool `{}`", tool.name),
     )
@@ -346,7 +346,7 @@ fn report_unknown_tool(
 
 fn report_unknown_argument(cx: &mut Checker<'_>, contract: &Contract, f: &ast::Field) {
     let mut d = Diagnostic::error(
-        "tool.unknown-argument",
+        Code::ToolUnknownArgument,
         f.key.span,
         format!("`{}` has no parameter `{}`", contract.name, f.key.name),
     )
@@ -402,7 +402,7 @@ fn check_required(
             .collect();
         cx.report(
             Diagnostic::error(
-                "tool.missing-argument",
+                Code::ToolMissingArgument,
                 call.tool.span,
                 format!(
                     "`{}` needs {} {}",
@@ -434,7 +434,7 @@ fn check_required(
                     .join(" or ");
                 if present.len() > 1 {
                     let mut d = Diagnostic::error(
-                        "tool.conflicting-arguments",
+                        Code::ToolConflictingArguments,
                         present[1].key.span,
                         format!("`{}` takes {list}, not both", contract.name),
                     )
@@ -444,7 +444,7 @@ fn check_required(
                 } else if present.is_empty() && matches!(rule, ArgRule::ExactlyOne(_)) {
                     cx.report(
                         Diagnostic::error(
-                            "tool.missing-argument",
+                            Code::ToolMissingArgument,
                             call.tool.span,
                             format!("`{}` needs {list}", contract.name),
                         )
@@ -462,7 +462,7 @@ fn after_list(cx: &mut Checker<'_>, step: &ast::Step, f: &ast::Field) -> Vec<(St
     let ExprKind::List(items) = &f.value.kind else {
         cx.report(
             Diagnostic::error(
-                "meta.after",
+                Code::MetaAfter,
                 f.value.span,
                 "`after` takes a list of step names",
             )
@@ -476,7 +476,7 @@ fn after_list(cx: &mut Checker<'_>, step: &ast::Step, f: &ast::Field) -> Vec<(St
         let ExprKind::Name(id) = &item.kind else {
             cx.report(
                 Diagnostic::error(
-                    "meta.after",
+                    Code::MetaAfter,
                     item.span,
                     "`after` lists step names, not expressions",
                 )
@@ -488,7 +488,7 @@ fn after_list(cx: &mut Checker<'_>, step: &ast::Step, f: &ast::Field) -> Vec<(St
         if id.name == step.name.name {
             cx.report(
                 Diagnostic::error(
-                    "dag.self-dependency",
+                    Code::DagSelfDependency,
                     id.span,
                     format!("`{}` waits for itself", id.name),
                 )
@@ -501,7 +501,7 @@ fn after_list(cx: &mut Checker<'_>, step: &ast::Step, f: &ast::Field) -> Vec<(St
             out.push((id.name.clone(), id.span));
         } else {
             let mut d = Diagnostic::error(
-                "name.unknown-step",
+                Code::NameUnknownStep,
                 id.span,
                 format!("there is no step `{}` in this flow", id.name),
             )
@@ -537,7 +537,7 @@ fn retry_policy(cx: &mut Checker<'_>, field: Option<&ast::Field>, kind: ToolKind
     };
     if matches!(kind, ToolKind::Timer | ToolKind::Wait) {
         cx.report(
-            Diagnostic::error("meta.retry", field.key.span, "a wait cannot be retried")
+            Diagnostic::error(Code::MetaRetry, field.key.span, "a wait cannot be retried")
                 .with_label("`sleep` and `signal` steps are not retried")
                 .with_help("remove `retry`; use `timeout` to bound the wait"),
         );
@@ -546,7 +546,7 @@ fn retry_policy(cx: &mut Checker<'_>, field: Option<&ast::Field>, kind: ToolKind
     let ExprKind::Record(entries) = &field.value.kind else {
         cx.report(
             Diagnostic::error(
-                "meta.retry",
+                Code::MetaRetry,
                 field.value.span,
                 "`retry` takes a record of constants",
             )
@@ -565,7 +565,7 @@ fn retry_policy(cx: &mut Checker<'_>, field: Option<&ast::Field>, kind: ToolKind
                 ExprKind::Int(n) if (1..=1000).contains(n) => policy.max = *n as u32,
                 _ => cx.report(
                     Diagnostic::error(
-                        "meta.retry",
+                        Code::MetaRetry,
                         e.value.span,
                         "`max` must be a whole number from 1 to 1000",
                     )
@@ -578,7 +578,7 @@ fn retry_policy(cx: &mut Checker<'_>, field: Option<&ast::Field>, kind: ToolKind
                 Some("fixed") => policy.backoff = Backoff::Fixed,
                 _ => cx.report(
                     Diagnostic::error(
-                        "meta.retry",
+                        Code::MetaRetry,
                         e.value.span,
                         "`backoff` is \"exp\" or \"fixed\"",
                     )
@@ -593,13 +593,17 @@ fn retry_policy(cx: &mut Checker<'_>, field: Option<&ast::Field>, kind: ToolKind
             "jitter" => match &e.value.kind {
                 ExprKind::Bool(b) => policy.jitter = *b,
                 _ => cx.report(
-                    Diagnostic::error("meta.retry", e.value.span, "`jitter` is `true` or `false`")
-                        .with_label("not a boolean literal"),
+                    Diagnostic::error(
+                        Code::MetaRetry,
+                        e.value.span,
+                        "`jitter` is `true` or `false`",
+                    )
+                    .with_label("not a boolean literal"),
                 ),
             },
             other => {
                 let mut d = Diagnostic::error(
-                    "meta.retry",
+                    Code::MetaRetry,
                     e.key.span,
                     format!("`retry` has no setting `{other}`"),
                 )
@@ -639,7 +643,7 @@ fn duration_literal(cx: &mut Checker<'_>, f: &ast::Field, what: &str) -> Option<
         _ => {
             cx.report(
                 Diagnostic::error(
-                    "meta.duration",
+                    Code::MetaDuration,
                     f.value.span,
                     format!("`{what}` takes a duration literal"),
                 )

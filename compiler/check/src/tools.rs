@@ -2,7 +2,7 @@
 
 use reel_flowspec::{ToolKind, Type};
 use reel_syntax::ast::{self, ExprKind, SchemaSide, ToolEntry};
-use reel_syntax::{Diagnostic, Span};
+use reel_syntax::{Code, Diagnostic, Span};
 
 use crate::contracts::{Contract, META_ARGUMENTS, Param, ResultType, builtin_contract};
 use crate::suggest::closest;
@@ -29,7 +29,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
     if builtin_contract(&tool.name.name).is_some() {
         diags.push(
             Diagnostic::error(
-                "name.builtin-tool",
+                Code::NameBuiltinTool,
                 tool.name.span,
                 format!("`{}` is a built-in tool", tool.name.name),
             )
@@ -61,7 +61,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
             diags.push(
                 Diagnostic::error(
-                    "tool.duplicate-entry",
+                    Code::ToolDuplicateEntry,
                     key_span,
                     format!("`{key}` is given twice in this tool"),
                 )
@@ -78,7 +78,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
                 "exec" => exec = exec_list(f, diags),
                 "input" | "output" => diags.push(
                     Diagnostic::error(
-                        "tool.invalid-schema",
+                        Code::ToolInvalidSchema,
                         f.span,
                         format!("`{key}` is a block of typed fields, not a value"),
                     )
@@ -87,7 +87,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
                 ),
                 other => {
                     let mut d = Diagnostic::error(
-                        "tool.unknown-entry",
+                        Code::ToolUnknownEntry,
                         f.key.span,
                         format!("a tool has no setting `{other}`"),
                     )
@@ -117,7 +117,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
                     };
                     if bad {
                         diags.push(
-                            Diagnostic::error("type.secret-nested", f.ty.span, message)
+                            Diagnostic::error(Code::TypeSecretNested, f.ty.span, message)
                                 .with_label("a secret inside this type")
                                 .with_help(help),
                         );
@@ -129,7 +129,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
                             if META_ARGUMENTS.contains(&f.key.name.as_str()) {
                                 diags.push(
                                     Diagnostic::error(
-                                        "tool.reserved-parameter",
+                                        Code::ToolReservedParameter,
                                         f.key.span,
                                         format!("`{}` belongs to the engine and cannot be a tool parameter", f.key.name),
                                     )
@@ -153,7 +153,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
     if kind.is_none() && !seen.iter().any(|(k, _)| k == "kind") {
         diags.push(
             Diagnostic::error(
-                "tool.missing-kind",
+                Code::ToolMissingKind,
                 name_span,
                 format!("the tool `{}` has no `kind`", tool.name.name),
             )
@@ -164,7 +164,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
     if exec.is_none() && !seen.iter().any(|(k, _)| k == "exec") {
         diags.push(
             Diagnostic::error(
-                "tool.missing-exec",
+                Code::ToolMissingExec,
                 name_span,
                 format!("the tool `{}` has no `exec`", tool.name.name),
             )
@@ -247,7 +247,7 @@ fn tool_kind(f: &ast::Field, diags: &mut Vec<Diagnostic>) -> Option<ToolKind> {
         Some("effect") => Some(ToolKind::Effect),
         other => {
             let mut d = Diagnostic::error(
-                "tool.invalid-kind",
+                Code::ToolInvalidKind,
                 f.value.span,
                 "a tool's `kind` is \"pure\", \"read\" or \"effect\"",
             )
@@ -268,7 +268,7 @@ fn tool_kind(f: &ast::Field, diags: &mut Vec<Diagnostic>) -> Option<ToolKind> {
 
 fn exec_list(f: &ast::Field, diags: &mut Vec<Diagnostic>) -> Option<Vec<String>> {
     let bad = |span: Span, msg: &str| {
-        Diagnostic::error("tool.invalid-exec", span, msg.to_string())
+        Diagnostic::error(Code::ToolInvalidExec, span, msg.to_string())
             .with_label("not a list of strings")
             .with_help("write the command and its arguments as string literals: `exec: [\"python3\", \"tools/score.py\"]`")
     };

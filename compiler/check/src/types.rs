@@ -2,7 +2,7 @@
 
 use reel_flowspec::Type;
 use reel_syntax::ast::{TypeExpr, TypeExprKind, TypeField};
-use reel_syntax::{Diagnostic, Span};
+use reel_syntax::{Code, Diagnostic, Span};
 
 use crate::suggest::closest;
 
@@ -24,7 +24,7 @@ pub fn resolve_type(t: &TypeExpr, diags: &mut Vec<Diagnostic>) -> Type {
             "secret" => Type::Secret,
             "list" => {
                 diags.push(
-                    Diagnostic::error("type.unknown", t.span, "`list` needs an element type")
+                    Diagnostic::error(Code::TypeUnknown, t.span, "`list` needs an element type")
                         .with_label("a list of what?")
                         .with_help("write `list<string>`, `list<int>`, … or `list<json>`")
                         .with_fix("write `list<json>`", t.span, "list<json>"),
@@ -33,7 +33,7 @@ pub fn resolve_type(t: &TypeExpr, diags: &mut Vec<Diagnostic>) -> Type {
             }
             other => {
                 let mut d =
-                    Diagnostic::error("type.unknown", t.span, format!("unknown type `{other}`"))
+                    Diagnostic::error(Code::TypeUnknown, t.span, format!("unknown type `{other}`"))
                         .with_label("not a type");
                 match closest(other, TYPE_NAMES) {
                     Some(s) => {
@@ -57,7 +57,7 @@ pub fn resolve_type(t: &TypeExpr, diags: &mut Vec<Diagnostic>) -> Type {
             if matches!(ty, Type::Optional { .. }) {
                 diags.push(
                     Diagnostic::warning(
-                        "lint.double-optional",
+                        Code::LintDoubleOptional,
                         t.span,
                         "`T??` is the same as `T?`",
                     )
@@ -84,7 +84,7 @@ pub fn resolve_fields(
         if let Some((_, first)) = seen.iter().find(|(n, _)| *n == f.key.name) {
             diags.push(
                 Diagnostic::error(
-                    "name.duplicate-field",
+                    Code::NameDuplicateField,
                     f.key.span,
                     format!("the {what} `{}` is declared twice", f.key.name),
                 )

@@ -1,5 +1,6 @@
 //! The neutral diagnostic: one value that the terminal renderer, JSON, SARIF and the language server all read.
 
+use crate::codes::Code;
 use crate::span::Span;
 
 /// How bad a diagnostic is.
@@ -55,7 +56,7 @@ pub struct Fix {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Diagnostic {
     /// Stable code, such as `name.unknown-step`; documented in docs/diagnostics.md.
-    pub code: &'static str,
+    pub code: Code,
     /// Error or warning.
     pub severity: Severity,
     /// One sentence saying what is wrong.
@@ -74,16 +75,22 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     /// An error with `code` and `message`, its primary label at `span`.
-    pub fn error(code: &'static str, span: Span, message: impl Into<String>) -> Self {
+    pub fn error(code: Code, span: Span, message: impl Into<String>) -> Self {
         Self::new(Severity::Error, code, span, message)
     }
 
     /// A warning with `code` and `message`, its primary label at `span`.
-    pub fn warning(code: &'static str, span: Span, message: impl Into<String>) -> Self {
+    pub fn warning(code: Code, span: Span, message: impl Into<String>) -> Self {
         Self::new(Severity::Warning, code, span, message)
     }
 
-    fn new(severity: Severity, code: &'static str, span: Span, message: impl Into<String>) -> Self {
+    fn new(severity: Severity, code: Code, span: Span, message: impl Into<String>) -> Self {
+        // The catalogue is the one place a code's severity is decided.
+        debug_assert_eq!(
+            severity,
+            code.severity(),
+            "{code} reported with another severity"
+        );
         Diagnostic {
             code,
             severity,

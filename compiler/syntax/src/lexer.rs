@@ -139,7 +139,7 @@ impl<'a> Lexer<'a> {
             return;
         };
         let mut diag = Diagnostic::error(
-            "syntax.unclosed-delimiter",
+            crate::Code::SyntaxUnclosedDelimiter,
             innermost_span,
             format!("`{}` is never closed", innermost.open_text()),
         )
@@ -210,7 +210,7 @@ impl<'a> Lexer<'a> {
                         Some(other) => {
                             self.diagnostics.push(
                                 Diagnostic::error(
-                                    "syntax.invalid-escape",
+                                    crate::Code::SyntaxInvalidEscape,
                                     Span::new(s, s + 1 + other.len_utf8()),
                                     format!("unknown escape `\\{other}` in a string"),
                                 )
@@ -246,7 +246,7 @@ impl<'a> Lexer<'a> {
         let open = self.stack.last().map(|(_, s)| *s).unwrap_or_default();
         self.diagnostics.push(
             Diagnostic::error(
-                "syntax.unterminated-string",
+                crate::Code::SyntaxUnterminatedString,
                 Span::new(open.start as usize, self.pos),
                 "this string is not closed before the end of its line",
             )
@@ -356,7 +356,7 @@ impl<'a> Lexer<'a> {
                     };
                     self.diagnostics.push(
                         Diagnostic::error(
-                            "syntax.unexpected-character",
+                            crate::Code::SyntaxUnexpectedCharacter,
                             Span::new(start, self.pos),
                             format!("unexpected character `{other}`"),
                         )
@@ -414,7 +414,7 @@ impl<'a> Lexer<'a> {
                         let report = !self.unterminated;
                         self.diagnostics.extend(report.then(|| {
                             Diagnostic::error(
-                                "syntax.unclosed-delimiter",
+                                crate::Code::SyntaxUnclosedDelimiter,
                                 inner_span,
                                 format!("`{}` is never closed", inner.open_text()),
                             )
@@ -434,7 +434,7 @@ impl<'a> Lexer<'a> {
                     }
                     None => self.diagnostics.push(
                         Diagnostic::error(
-                            "syntax.unmatched-delimiter",
+                            crate::Code::SyntaxUnmatchedDelimiter,
                             here,
                             format!("`{c}` closes nothing"),
                         )
@@ -509,7 +509,7 @@ impl<'a> Lexer<'a> {
                 )
             };
             self.diagnostics.push(
-                Diagnostic::error("syntax.invalid-duration", span, message)
+                Diagnostic::error(crate::Code::SyntaxInvalidDuration, span, message)
                     .with_label("not a duration")
                     .with_help(help),
             );
@@ -525,7 +525,7 @@ impl<'a> Lexer<'a> {
             Err(_) => {
                 self.diagnostics.push(
                     Diagnostic::error(
-                        "syntax.invalid-number",
+                        crate::Code::SyntaxInvalidNumber,
                         span,
                         format!("`{text}` does not fit in a 64-bit integer"),
                     )

@@ -1,6 +1,7 @@
 //! Reel's syntax: lexer, parser, syntax tree and formatter. Knows nothing of salsa, types or LSP.
 
 pub mod ast;
+pub mod codes;
 pub mod diagnostic;
 mod docs;
 pub mod format;
@@ -11,6 +12,7 @@ pub mod span;
 pub mod token;
 pub mod visit;
 
+pub use codes::Code;
 pub use diagnostic::{Diagnostic, Label, Severity};
 pub use parser::{ChunkEnd, ChunkParse, Parsed, parse, parse_chunk};
 pub use span::{LineCol, LineIndex, Span};

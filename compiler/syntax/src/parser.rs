@@ -77,7 +77,7 @@ pub fn parse_chunk(src: &str, end: ChunkEnd) -> ChunkParse {
     let balanced = !lexed
         .diagnostics
         .iter()
-        .any(|d| d.code == "syntax.unclosed-delimiter");
+        .any(|d| d.code == crate::Code::SyntaxUnclosedDelimiter);
     let open_end = !crate::lexer::ends_entry(&lexed.tokens);
     // The file's separating line break is the first one after the chunk's last token (text
     // that makes no token, such as a stray character, may stand between).
@@ -128,9 +128,9 @@ fn merge_diagnostics(
     // A stray token right after a lexical error is that error's echo: report the first only.
     for err in errors {
         let d = to_diagnostic(err);
-        let echo = diagnostics
-            .iter()
-            .any(|l| l.primary.span.end == d.primary.span.start && l.code.starts_with("syntax."));
+        let echo = diagnostics.iter().any(|l| {
+            l.primary.span.end == d.primary.span.start && l.code.as_str().starts_with("syntax.")
+        });
         if !echo {
             diagnostics.push(d);
         }
@@ -148,7 +148,7 @@ fn to_diagnostic(err: &Rich<'_, Token, Sp>) -> Diagnostic {
         None => "end of file".to_string(),
     };
     if let chumsky::error::RichReason::Custom(msg) = err.reason() {
-        let d = Diagnostic::error("syntax.unexpected-token", span, msg.to_string());
+        let d = Diagnostic::error(crate::Code::SyntaxUnexpectedToken, span, msg.to_string());
         return if msg.starts_with("expected an expression") {
             d.with_label("the expression is incomplete")
         } else {
@@ -181,7 +181,7 @@ fn to_diagnostic(err: &Rich<'_, Token, Sp>) -> Diagnostic {
         }
     };
     let mut d = Diagnostic::error(
-        "syntax.unexpected-token",
+        crate::Code::SyntaxUnexpectedToken,
         span,
         format!("unexpected {found}"),
     )

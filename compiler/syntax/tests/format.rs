@@ -1,13 +1,13 @@
-//! `reel fmt` on whole files: the shared examples, and snapshots of messy inputs.
+//! `reel fmt` on whole files: the reference examples, and snapshots of messy inputs.
 
 mod support;
 
 use support::check_format;
 
 fn examples() -> Vec<(String, String)> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/examples");
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/reference");
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("the shared examples are beside the project") {
+    for entry in std::fs::read_dir(dir).expect("the reference examples are in the repository") {
         let path = entry.expect("a readable directory").path();
         if path.extension().is_some_and(|e| e == "reel") {
             let text = std::fs::read_to_string(&path).expect("a readable example");
@@ -20,7 +20,7 @@ fn examples() -> Vec<(String, String)> {
 }
 
 #[test]
-fn every_shared_example_formats_to_a_fixed_point_with_its_meaning_and_comments() {
+fn every_reference_example_formats_to_a_fixed_point_with_its_meaning_and_comments() {
     for (path, text) in examples() {
         eprintln!("{path}");
         check_format(&text);
@@ -28,7 +28,7 @@ fn every_shared_example_formats_to_a_fixed_point_with_its_meaning_and_comments()
 }
 
 #[test]
-fn the_shared_examples_are_already_in_the_canonical_layout() {
+fn the_reference_examples_are_already_in_the_canonical_layout() {
     for (path, text) in examples() {
         assert_eq!(check_format(&text), text, "{path}");
     }

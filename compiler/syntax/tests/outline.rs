@@ -149,9 +149,9 @@ fn edits_of_a_split_body_rescan_only_their_lines() {
 }
 
 #[test]
-fn the_shared_examples() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/examples");
-    for entry in std::fs::read_dir(&dir).expect("the shared examples are beside the project") {
+fn the_reference_examples() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reference");
+    for entry in std::fs::read_dir(&dir).expect("the reference examples are in the repository") {
         let path = entry.expect("a directory entry").path();
         if path.extension().is_some_and(|e| e == "reel") {
             let src = std::fs::read_to_string(&path).expect("an example");

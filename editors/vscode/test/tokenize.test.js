@@ -1,5 +1,5 @@
 // Tokenizes Reel sources with the extension's TextMate grammar, as VS Code does, and checks
-// the scopes: every shared example, specific tokens, hand-picked edge cases, and a pinned
+// the scopes: every example of the repository, specific tokens, hand-picked edge cases, and a pinned
 // snapshot of test/fixtures/sample.reel (UPDATE_SNAPSHOT=1 rewrites it; review the diff).
 'use strict';
 
@@ -9,8 +9,8 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { loadGrammar, tokenize, ROOT } = require('./grammar');
 
-// The language contract's examples live beside the repository: /work/shared/examples.
-const EXAMPLES = path.resolve(ROOT, process.env.REEL_SHARED_EXAMPLES ?? '../../../shared/examples');
+// The language reference's examples, in the repository (examples/reference).
+const EXAMPLES = path.resolve(ROOT, '../../examples/reference');
 // The repository's own examples.
 const REPO_EXAMPLES = path.resolve(ROOT, '../../examples');
 const FIXTURE = path.join(__dirname, 'fixtures', 'sample.reel');
@@ -27,8 +27,8 @@ function reelFiles(dir) {
 function exampleFiles() {
   assert.ok(
     fs.existsSync(EXAMPLES) && fs.statSync(EXAMPLES).isDirectory(),
-    `the shared examples are missing: expected the directory ${EXAMPLES} ` +
-      '(../../../shared/examples from editors/vscode). The grammar is tested against them; ' +
+    `the reference examples are missing: expected the directory ${EXAMPLES} ` +
+      '(examples/reference in the repository). The grammar is tested against them; ' +
       'this test fails rather than skips without them.',
   );
   const files = reelFiles(EXAMPLES);
@@ -111,25 +111,23 @@ function expectScopes(lines, lineHas, text, { nth = 0, has = [], not = [] }) {
 
 async function example(name) {
   const file = exampleFiles().find((f) => path.basename(f) === name);
-  assert.ok(file, `the shared example ${name} is missing from ${EXAMPLES}`);
+  assert.ok(file, `the reference example ${name} is missing from ${EXAMPLES}`);
   return tokenizeFile(file);
 }
 
 // ---------------------------------------------------------------------------------------------
 
-test('every shared example tokenizes cleanly', async () => {
+test('every reference example tokenizes cleanly', async () => {
   for (const file of exampleFiles()) {
     const problems = structuralProblems(await tokenizeFile(file));
     assert.deepEqual(problems, [], `${file}:\n  ${problems.join('\n  ')}`);
   }
 });
 
-test("the repository's examples tokenize cleanly", async (t) => {
-  if (!fs.existsSync(REPO_EXAMPLES)) {
-    t.skip(`${REPO_EXAMPLES} does not exist`);
-    return;
-  }
-  for (const file of reelFiles(REPO_EXAMPLES)) {
+test("the repository's examples tokenize cleanly", async () => {
+  const files = reelFiles(REPO_EXAMPLES);
+  assert.ok(files.length > 0, `no .reel file in ${REPO_EXAMPLES}`);
+  for (const file of files) {
     const problems = structuralProblems(await tokenizeFile(file));
     assert.deepEqual(problems, [], `${file}:\n  ${problems.join('\n  ')}`);
   }

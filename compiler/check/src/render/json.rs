@@ -1,4 +1,4 @@
-//! Diagnostics for tools: the objects of `reel check --format json`, as `shared/cli.md` fixes them.
+//! Diagnostics for tools: the objects of `reel check --format json`, as `docs/cli.md` fixes them.
 //!
 //! Each diagnostic becomes one object:
 //! `file`, `line`, `column`, `end_line`, `end_column` (1-based, columns in characters, the end
@@ -19,7 +19,7 @@ pub fn to_json(path: &str, text: &str, diags: &[Diagnostic]) -> Vec<Value> {
         .map(|diag| {
             let mut object = place(path, &index, text, diag.primary.span);
             object.insert("severity".into(), json!(diag.severity.as_str()));
-            object.insert("code".into(), json!(diag.code));
+            object.insert("code".into(), json!(diag.code.as_str()));
             object.insert("message".into(), json!(diag.message));
             let labels = diag
                 .secondary
@@ -51,16 +51,21 @@ fn place(path: &str, index: &LineIndex, text: &str, span: Span) -> Map<String, V
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reel_syntax::Code;
 
     #[test]
     fn every_field_of_the_contract() {
         let text = "flow a {\n  step b = input.nme\n}\n";
         let at = text.find("nme").unwrap();
-        let diag = Diagnostic::error("name.unknown-input", Span::new(at, at + 3), "unknown input")
-            .with_label("not declared")
-            .with_secondary(Span::new(5, 6), "in this flow")
-            .with_help("declare it with `input nme: string`");
-        let warning = Diagnostic::warning("unused.step", Span::new(16, 17), "unused step");
+        let diag = Diagnostic::error(
+            Code::NameUnknownInput,
+            Span::new(at, at + 3),
+            "unknown input",
+        )
+        .with_label("not declared")
+        .with_secondary(Span::new(5, 6), "in this flow")
+        .with_help("declare it with `input nme: string`");
+        let warning = Diagnostic::warning(Code::LintUnusedStep, Span::new(16, 17), "unused step");
         insta::assert_json_snapshot!(to_json("dir/a.reel", text, &[diag, warning]));
     }
 

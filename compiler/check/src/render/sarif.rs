@@ -20,7 +20,7 @@ pub fn to_sarif(files: &[(&str, &str, &[Diagnostic])]) -> Value {
     let mut rules: BTreeMap<&str, Severity> = BTreeMap::new();
     for (_, _, diags) in files {
         for diag in diags.iter() {
-            rules.entry(diag.code).or_insert(diag.severity);
+            rules.entry(diag.code.as_str()).or_insert(diag.severity);
         }
     }
     let rule_index: BTreeMap<&str, usize> = rules
@@ -44,8 +44,8 @@ pub fn to_sarif(files: &[(&str, &str, &[Diagnostic])]) -> Value {
                 primary["message"] = json!({ "text": diag.primary.message });
             }
             let mut result = json!({
-                "ruleId": diag.code,
-                "ruleIndex": rule_index[diag.code],
+                "ruleId": diag.code.as_str(),
+                "ruleIndex": rule_index[diag.code.as_str()],
                 "level": diag.severity.as_str(),
                 "message": { "text": message },
                 "locations": [primary],
@@ -182,19 +182,28 @@ fn uri(path: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use reel_syntax::Code;
 
     fn sample() -> (String, Vec<Diagnostic>) {
         let text = "flow a {\n  step b = input.nme\n  step c = 1\n}\n".to_string();
         let at = text.find("nme").unwrap();
         let c = text.find("c =").unwrap();
         let diags = vec![
-            Diagnostic::error("name.unknown-input", Span::new(at, at + 3), "unknown input")
-                .with_label("not declared")
-                .with_secondary(Span::new(5, 6), "in this flow")
-                .with_help("did you mean `name`?")
-                .with_fix("replace with `name`", Span::new(at, at + 3), "name"),
-            Diagnostic::warning("unused.step", Span::new(c, c + 1), "step `c` is never used"),
-            Diagnostic::error("name.unknown-input", Span::new(at, at + 3), "again"),
+            Diagnostic::error(
+                Code::NameUnknownInput,
+                Span::new(at, at + 3),
+                "unknown input",
+            )
+            .with_label("not declared")
+            .with_secondary(Span::new(5, 6), "in this flow")
+            .with_help("did you mean `name`?")
+            .with_fix("replace with `name`", Span::new(at, at + 3), "name"),
+            Diagnostic::warning(
+                Code::LintUnusedStep,
+                Span::new(c, c + 1),
+                "step `c` is never used",
+            ),
+            Diagnostic::error(Code::NameUnknownInput, Span::new(at, at + 3), "again"),
         ];
         (text, diags)
     }

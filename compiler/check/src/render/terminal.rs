@@ -105,7 +105,7 @@ fn plain(path: &str, text: &str, diag: &Diagnostic) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-    use reel_syntax::Span;
+    use reel_syntax::{Code, Span};
 
     const FLOW: &str = "flow hello {\n  input name: string\n  step greeting = \"hi ${input.nme}\"\n  step unused = upper(greeting)\n  output greeting\n}\n";
 
@@ -116,13 +116,17 @@ mod tests {
 
     fn sample() -> Vec<Diagnostic> {
         vec![
-            Diagnostic::error("name.unknown-input", span_of("nme"), "unknown input `nme`")
-                .with_label("no input named `nme`")
-                .with_secondary(span_of("name"), "`name` is declared here")
-                .with_help("did you mean `name`?")
-                .with_note("inputs are read as `input.NAME`"),
+            Diagnostic::error(
+                Code::NameUnknownInput,
+                span_of("nme"),
+                "unknown input `nme`",
+            )
+            .with_label("no input named `nme`")
+            .with_secondary(span_of("name"), "`name` is declared here")
+            .with_help("did you mean `name`?")
+            .with_note("inputs are read as `input.NAME`"),
             Diagnostic::warning(
-                "unused.step",
+                Code::LintUnusedStep,
                 span_of("unused"),
                 "step `unused` is never used",
             )
@@ -137,7 +141,7 @@ mod tests {
 
     #[test]
     fn a_secondary_label_above_the_primary_stays_in_one_excerpt() {
-        let diag = Diagnostic::error("name.duplicate", span_of("unused"), "duplicate step")
+        let diag = Diagnostic::error(Code::NameDuplicate, span_of("unused"), "duplicate step")
             .with_secondary(span_of("hello"), "");
         insta::assert_snapshot!(render_terminal("hello.reel", FLOW, &[diag], false));
     }
@@ -146,7 +150,7 @@ mod tests {
     fn an_empty_span_at_the_end_of_the_file() {
         let text = "flow a {\n  step x =\n";
         let diag = Diagnostic::error(
-            "syntax.unexpected-eof",
+            Code::SyntaxUnexpectedToken,
             Span::new(text.len(), text.len()),
             "unexpected end of file",
         )
@@ -176,10 +180,10 @@ mod tests {
             c in 0u32..50,
             d in 0u32..50,
         ) {
-            let diag = Diagnostic::error("x.y", Span { start: a, end: b }, "m")
+            let diag = Diagnostic::error(Code::NameUnknown, Span { start: a, end: b }, "m")
                 .with_secondary(Span { start: c, end: d }, "s");
             let out = render_terminal("p.reel", &text, &[diag], false);
-            prop_assert!(out.contains("x.y"));
+            prop_assert!(out.contains("name.unknown"));
         }
     }
 }

@@ -6,7 +6,7 @@ use crate::render::terminal::render_terminal;
 /// Checks that `src` gives exactly one diagnostic, with `code`, and snapshots its rendering.
 fn check_one(name: &str, code: &str, src: &str) {
     let diags = diagnostics(src);
-    let codes: Vec<&str> = diags.iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = diags.iter().map(|d| d.code.as_str()).collect();
     assert_eq!(codes, vec![code], "{name}: {diags:#?}");
     let rendered = render_terminal("test.reel", src, &diags, false);
     insta::assert_snapshot!(
@@ -482,7 +482,7 @@ flow f {
   }
 }
 "#;
-    let codes: Vec<&str> = diagnostics(src).iter().map(|d| d.code).collect();
+    let codes: Vec<&str> = diagnostics(src).iter().map(|d| d.code.as_str()).collect();
     assert_eq!(
         codes,
         vec![

@@ -1,9 +1,13 @@
-//! The documentation keeps up with the code: every diagnostic code is in `docs/diagnostics.md`
-//! with an example that triggers it, and every Rust file under `compiler/` opens with a `//!` doc.
+//! The documentation keeps up with the code: `docs/diagnostics.md` is the catalogue of codes
+//! rendered (`REEL_BLESS=1` rewrites it), every code is reported somewhere and its example gives
+//! it, no code is written as a string literal outside the catalogue, and every Rust file under
+//! `compiler/` opens with a `//!` doc.
 
-use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
+
+use reel_syntax::Code;
+use reel_syntax::codes::{GROUPS, PAGE_INTRO};
 
 use super::diagnostics;
 
@@ -97,43 +101,64 @@ fn code_literals(code: &str) -> Vec<String> {
     out
 }
 
-/// Every diagnostic code the non-test code of the syntax crate and the checker mentions.
-fn source_codes() -> BTreeSet<String> {
-    let mut codes = BTreeSet::new();
+/// The non-test code of the syntax crate and the checker, by file, the catalogue itself left out.
+fn source_files() -> Vec<(PathBuf, String)> {
+    let mut out = Vec::new();
     for crate_src in ["syntax/src", "check/src"] {
         for file in rust_files(&compiler_dir().join(crate_src)) {
             let in_tests = file.components().any(|c| c.as_os_str() == "tests")
                 || file.file_name().is_some_and(|n| n == "tests.rs");
-            if in_tests {
-                continue;
+            let catalogue = file.ends_with("syntax/src/codes.rs");
+            if !in_tests && !catalogue {
+                let code = non_test_code(&read(&file));
+                out.push((file, code));
             }
-            codes.extend(code_literals(&non_test_code(&read(&file))));
         }
     }
-    codes
+    out
 }
 
-fn diagnostics_md() -> String {
-    read(&compiler_dir().join("../docs/diagnostics.md"))
+/// Whether `code` names `Code::{variant}` (and not a longer variant that starts the same).
+fn mentions(code: &str, variant: &str) -> bool {
+    let needle = format!("Code::{variant}");
+    code.match_indices(&needle).any(|(at, _)| {
+        !code[at + needle.len()..]
+            .bytes()
+            .next()
+            .is_some_and(|b| b.is_ascii_alphanumeric() || b == b'_')
+    })
 }
 
-/// `(code, section text)` for every `### \`code\`` heading of `docs/diagnostics.md`.
-fn documented_sections(doc: &str) -> Vec<(String, String)> {
-    let mut sections: Vec<(String, String)> = Vec::new();
-    for line in doc.lines() {
-        if let Some(heading) = line.strip_prefix("### ") {
-            let code = heading.trim().trim_matches('`').to_string();
-            sections.push((code, String::new()));
-        } else if line.starts_with("## ") || line.starts_with("# ") {
-            // A new group ends the section before it.
-            sections.push((String::new(), String::new()));
-        } else if let Some((_, text)) = sections.last_mut() {
-            text.push_str(line);
-            text.push('\n');
+/// `docs/diagnostics.md` as the catalogue renders it: the page's opening, then one section per
+/// group (its heading and intro) with one subsection per code: its severity, then its text.
+fn render_catalogue() -> String {
+    let mut out = format!("{PAGE_INTRO}\n");
+    for group in GROUPS {
+        out.push_str(&format!(
+            "---\n\n## `{}.` — {}\n\n",
+            group.prefix, group.title
+        ));
+        if !group.intro.is_empty() {
+            out.push_str(group.intro);
+            out.push('\n');
+        }
+        for code in Code::ALL
+            .iter()
+            .filter(|c| c.group().prefix == group.prefix)
+        {
+            let severity = match code.severity() {
+                reel_syntax::Severity::Error => "Error",
+                reel_syntax::Severity::Warning => "Warning",
+            };
+            out.push_str(&format!("### `{code}`\n\n**{severity}.** {}\n", code.doc()));
         }
     }
-    sections.retain(|(code, _)| !code.is_empty());
-    sections
+    // Sections are separated by a blank line; the page ends with one newline.
+    out.trim_end().to_string() + "\n"
+}
+
+fn diagnostics_md_path() -> PathBuf {
+    compiler_dir().join("../docs/diagnostics.md")
 }
 
 /// The first ```` ```reel ```` block of `text`.
@@ -144,69 +169,92 @@ fn first_reel_block(text: &str) -> Option<String> {
 }
 
 #[test]
-fn the_scan_finds_the_codes_it_should() {
-    let codes = source_codes();
-    // One built with `Diagnostic::error`, one chosen in a `let`, one in the lexer, one warning.
-    for code in [
-        "name.unknown",
-        "type.argument",
-        "syntax.unclosed-delimiter",
-        "lint.unused-step",
-    ] {
-        assert!(codes.contains(code), "{code} not found in {codes:?}");
+fn docs_diagnostics_md_is_the_catalogue_rendered() {
+    let rendered = render_catalogue();
+    let path = diagnostics_md_path();
+    if std::env::var_os("REEL_BLESS").is_some() {
+        fs::write(&path, &rendered).expect("docs/diagnostics.md is writable");
     }
-    // Codes that only tests build must not count.
-    assert!(!codes.contains("syntax.unexpected-eof"), "{codes:?}");
+    let on_disk = read(&path);
+    if on_disk != rendered {
+        let first = on_disk
+            .lines()
+            .zip(rendered.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or(on_disk.lines().count().min(rendered.lines().count()));
+        panic!(
+            "docs/diagnostics.md differs from the catalogue (compiler/syntax/src/codes.rs and \
+             codes/*.md) from line {}; run with REEL_BLESS=1 to rewrite it, and review the diff",
+            first + 1
+        );
+    }
+}
+
+#[test]
+fn every_group_has_codes_and_every_code_a_section() {
+    let doc = render_catalogue();
+    for group in GROUPS {
+        assert!(
+            Code::ALL.iter().any(|c| c.group().prefix == group.prefix),
+            "the group `{}` has no code",
+            group.prefix
+        );
+    }
+    for code in Code::ALL {
+        assert_eq!(
+            doc.matches(&format!("\n### `{code}`\n")).count(),
+            1,
+            "{code}"
+        );
+    }
+}
+
+#[test]
+fn no_code_is_a_string_literal_outside_the_catalogue() {
+    let mut found = Vec::new();
+    for (file, code) in source_files() {
+        for literal in code_literals(&code) {
+            found.push(format!("{}: \"{literal}\"", file.display()));
+        }
+    }
     assert!(
-        codes.len() >= 50,
-        "only {} codes found: {codes:?}",
-        codes.len()
+        found.is_empty(),
+        "write these as `Code::…` from reel_syntax::codes: {found:#?}"
     );
 }
 
 #[test]
-fn every_diagnostic_code_is_documented() {
-    let documented: BTreeSet<String> = documented_sections(&diagnostics_md())
-        .into_iter()
-        .map(|(code, _)| code)
-        .collect();
-    let missing: Vec<String> = source_codes().difference(&documented).cloned().collect();
-    assert!(
-        missing.is_empty(),
-        "these codes are emitted but have no `### \\`code\\`` section in docs/diagnostics.md: {missing:?}"
-    );
-}
-
-#[test]
-fn every_documented_code_is_still_emitted() {
-    let emitted = source_codes();
-    let stale: Vec<String> = documented_sections(&diagnostics_md())
-        .into_iter()
-        .map(|(code, _)| code)
-        .filter(|code| !emitted.contains(code))
+fn every_code_of_the_catalogue_is_reported_somewhere() {
+    let sources = source_files();
+    let unused: Vec<&Code> = Code::ALL
+        .iter()
+        .filter(|code| {
+            let variant = format!("{code:?}");
+            !sources.iter().any(|(_, src)| mentions(src, &variant))
+        })
         .collect();
     assert!(
-        stale.is_empty(),
-        "docs/diagnostics.md documents codes the compiler no longer emits: {stale:?}"
+        unused.is_empty(),
+        "the catalogue has codes the compiler never reports: {unused:?}"
     );
 }
 
 #[test]
 fn every_documented_example_gives_its_code() {
     let mut wrong = Vec::new();
-    for (code, text) in documented_sections(&diagnostics_md()) {
-        let Some(example) = first_reel_block(&text) else {
+    for code in Code::ALL {
+        let Some(example) = first_reel_block(code.doc()) else {
             wrong.push(format!("{code}: no ```reel example"));
             continue;
         };
-        let got: Vec<&str> = diagnostics(&example).iter().map(|d| d.code).collect();
-        if !got.contains(&code.as_str()) {
+        let got: Vec<Code> = diagnostics(&example).iter().map(|d| d.code).collect();
+        if !got.contains(code) {
             wrong.push(format!("{code}: the example gives {got:?}"));
         }
     }
     assert!(
         wrong.is_empty(),
-        "docs/diagnostics.md:\n{}",
+        "compiler/syntax/src/codes:\n{}",
         wrong.join("\n")
     );
 }
@@ -225,7 +273,12 @@ fn every_rust_file_under_compiler_starts_with_a_module_doc() {
 }
 
 #[test]
-fn the_literal_scan_and_the_test_cut_behave() {
+fn the_scans_and_the_test_cut_behave() {
+    assert!(mentions(
+        "Diagnostic::error(Code::TypeIndex, s, m)",
+        "TypeIndex"
+    ));
+    assert!(!mentions("Code::TypeIndexed", "TypeIndex"));
     let code = "let a = \"type.mismatch\";\nlet b = \"x\" ; let c = \"not.a-code\";\n#[cfg(test)]\nmod tests {\n    const X: &str = \"lint.fake\";\n}\n";
     let kept = non_test_code(code);
     assert_eq!(code_literals(&kept), vec!["type.mismatch".to_string()]);

@@ -9,7 +9,7 @@ use proptest::sample::Index;
 use salsa::Setter;
 
 use super::db_with;
-use super::examples::shared_examples;
+use super::examples::reference_examples;
 use crate::{build_flow, file_diagnostics, flow_names};
 
 /// A flow of every kind of member, with steps reading one another across parse groups.
@@ -146,11 +146,11 @@ proptest! {
     }
 
     #[test]
-    fn the_shared_examples_after_edits_check_as_fresh_ones(
+    fn the_reference_examples_after_edits_check_as_fresh_ones(
         which in any::<Index>(),
         edits in edits(),
     ) {
-        let examples = shared_examples();
+        let examples = reference_examples();
         let (_, text) = &examples[which.index(examples.len())];
         follows_edits(text, &edits)?;
     }

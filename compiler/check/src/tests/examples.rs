@@ -1,13 +1,13 @@
-//! The shared examples check clean and build.
+//! The reference examples check clean and build.
 
 use super::db_with;
 use crate::{build_flow, file_diagnostics, flow_names};
 
-/// The shared examples, by file name.
-pub fn shared_examples() -> Vec<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/examples");
+/// The reference examples, by file name.
+pub fn reference_examples() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reference");
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("the shared examples are beside the project") {
+    for entry in std::fs::read_dir(&dir).expect("the reference examples are in the repository") {
         let path = entry.expect("readable directory").path();
         if path.extension().is_some_and(|e| e == "reel") {
             let text = std::fs::read_to_string(&path).expect("readable example");
@@ -23,8 +23,8 @@ pub fn shared_examples() -> Vec<(String, String)> {
 }
 
 #[test]
-fn shared_examples_check_clean_and_build() {
-    for (name, text) in shared_examples() {
+fn reference_examples_check_clean_and_build() {
+    for (name, text) in reference_examples() {
         let (db, file) = db_with(&name, &text);
         let diags = file_diagnostics(&db, file);
         assert!(diags.is_empty(), "{name}: {diags:#?}");

@@ -269,7 +269,7 @@ fn diagnostics_across_pieces_point_at_the_right_members() {
                 let primary = &text[d.primary.span.range()];
                 let secondary: Vec<&str> =
                     d.secondary.iter().map(|l| &text[l.span.range()]).collect();
-                (d.code, primary.to_string(), secondary.join(","))
+                (d.code.as_str(), primary.to_string(), secondary.join(","))
             })
             .collect::<Vec<_>>()
     };

@@ -1,4 +1,4 @@
-//! Tests of the checker: the shared examples, diagnostics snapshots, incrementality, FlowSpecs.
+//! Tests of the checker: the reference examples, diagnostics snapshots, incrementality, FlowSpecs.
 
 mod diagnostics;
 mod docs;

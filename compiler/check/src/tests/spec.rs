@@ -3,7 +3,7 @@
 use serde_json::Value;
 
 use super::db_with;
-use super::examples::shared_examples;
+use super::examples::reference_examples;
 use crate::{build_flow, flow_names};
 
 fn validator() -> jsonschema::Validator {
@@ -22,7 +22,7 @@ fn specs_of(name: &str, text: &str) -> Vec<reel_flowspec::FlowSpec> {
 #[test]
 fn every_emitted_spec_validates_against_the_schema() {
     let validator = validator();
-    let mut sources = shared_examples();
+    let mut sources = reference_examples();
     sources.push(("everything.reel".into(), EVERYTHING.into()));
     for (name, text) in sources {
         for spec in specs_of(&name, &text) {

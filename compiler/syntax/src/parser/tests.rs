@@ -1,11 +1,11 @@
-//! Parser tests: the shared examples parse clean, precedence, recovery.
+//! Parser tests: the reference examples parse clean, precedence, recovery.
 
 use super::*;
 
 fn examples() -> Vec<(String, String)> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/examples");
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/reference");
     let mut out = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("the shared examples are beside the project") {
+    for entry in std::fs::read_dir(&dir).expect("the reference examples are in the repository") {
         let path = entry.expect("readable directory").path();
         if path.extension().is_some_and(|e| e == "reel") {
             let text = std::fs::read_to_string(&path).expect("readable example");
@@ -17,7 +17,7 @@ fn examples() -> Vec<(String, String)> {
 }
 
 #[test]
-fn shared_examples_parse_without_diagnostics() {
+fn reference_examples_parse_without_diagnostics() {
     for (path, text) in examples() {
         let parsed = parse(&text);
         assert!(
