@@ -7,7 +7,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use reel_store::{EventRow, Flow, Store, StoreError};
+use reel_store::{Flow, Store, StoreError};
 
 use crate::error::RunError;
 use crate::journal::{Event, RunStarted};
@@ -98,7 +98,7 @@ pub struct Folded {
 }
 
 impl Folded {
-    fn apply(&mut self, row: &EventRow, event: Event) {
+    fn apply(&mut self, at: i64, event: Event) {
         self.events += 1;
         if let Some(step) = call_step(&event)
             && self.done.contains(step)
@@ -107,10 +107,10 @@ impl Folded {
         }
         let call_key = |step: &str, index: Option<u32>| (step.to_string(), index);
         match event {
-            Event::RunStarted(s) => self.started = Some((s, row.at)),
+            Event::RunStarted(s) => self.started = Some((s, at)),
             Event::RunResumed { .. } => self.finished = None,
             Event::StepSkipped { step, .. } => {
-                self.steps.insert(step, StepRecord::Skipped { at: row.at });
+                self.steps.insert(step, StepRecord::Skipped { at });
             }
             Event::StepStarted {
                 step,
@@ -174,7 +174,7 @@ impl Folded {
                     step,
                     StepRecord::Succeeded {
                         output,
-                        at: row.at,
+                        at,
                         attempts,
                     },
                 );
@@ -253,6 +253,15 @@ fn call_step(event: &Event) -> Option<&str> {
     }
 }
 
+/// Folds events held in memory (a test's journal, a replay's), oldest first, with their times.
+pub fn fold_events(events: impl IntoIterator<Item = (i64, Event)>) -> Folded {
+    let mut folded = Folded::default();
+    for (at, event) in events {
+        folded.apply(at, event);
+    }
+    folded
+}
+
 /// Reads a run's journal into its state. A row that cannot be read is a hole: the run cannot resume.
 pub fn fold_journal(store: &dyn Store, run: &str) -> Result<Folded, StoreError> {
     let mut folded = Folded {
@@ -262,7 +271,7 @@ pub fn fold_journal(store: &dyn Store, run: &str) -> Result<Folded, StoreError> 
     let mut hole: Option<StoreError> = None;
     store.read_journal(run, 0, &mut |row| match Event::from_row(&row) {
         Ok(event) => {
-            folded.apply(&row, event);
+            folded.apply(row.at, event);
             Flow::Continue
         }
         Err(message) => {

@@ -4,7 +4,9 @@
 //! Everything non-deterministic arrives through [`RunDeps`] (store, tools, clock, secrets,
 //! environment, progress, shutdown), so the same engine runs live, in replay and in tests.
 
+pub mod core;
 pub mod deps;
+mod drive;
 pub mod error;
 pub mod fold;
 pub mod inputs;
