@@ -294,7 +294,7 @@ impl Machine {
                         self.canceled = true;
                         self.commands.push_back(Command::CancelCalls);
                     }
-                    let waiting = self.awaited_signals();
+                    let waiting = self.signals_waited_for();
                     if !waiting.is_empty() {
                         self.commands.push_back(Command::FetchSignals(waiting));
                         self.stage = Stage::TickSignals;
@@ -419,7 +419,7 @@ impl Machine {
                 self.stage = Stage::Round;
                 return false;
             }
-            let waiting = self.awaited_signals();
+            let waiting = self.signals_waited_for();
             if !waiting.is_empty() {
                 self.commands.push_back(Command::FetchSignals(waiting));
                 self.stage = Stage::IdleSignals { progressed };
@@ -598,7 +598,7 @@ impl Machine {
     }
 
     /// The names waiting calls wait for, one per call, in the order they are served.
-    fn awaited_signals(&self) -> Vec<String> {
+    fn signals_waited_for(&self) -> Vec<String> {
         self.active_calls()
             .filter_map(|(_, _, call)| match &call.state {
                 CallState::Signal { name, .. } => Some(name.clone()),

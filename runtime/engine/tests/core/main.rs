@@ -97,3 +97,41 @@ fn an_output_that_does_not_fit_its_type_fails_the_run() {
 fn durable_steps_sync_once_each() {
     fixture("durable");
 }
+
+/// The core does no I/O: none of its modules names a way to reach the outside world (the
+/// live driver, `drive.rs`, is where those go).
+#[test]
+fn the_core_names_no_io() {
+    let dir = format!("{}/src/core", env!("CARGO_MANIFEST_DIR"));
+    let forbidden = [
+        "tokio",
+        "async ",
+        ".await",
+        "dyn Store",
+        "Store::",
+        "ToolHost",
+        "Clock",
+        "SystemTime",
+        "Instant",
+        "std::fs",
+        "std::env",
+        "std::net",
+        "std::thread",
+        "std::process",
+        "Mutex",
+    ];
+    let mut files = 0;
+    for entry in std::fs::read_dir(&dir).expect("the core's directory") {
+        let path = entry.expect("an entry").path();
+        let text = std::fs::read_to_string(&path).expect("a module reads");
+        for word in forbidden {
+            assert!(
+                !text.contains(word),
+                "{} names `{word}`: the core does no I/O",
+                path.display()
+            );
+        }
+        files += 1;
+    }
+    assert!(files >= 4, "the core's modules are in {dir}");
+}
