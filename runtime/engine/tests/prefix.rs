@@ -261,7 +261,7 @@ async fn prefix_store(
         cwd: row.cwd.clone(),
         parent: None,
         keep_for_ms: None,
-        durability: Durability::Fast,
+        durability: row.durability,
         created_at: rows[0].at,
         first_events: vec![event(&rows[0])],
     };
@@ -277,7 +277,7 @@ async fn prefix_store(
 }
 
 /// Runs `source` uninterrupted, then from every prefix of its journal, and compares.
-async fn check(source: &str) {
+async fn check(source: &str, durability: Durability) {
     let spec = Arc::new(compile(source));
     // In memory where the system offers it: a store per prefix, and fsyncs cost nothing there.
     let shm = Path::new("/dev/shm");
@@ -298,7 +298,7 @@ async fn check(source: &str) {
         source: None,
         source_abs: None,
         keep_for_ms: None,
-        durability: Durability::Fast,
+        durability,
         seed: 7,
         parent: None,
     };
@@ -441,9 +441,11 @@ proptest! {
 
     #[test]
     fn resuming_from_any_prefix_ends_as_the_whole_run(
-        shapes in proptest::collection::vec((0u8..8, 0usize..8, 0usize..8, 0u8..12), 1..6)
+        shapes in proptest::collection::vec((0u8..8, 0usize..8, 0usize..8, 0u8..12), 1..6),
+        durable in any::<bool>(),
     ) {
-        block_on(check(&flow_source(&shapes)));
+        let durability = if durable { Durability::Durable } else { Durability::Fast };
+        block_on(check(&flow_source(&shapes), durability));
     }
 }
 
@@ -451,7 +453,8 @@ proptest! {
 #[test]
 fn resuming_the_examples_from_any_prefix_ends_as_the_whole_run() {
     for source in [HELLO, WAIT] {
-        block_on(check(source));
+        block_on(check(source, Durability::Fast));
+        block_on(check(source, Durability::Durable));
     }
 }
 

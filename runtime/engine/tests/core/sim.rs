@@ -244,13 +244,17 @@ impl Sim {
                         reel_runtime::journal::Event::RunWaiting { due_at, .. } => *due_at,
                         _ => None,
                     });
-                    let next = [due, self.next_outside()].into_iter().flatten().min();
-                    let Some(next) = next else {
+                    let outside = self.next_outside();
+                    let Some(next) = [due, outside].into_iter().flatten().min() else {
                         self.ending = Some(Ending::Waiting);
                         return self;
                     };
                     self.now = self.now.max(next);
-                    self.resume();
+                    self.resume(if outside == Some(next) {
+                        "signal"
+                    } else {
+                        "due"
+                    });
                 }
                 Command::Finish(ending) => {
                     self.ending = Some(ending);
@@ -270,14 +274,14 @@ impl Sim {
     }
 
     /// A new machine from the journal, as the worker resumes a parked run.
-    fn resume(&mut self) {
+    fn resume(&mut self, reason: &str) {
         let folded = fold_events(self.journal.iter().map(|e| (e.at, e.event.clone())));
         let inputs =
             reel_runtime::resolve_inputs(&self.spec, &self.script.inputs).expect("valid inputs");
         self.machine = Machine::new(setup(&self.spec, inputs, self.script.durable));
         self.feed(Input::Resumed {
             folded: Box::new(folded),
-            reason: "due".into(),
+            reason: reason.into(),
             by: "sim".into(),
         });
     }
