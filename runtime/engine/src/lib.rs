@@ -3,8 +3,12 @@
 //!
 //! Everything non-deterministic arrives through [`RunDeps`] (store, tools, clock, secrets,
 //! environment, progress, shutdown), so the same engine runs live, in replay and in tests.
+//! A run's decisions are made by [`crate::core::Machine`], which does no I/O; `drive` carries them
+//! out live.
 
+pub mod core;
 pub mod deps;
+mod drive;
 pub mod inputs;
 pub mod rider;
 pub mod scope;

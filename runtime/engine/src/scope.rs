@@ -1,14 +1,13 @@
 //! The scope expressions are evaluated in during a run: inputs, env, step values, `item`,
 //! logical time and the run's seeded randomness.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reel_flowspec::canonical::sha256_hex;
-use reel_store::{Store, StoreError};
 use serde_json::{Map, Value};
 
 /// A generator seeded from the run's seed and a purpose (a step, its index, an attempt), so
@@ -31,52 +30,45 @@ enum Slot {
     Unset,
     /// Skipped: its value is null.
     Null,
-    /// Succeeded: the digest is all that is kept; the value itself only once read and while
-    /// a step still to finish may read it.
+    /// Succeeded: the digest is all that is kept; the value itself only once handed in and
+    /// while a step still to finish may read it.
     Stored {
         digest: String,
-        value: OnceLock<Arc<Value>>,
+        value: Option<Arc<Value>>,
     },
 }
 
 /// Finished steps' values, as expressions read them. Each step keeps its output digest; a
-/// value is read from the store the first time an expression needs it and dropped when no
-/// step still to finish reads it, so a resumed run holds the values it needs, not every
-/// value its journal names.
+/// value not in memory is never read here (the engine's core does no I/O): a read of it is
+/// noted as a miss, the evaluation that needed it is discarded, and the driver hands the value
+/// in ([`StepValues::fill`]) before the evaluation runs again. A value is dropped when no step
+/// still to finish reads it, so a resumed run holds the values it needs, not every value its
+/// journal names.
 pub struct StepValues {
-    store: Arc<dyn Store>,
     index: Arc<HashMap<String, usize>>,
     slots: Vec<Slot>,
-    /// The first failed read: the expression that needed it cannot be trusted, so the engine
-    /// stops the run with this error instead of recording a failure of the step.
-    failure: OnceLock<StoreError>,
-    loads: AtomicU64,
+    /// Steps whose value an evaluation needed and did not find in memory.
+    misses: RefCell<Vec<usize>>,
 }
 
 impl StepValues {
     /// No step finished yet; `index` gives each step's position.
-    pub fn new(store: Arc<dyn Store>, index: Arc<HashMap<String, usize>>) -> Self {
+    pub fn new(index: Arc<HashMap<String, usize>>) -> Self {
         let slots = (0..index.len()).map(|_| Slot::Unset).collect();
         StepValues {
-            store,
             index,
             slots,
-            failure: OnceLock::new(),
-            loads: AtomicU64::new(0),
+            misses: RefCell::new(Vec::new()),
         }
     }
 
     /// Step `i` succeeded with the value of `digest`; `value` is kept when given (a step that
-    /// still has readers), else it is read from the store when needed.
+    /// still has readers), else it has to be handed in when an expression needs it.
     pub fn succeeded(&mut self, i: usize, digest: String, value: Option<Value>) {
-        let cell = OnceLock::new();
-        if let Some(v) = value {
-            let _ = cell.set(Arc::new(v));
-        }
         if let Some(slot) = self.slots.get_mut(i) {
             *slot = Slot::Stored {
                 digest,
-                value: cell,
+                value: value.map(Arc::new),
             };
         }
     }
@@ -89,62 +81,54 @@ impl StepValues {
     }
 
     /// Drops step `i`'s value from memory (nothing still to run reads it); its digest stays,
-    /// so the output expression, or a redrive, can still read it from the store.
+    /// so the output expression, or a redrive, can still have it loaded.
     pub fn release(&mut self, i: usize) {
         if let Some(Slot::Stored { value, .. }) = self.slots.get_mut(i) {
-            value.take();
+            *value = None;
         }
     }
 
-    /// A finished step's value (null when skipped), read from the store on first use; `None`
-    /// for a step that has no value, or when the read failed (see [`StepValues::failure`]).
+    /// A finished step's value (null when skipped); `None` for a step that has no value, or
+    /// whose value is not in memory (then noted as a miss, see [`StepValues::take_misses`]).
     pub fn get(&self, name: &str) -> Option<Arc<Value>> {
         let i = *self.index.get(name)?;
         match self.slots.get(i)? {
             Slot::Unset => None,
             Slot::Null => Some(Arc::new(Value::Null)),
-            Slot::Stored { digest, value } => {
-                if let Some(v) = value.get() {
-                    return Some(v.clone());
-                }
-                self.loads.fetch_add(1, Ordering::Relaxed);
-                match self.store.get_value(digest) {
-                    Ok(Some(v)) => Some(value.get_or_init(|| Arc::new(v)).clone()),
-                    Ok(None) => {
-                        let _ = self.failure.set(StoreError::MissingValue {
-                            digest: digest.clone(),
-                        });
-                        None
-                    }
-                    Err(e) => {
-                        let _ = self.failure.set(e);
-                        None
-                    }
-                }
+            Slot::Stored { value: Some(v), .. } => Some(v.clone()),
+            Slot::Stored { value: None, .. } => {
+                self.misses.borrow_mut().push(i);
+                None
             }
         }
     }
 
-    /// The first read that failed, if any.
-    pub fn failure(&self) -> Option<&StoreError> {
-        self.failure.get()
+    /// The steps whose values the last evaluations missed, with their digests (each once).
+    pub fn take_misses(&self) -> Vec<(usize, String)> {
+        let mut misses = std::mem::take(&mut *self.misses.borrow_mut());
+        misses.sort_unstable();
+        misses.dedup();
+        misses
+            .into_iter()
+            .filter_map(|i| match self.slots.get(i) {
+                Some(Slot::Stored { digest, .. }) => Some((i, digest.clone())),
+                _ => None,
+            })
+            .collect()
     }
 
-    /// Takes the first read that failed, if any.
-    pub fn take_failure(&mut self) -> Option<StoreError> {
-        self.failure.take()
-    }
-
-    /// How many values were read from the store so far.
-    pub fn loads(&self) -> u64 {
-        self.loads.load(Ordering::Relaxed)
+    /// Hands in step `i`'s value, loaded by the driver after a miss.
+    pub fn fill(&mut self, i: usize, v: Value) {
+        if let Some(Slot::Stored { value, .. }) = self.slots.get_mut(i) {
+            *value = Some(Arc::new(v));
+        }
     }
 
     /// How many values are held in memory now.
     pub fn held(&self) -> usize {
         self.slots
             .iter()
-            .filter(|s| matches!(s, Slot::Stored { value, .. } if value.get().is_some()))
+            .filter(|s| matches!(s, Slot::Stored { value: Some(_), .. }))
             .count()
     }
 }
@@ -155,7 +139,7 @@ pub struct RunScope<'a> {
     pub inputs: &'a Map<String, Value>,
     /// `env.*`
     pub env: &'a Map<String, Value>,
-    /// Values of finished steps (null for skipped ones), read on first use.
+    /// Values of finished steps (null for skipped ones); a value not in memory is a miss.
     pub steps: &'a StepValues,
     /// `item`
     pub item: Option<Value>,

@@ -170,7 +170,7 @@ impl Folded {
         if let Some(views) = &mut self.views {
             view_step(views, row, &event);
         }
-        self.apply(row, event);
+        self.apply(row.at, event);
         Ok(())
     }
 
@@ -200,7 +200,7 @@ impl Folded {
         hole.map_or(Ok(()), Err)
     }
 
-    fn apply(&mut self, row: &EventRow, event: Event) {
+    fn apply(&mut self, at: i64, event: Event) {
         if let Some(step) = call_step(&event)
             && self.done.contains(step)
         {
@@ -208,10 +208,10 @@ impl Folded {
         }
         let call_key = |step: &str, index: Option<u32>| (step.to_string(), index);
         match event {
-            Event::RunStarted(s) => self.started = Some((s, row.at)),
+            Event::RunStarted(s) => self.started = Some((s, at)),
             Event::RunResumed { .. } => self.finished = None,
             Event::StepSkipped { step, .. } => {
-                self.steps.insert(step, StepRecord::Skipped { at: row.at });
+                self.steps.insert(step, StepRecord::Skipped { at });
             }
             Event::StepStarted {
                 step,
@@ -275,7 +275,7 @@ impl Folded {
                     step,
                     StepRecord::Succeeded {
                         output,
-                        at: row.at,
+                        at,
                         attempts,
                     },
                 );
@@ -428,6 +428,16 @@ fn view_step(views: &mut BTreeMap<String, StepView>, row: &EventRow, event: &Eve
         Event::TimerStarted { until, .. } => set(step, StepState::Sleeping(*until)),
         _ => {}
     }
+}
+
+/// Folds events held in memory (a test's journal, a replay's), oldest first, with their times.
+pub fn fold_events(events: impl IntoIterator<Item = (i64, Event)>) -> Folded {
+    let mut folded = Folded::default();
+    for (at, event) in events {
+        folded.events += 1;
+        folded.apply(at, event);
+    }
+    folded
 }
 
 /// Reads a run's journal into the state a resume needs. A row that cannot be read is a hole:

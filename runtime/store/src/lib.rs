@@ -17,6 +17,6 @@ mod sqlite;
 mod writer;
 
 pub use api::*;
-pub use private::exposure;
 pub use clock::{BoxFuture, Clock, ManualClock};
+pub use private::exposure;
 pub use sqlite::{SqliteStore, WriterStats};

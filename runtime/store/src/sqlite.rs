@@ -23,8 +23,8 @@ use crate::api::{
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
-use crate::private;
 use crate::clock::Clock;
+use crate::private;
 use crate::read::{self, Readers};
 use crate::schema;
 use crate::writer::{self, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};

@@ -1,0 +1,370 @@
+//! The live driver: carries out a run's [`Command`]s with the real store, tools and clock, and
+//! feeds what happens back to the run's [`Machine`] as [`Input`]s.
+//!
+//! One task owns the machine; tool calls run as spawned tasks that report back over a
+//! channel. Commands are carried out in the order the machine gives them, so every event is
+//! appended in the order it was decided, and a value before the event that names it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use reel_store::{Lease, LogRow, RunStatus, RunUpdate, Store, StoreError};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::{ArrivedSignal, CallStart, Command, Ending, Input, Machine, Poll, Returned};
+use crate::deps::RunDeps;
+use crate::rider::{Refusal, RiderConfig, RunOutcome, blocking};
+
+/// Drives `machine` from `first` (`Started` or `Resumed`) to its end, or until it parks.
+pub(crate) async fn drive(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    lease: Arc<Lease>,
+    mut machine: Machine,
+    first: Input,
+) -> Result<RunOutcome, Refusal> {
+    let (results_tx, results_rx) = mpsc::unbounded_channel();
+    let mut driver = Driver {
+        deps: deps.clone(),
+        cfg: cfg.clone(),
+        lease,
+        calls_cancel: deps.shutdown.child_token(),
+        results_tx,
+        results_rx,
+    };
+    machine.handle(driver.now(), first);
+    let result = driver.run(&mut machine).await;
+    driver.calls_cancel.cancel();
+    result
+}
+
+struct Driver {
+    deps: RunDeps,
+    cfg: RiderConfig,
+    lease: Arc<Lease>,
+    calls_cancel: CancellationToken,
+    results_tx: mpsc::UnboundedSender<Returned>,
+    results_rx: mpsc::UnboundedReceiver<Returned>,
+}
+
+/// How a command's execution went on.
+enum Next {
+    Continue,
+    Return(Result<RunOutcome, Refusal>),
+}
+
+impl Driver {
+    fn now(&self) -> i64 {
+        self.deps.clock.now_ms()
+    }
+
+    fn run_id(&self) -> &str {
+        &self.lease.run
+    }
+
+    async fn run(&mut self, m: &mut Machine) -> Result<RunOutcome, Refusal> {
+        let mut timers = Timers {
+            renew_at: self.now() + (self.cfg.lease_ms / 3) as i64,
+            poll_at: self.now() + self.cfg.poll_ms as i64,
+        };
+        while let Some(cmd) = m.poll_command() {
+            let appending = matches!(cmd, Command::Append(_));
+            match self.execute(m, cmd, &mut timers).await {
+                Ok(Next::Continue) => {}
+                Ok(Next::Return(r)) => return r,
+                Err(e) => {
+                    // What was recorded is true still: it is handed over if the store will take
+                    // it (not after a failed append, whose events would leave a hole).
+                    if !appending {
+                        let mut events = Vec::new();
+                        while let Some(cmd) = m.poll_command() {
+                            if let Command::Append(mut more) = cmd {
+                                events.append(&mut more);
+                            }
+                        }
+                        events.append(&mut m.take_unsaved());
+                        if !events.is_empty() {
+                            let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
+                            let _ = self.deps.store.append(&self.lease, rows);
+                        }
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Err(Refusal::Store(StoreError::Sqlite(
+            "the engine stopped without an ending".into(),
+        )))
+    }
+
+    async fn execute(
+        &mut self,
+        m: &mut Machine,
+        cmd: Command,
+        timers: &mut Timers,
+    ) -> Result<Next, Refusal> {
+        let store = &self.deps.store;
+        match cmd {
+            Command::PutValue { value, .. } => {
+                store.put_value(&value)?;
+            }
+            Command::Append(events) => {
+                let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
+                store.append(&self.lease, rows)?;
+            }
+            Command::Log {
+                step,
+                index,
+                attempt,
+                at,
+                text,
+            } => {
+                let row = LogRow {
+                    run: self.run_id().to_string(),
+                    step,
+                    index,
+                    attempt,
+                    at,
+                    text,
+                };
+                store.append_log(&self.lease, row)?;
+            }
+            Command::Progress(p) => self.deps.progress.report(p),
+            Command::Sync => store.sync(&self.lease).await?,
+            Command::LoadValues(digests) => {
+                let mut values = Vec::with_capacity(digests.len());
+                for digest in digests {
+                    match store.get_value(&digest)? {
+                        Some(v) => values.push(v),
+                        None => return Err(StoreError::MissingValue { digest }.into()),
+                    }
+                }
+                m.handle(self.now(), Input::ValuesLoaded(values));
+            }
+            Command::FetchSignals(names) => {
+                let arrived = self.fetch_signals(names)?;
+                m.handle(self.now(), Input::Signals(arrived));
+            }
+            Command::Launch(calls) => {
+                let mut returned = Vec::new();
+                for call in calls {
+                    if let Some(r) = self.launch(call) {
+                        returned.push(r);
+                    }
+                }
+                m.handle(self.now(), Input::Launched(returned));
+            }
+            Command::CancelCalls => self.calls_cancel.cancel(),
+            Command::ConsumeSignal { signal } => {
+                // The event that consumed it is the last one appended.
+                let by = self.lease.next_seq.load(Ordering::SeqCst).saturating_sub(1);
+                store.consume_signal(&self.lease, signal, by)?;
+            }
+            Command::ClearSignalPending => store.update_run(
+                &self.lease,
+                RunUpdate {
+                    clear_signal_pending: true,
+                    ..RunUpdate::default()
+                },
+            )?,
+            Command::Wait { deadline, at_once } => {
+                return self.wait(m, deadline, at_once, timers).await;
+            }
+            Command::Park { due_at, signals } => store.update_run(
+                &self.lease,
+                RunUpdate {
+                    status: Some(RunStatus::Waiting),
+                    due_at: Some(due_at),
+                    waiting_on: Some(signals),
+                    ..RunUpdate::default()
+                },
+            )?,
+            Command::Finish(ending) => return Ok(Next::Return(self.finish(ending).await)),
+        }
+        Ok(Next::Continue)
+    }
+
+    /// The pending signals the waiting calls can take (the first of each name, as many as
+    /// calls wait for it), with their payloads.
+    fn fetch_signals(&self, names: Vec<String>) -> Result<Vec<ArrivedSignal>, Refusal> {
+        let mut pending = self.deps.store.pending_signals(self.run_id())?;
+        let mut arrived = Vec::new();
+        for name in names {
+            let Some(pos) = pending.iter().position(|s| s.name == name) else {
+                continue;
+            };
+            let row = pending.remove(pos);
+            let payload = match self.deps.store.get_value(&row.payload_digest)? {
+                Some(v) => v,
+                None => {
+                    return Err(StoreError::MissingValue {
+                        digest: row.payload_digest,
+                    }
+                    .into());
+                }
+            };
+            arrived.push(ArrivedSignal {
+                seq: row.seq,
+                name: row.name,
+                payload_digest: row.payload_digest,
+                payload,
+            });
+        }
+        arrived.sort_by_key(|s| s.seq);
+        Ok(arrived)
+    }
+
+    /// Makes a call; a result that is there at once is returned, else it comes back on the
+    /// results channel.
+    fn launch(&self, r: CallStart) -> Option<Returned> {
+        let tools = self.deps.tools.clone();
+        let tx = self.results_tx.clone();
+        let cancel = self.calls_cancel.child_token();
+        let mut call = Box::pin(async move { tools.call(r.call, cancel).await });
+        // A call that finishes without waiting (`echo`, a bad argument) is taken at once: a
+        // task and a wake-up per step would cost more than the step.
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        if let std::task::Poll::Ready(outcome) = call.as_mut().poll(&mut cx) {
+            return Some(Returned {
+                step: r.step,
+                index: r.index,
+                attempt: r.attempt,
+                outcome,
+            });
+        }
+        tokio::spawn(async move {
+            let outcome = call.await;
+            let _ = tx.send(Returned {
+                step: r.step,
+                index: r.index,
+                attempt: r.attempt,
+                outcome,
+            });
+        });
+        None
+    }
+
+    /// Waits for a call to return, the machine's deadline, the lease's renewal or the next
+    /// look at the store, then tells the machine.
+    async fn wait(
+        &mut self,
+        m: &mut Machine,
+        deadline: Option<i64>,
+        at_once: bool,
+        timers: &mut Timers,
+    ) -> Result<Next, Refusal> {
+        let now = self.now();
+        let mut wake_at = timers.renew_at.min(timers.poll_at);
+        if let Some(t) = deadline {
+            wake_at = wake_at.min(t);
+        }
+        // Calls that finished at once may have made more work ready: no waiting then.
+        if !(at_once || wake_at <= now) {
+            let sleep = self.deps.clock.sleep_until(wake_at);
+            let shutdown = self.deps.shutdown.clone();
+            tokio::select! {
+                Some(r) = self.results_rx.recv() => {
+                    m.handle(self.now(), Input::CallReturned(r));
+                    // Whatever else finished meanwhile goes into the same batch.
+                    while let Ok(r) = self.results_rx.try_recv() {
+                        m.handle(self.now(), Input::CallReturned(r));
+                    }
+                }
+                _ = sleep => {}
+                _ = shutdown.cancelled() => {
+                    self.calls_cancel.cancel();
+                    m.handle(self.now(), Input::Interrupted);
+                    while let Some(cmd) = m.poll_command() {
+                        let _ = match cmd {
+                            Command::Append(events) => {
+                                let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
+                                self.deps.store.append(&self.lease, rows)
+                            }
+                            Command::PutValue { value, .. } => {
+                                self.deps.store.put_value(&value).map(|_| ())
+                            }
+                            Command::Sync => self.deps.store.sync(&self.lease).await,
+                            _ => Ok(()),
+                        };
+                    }
+                    return Ok(Next::Return(Err(Refusal::Interrupted(
+                        self.run_id().to_string(),
+                    ))));
+                }
+            }
+        }
+        let now = self.now();
+        if now >= timers.renew_at {
+            timers.renew_at = now + (self.cfg.lease_ms / 3) as i64;
+            let store = self.deps.store.clone();
+            let lease = self.lease.clone();
+            let ms = self.cfg.lease_ms;
+            blocking(store, move |s| s.renew(&lease, ms)).await?;
+        }
+        let poll = if now >= timers.poll_at {
+            timers.poll_at = now + self.cfg.poll_ms as i64;
+            let cancel_requested = self
+                .deps
+                .store
+                .run(self.run_id())?
+                .is_some_and(|row| row.cancel_requested);
+            Some(Poll { cancel_requested })
+        } else {
+            None
+        };
+        m.handle(now, Input::Tick { poll });
+        Ok(Next::Continue)
+    }
+
+    /// Marks the run as the machine ended it, makes it durable and lets it go.
+    async fn finish(&mut self, ending: Ending) -> Result<RunOutcome, Refusal> {
+        let store: &Arc<dyn Store> = &self.deps.store;
+        let (status, output, error, digest) = match ending {
+            Ending::Waiting => {
+                store.sync(&self.lease).await?;
+                store.release(&self.lease).await?;
+                return Ok(RunOutcome {
+                    run: self.run_id().to_string(),
+                    status: RunStatus::Waiting,
+                    output: None,
+                    error: None,
+                });
+            }
+            Ending::Succeeded { digest, output } => {
+                (RunStatus::Succeeded, Some(output), None, Some(digest))
+            }
+            Ending::Failed(e) => (RunStatus::Failed, None, Some(e), None),
+            Ending::Canceled(e) => (RunStatus::Canceled, None, Some(e), None),
+        };
+        store.update_run(
+            &self.lease,
+            RunUpdate {
+                status: Some(status),
+                due_at: Some(None),
+                waiting_on: Some(Vec::new()),
+                ended_at: Some(self.now()),
+                output_digest: digest,
+                error: error
+                    .clone()
+                    .map(|e| serde_json::to_value(e).unwrap_or(Value::Null)),
+                ..RunUpdate::default()
+            },
+        )?;
+        store.sync(&self.lease).await?;
+        store.release(&self.lease).await?;
+        Ok(RunOutcome {
+            run: self.run_id().to_string(),
+            status,
+            output,
+            error,
+        })
+    }
+}
+
+/// The driver's own deadlines: the lease's renewal and the next look at the store.
+struct Timers {
+    renew_at: i64,
+    poll_at: i64,
+}

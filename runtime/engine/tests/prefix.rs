@@ -1,0 +1,511 @@
+//! Resuming from any prefix of a journal ends as the uninterrupted run does.
+//!
+//! A flow (generated, or one of the examples) runs uninterrupted with fake tools and a virtual
+//! clock against a real SQLite store. Then, for every prefix of its journal, a fresh store is
+//! given only that prefix (and the values and flow it names) and the run is resumed from it.
+//! Its journal must hold the same events as the uninterrupted one (kinds, steps, indexes,
+//! attempts, data with digests and keys), times aside, `run_resumed`/`run_waiting` aside (where
+//! a run parks depends on where it was cut), and allowing the documented re-run of a call whose
+//! start was recorded but not its result (its `step_started` appears twice). Nothing recorded
+//! as finished runs again.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use proptest::prelude::*;
+use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
+use reel_flowspec::FlowSpec;
+use reel_flowspec::canonical::digest_value;
+use reel_runtime::scope::rfc3339;
+use reel_runtime::{
+    BoxFuture, Clock, EnvSecrets, Environment, NoProgress, RiderConfig, RunDeps, RunOutcome,
+    StartRequest, Tools, resume, start,
+};
+use reel_store::{
+    Durability, EventRow, Flow, NewEvent, NewRun, Owner, RunStatus, SqliteStore, Store, StoreRead,
+};
+use reel_tools::{ToolCall, ToolError, ToolOutput};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// Virtual time: it moves only when the engine waits, straight to what it waits for.
+struct VirtualClock(AtomicI64);
+
+impl Clock for VirtualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+    fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()> {
+        self.0.fetch_max(at_ms, Ordering::SeqCst);
+        Box::pin(std::future::ready(()))
+    }
+}
+
+/// Tools that answer at once: `echo` its value; `http.get` of `http://fake/fail-until/T`
+/// fails (retryably) before virtual time T, then answers; anything else fails for good.
+struct FakeTools(Arc<VirtualClock>);
+
+impl Tools for FakeTools {
+    fn call(
+        &self,
+        call: ToolCall,
+        _cancel: CancellationToken,
+    ) -> BoxFuture<'_, Result<ToolOutput, ToolError>> {
+        let now = self.0.now_ms();
+        let outcome = match call.tool.as_str() {
+            "echo" => Ok(ToolOutput {
+                value: call.args.get("value").cloned().unwrap_or(Value::Null),
+                log: String::new(),
+            }),
+            "http.get" => {
+                let url = call.args.get("url").and_then(Value::as_str).unwrap_or("");
+                let until: i64 = url
+                    .rsplit('/')
+                    .next()
+                    .and_then(|t| t.parse().ok())
+                    .unwrap_or(0);
+                if now < START + until {
+                    Err(ToolError::new("tool.http.status", "503 (fake)", true))
+                } else {
+                    Ok(ToolOutput {
+                        value: json!({ "status": 200, "headers": {}, "body": url }),
+                        log: String::new(),
+                    })
+                }
+            }
+            other => Err(ToolError::new(
+                "tool.args",
+                format!("no fake {other}"),
+                false,
+            )),
+        };
+        Box::pin(std::future::ready(outcome))
+    }
+}
+
+struct NoEnv;
+
+impl Environment for NoEnv {
+    fn get(&self, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// Virtual time at the start of every run.
+const START: i64 = 1_000_000;
+
+fn deps(store: Arc<dyn Store>, clock: Arc<VirtualClock>) -> RunDeps {
+    RunDeps {
+        store,
+        tools: Arc::new(FakeTools(clock.clone())),
+        clock,
+        secrets: Arc::new(EnvSecrets::from_pairs([])),
+        env: Arc::new(NoEnv),
+        progress: Arc::new(NoProgress),
+        shutdown: CancellationToken::new(),
+        owner: Owner::this_process(),
+    }
+}
+
+fn compile(source: &str) -> FlowSpec {
+    let db = RootDb::default();
+    let file = SourceFile::new(&db, "t.reel".into(), "/".into(), Arc::from(source));
+    let errors: Vec<_> = file_diagnostics(&db, file)
+        .iter()
+        .filter(|d| d.is_error())
+        .cloned()
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}\n{source}");
+    let name = source
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("flow "))
+        .and_then(|l| l.split_whitespace().next())
+        .expect("a flow");
+    build_flow(&db, file, name).expect("the flow builds")
+}
+
+/// Resumes a parked run until it ends: the clock goes to its timer, a signal it waits for is
+/// sent (once).
+async fn until_ended(deps: &RunDeps, clock: &VirtualClock, mut out: RunOutcome) -> RunOutcome {
+    let cfg = RiderConfig::default();
+    for _ in 0..32 {
+        if out.status != RunStatus::Waiting {
+            return out;
+        }
+        let row = deps.store.run(&out.run).expect("a row").expect("the run");
+        if !row.waiting_on.is_empty()
+            && deps
+                .store
+                .pending_signals(&out.run)
+                .expect("signals")
+                .is_empty()
+        {
+            for name in &row.waiting_on {
+                deps.store
+                    .send_signal(&out.run, name, &json!({ "n": 7 }))
+                    .expect("the signal is kept");
+            }
+        } else if let Some(due) = row.due_at {
+            clock.0.fetch_max(due, Ordering::SeqCst);
+        }
+        out = resume(deps, &cfg, &out.run, "due")
+            .await
+            .expect("the run resumes");
+    }
+    panic!("the run did not end: {out:?}");
+}
+
+fn journal(store: &dyn Store, run: &str) -> Vec<EventRow> {
+    let mut rows = Vec::new();
+    store
+        .read_journal(run, 0, &mut |row| {
+            rows.push(row);
+            Flow::Continue
+        })
+        .expect("the journal reads");
+    rows
+}
+
+/// The events to compare: times, resumes and parks aside; a call's start recorded twice (its
+/// result was not recorded before the cut, so it was made again) counted once, and the step's
+/// count of attempts without the re-run.
+fn normalized(rows: &[EventRow]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut reruns: HashMap<Option<String>, u64> = HashMap::new();
+    for r in rows {
+        if matches!(r.kind.as_str(), "run_resumed" | "run_waiting") {
+            continue;
+        }
+        let mut data = r.data.clone();
+        if r.kind == "step_succeeded"
+            && let Some(n) = reruns.get(&r.step)
+            && let Some(a) = data.get_mut("attempts")
+        {
+            *a = json!(a.as_u64().unwrap_or(0) - n);
+        }
+        let e = format!(
+            "{} {:?}{:?}#{:?} {}",
+            r.kind, r.step, r.index, r.attempt, data
+        );
+        if r.kind == "step_started" && out.contains(&e) {
+            *reruns.entry(r.step.clone()).or_default() += 1;
+            continue;
+        }
+        out.push(e);
+    }
+    out.sort();
+    out
+}
+
+/// Every 64-hex-digit string in `v` (digests, and keys, which name no value).
+fn digests(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) if s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            out.push(s.clone())
+        }
+        Value::Array(a) => a.iter().for_each(|x| digests(x, out)),
+        Value::Object(o) => o.values().for_each(|x| digests(x, out)),
+        _ => {}
+    }
+}
+
+/// A store holding the first `k` events of `rows` (and the flow and the run's values),
+/// with the run released, as a crash after the `k`-th event leaves it.
+async fn prefix_store(
+    dir: &Path,
+    from: &SqliteStore,
+    rows: &[EventRow],
+    k: usize,
+    clock: Arc<VirtualClock>,
+) -> Arc<SqliteStore> {
+    let store = SqliteStore::open(dir, clock).expect("a store");
+    let row = from.run(&rows[0].run).expect("a row").expect("the run");
+    let spec = from
+        .get_spec(&row.flow_digest)
+        .expect("a spec")
+        .expect("the spec");
+    store
+        .put_spec(&row.flow_digest, &spec)
+        .expect("the spec is kept");
+    // Every value the run put, as a crash leaves them (a value is kept before the event that
+    // names it): those the journal names, and the timers' wake-ups, which it does not.
+    let mut names = Vec::new();
+    for r in rows {
+        digests(&r.data, &mut names);
+        if r.kind == "timer_fired"
+            && let Some(until) = r.data.get("until").and_then(Value::as_i64)
+        {
+            names.push(digest_value(&json!({ "woke_at": rfc3339(until) })));
+        }
+    }
+    for d in names {
+        if let Some(v) = from.get_value(&d).expect("a value reads") {
+            store.put_value(&v).expect("the value is kept");
+        }
+    }
+    let event = |r: &EventRow| NewEvent {
+        at: r.at,
+        kind: r.kind.clone(),
+        step: r.step.clone(),
+        index: r.index,
+        attempt: r.attempt,
+        data: r.data.clone(),
+    };
+    let new = NewRun {
+        id: row.id.clone(),
+        flow: row.flow.clone(),
+        flow_digest: row.flow_digest.clone(),
+        source: None,
+        source_abs: None,
+        cwd: row.cwd.clone(),
+        parent: None,
+        keep_for_ms: None,
+        durability: row.durability,
+        created_at: rows[0].at,
+        first_events: vec![event(&rows[0])],
+    };
+    let lease = store
+        .create_run(new, &Owner::this_process(), 15_000)
+        .expect("the run is made");
+    store
+        .append(&lease, rows[1..k].iter().map(event).collect())
+        .expect("the prefix is appended");
+    store.sync(&lease).await.expect("the prefix lands");
+    store.release(&lease).await.expect("the run is let go");
+    Arc::new(store)
+}
+
+/// Runs `source` uninterrupted, then from every prefix of its journal, and compares.
+async fn check(source: &str, durability: Durability) {
+    let spec = Arc::new(compile(source));
+    // In memory where the system offers it: a store per prefix, and fsyncs cost nothing there.
+    let shm = Path::new("/dev/shm");
+    let dir = if shm.is_dir() {
+        tempfile::tempdir_in(shm)
+    } else {
+        tempfile::tempdir()
+    }
+    .expect("a temp dir");
+    let clock = Arc::new(VirtualClock(AtomicI64::new(START)));
+    let store =
+        Arc::new(SqliteStore::open(&dir.path().join("whole"), clock.clone()).expect("a store"));
+    let d = deps(store.clone(), clock.clone());
+    let req = StartRequest {
+        run_id: "r1".into(),
+        spec,
+        inputs: serde_json::Map::new(),
+        cwd: dir.path().to_path_buf(),
+        source: None,
+        source_abs: None,
+        keep_for_ms: None,
+        durability,
+        seed: 7,
+        parent: None,
+    };
+    let first = start(&d, &RiderConfig::default(), req)
+        .await
+        .expect("the run starts");
+    let whole = until_ended(&d, &clock, first).await;
+    let rows = journal(store.as_ref(), "r1");
+    let expected = normalized(&rows);
+    for k in 1..rows.len() {
+        // The clock stands where the prefix's last event left it.
+        let clock = Arc::new(VirtualClock(AtomicI64::new(rows[k - 1].at)));
+        let prefix = prefix_store(
+            &dir.path().join(format!("p{k}")),
+            &store,
+            &rows,
+            k,
+            clock.clone(),
+        )
+        .await;
+        let d = deps(prefix.clone(), clock.clone());
+        let first = resume(&d, &RiderConfig::default(), "r1", "crash")
+            .await
+            .expect("the prefix resumes");
+        let out = until_ended(&d, &clock, first).await;
+        assert_eq!(
+            (out.status, &out.output, out.error.as_ref().map(|e| &e.code)),
+            (
+                whole.status,
+                &whole.output,
+                whole.error.as_ref().map(|e| &e.code)
+            ),
+            "the run resumed after event {k} ended otherwise\n{source}"
+        );
+        let got = normalized(&journal(prefix.as_ref(), "r1"));
+        assert_eq!(
+            got,
+            expected,
+            "the run resumed after event {k} of {} recorded other events\n{source}",
+            rows.len()
+        );
+    }
+}
+
+/// What a generated step is, for the steps after it to read it correctly.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    /// An int.
+    Int,
+    /// A list of ints.
+    List,
+    /// Maybe skipped: an int or null.
+    MaybeInt,
+    /// Nothing to read (a sleep, a signal, a fetch).
+    Opaque,
+}
+
+/// An int expression reading step `j`, or a constant when it cannot be read as one.
+fn read(j: usize, kind: Kind) -> String {
+    match kind {
+        Kind::Int => format!("s{j}"),
+        Kind::List => format!("len(s{j})"),
+        Kind::MaybeInt => format!("(s{j} ?? 0)"),
+        Kind::Opaque => "1".into(),
+    }
+}
+
+/// A valid flow of `shapes.len()` steps: each shape picks a step form and the earlier steps it
+/// reads (`a`, `b` taken modulo the steps before it).
+fn flow_source(shapes: &[(u8, usize, usize, u8)]) -> String {
+    let mut kinds: Vec<Kind> = Vec::new();
+    let mut s = String::from("flow t {\n");
+    let mut signal = false;
+    for (i, &(form, a, b, n)) in shapes.iter().enumerate() {
+        let dep = |x: usize| (i > 0).then(|| x % i);
+        let arg = match (dep(a), dep(b)) {
+            (Some(x), Some(y)) => format!("{} + {}", read(x, kinds[x]), read(y, kinds[y])),
+            (Some(x), None) | (None, Some(x)) => read(x, kinds[x]),
+            (None, None) => format!("{n}"),
+        };
+        let after = dep(a).map_or(String::new(), |x| format!("\n    after: [s{x}]"));
+        let (text, kind) = match form % 8 {
+            0 => (format!("echo {{ value: {arg} + {n} }}"), Kind::Int),
+            1 => (format!("{arg} * 2"), Kind::Int),
+            2 => (
+                format!(
+                    "echo {{\n    foreach: range({})\n    concurrency: {}\n    value: item + {arg}\n  }}",
+                    n % 4 + 1,
+                    n % 3 + 1
+                ),
+                Kind::List,
+            ),
+            3 => (
+                format!(
+                    "http.get {{\n    url: \"http://fake/fail-until/{}\"\n    retry: {{ max: 4, backoff: \"exp\", base: 100ms, jitter: true }}{after}\n  }}",
+                    (n as i64 % 3) * 150
+                ),
+                Kind::Opaque,
+            ),
+            4 => (
+                format!(
+                    "sleep {{\n    for: {}ms{after}\n  }}",
+                    100 + 50 * (n as i64 % 4)
+                ),
+                Kind::Opaque,
+            ),
+            5 => (
+                format!(
+                    "echo {{\n    when: {arg} % 2 == {}\n    value: {arg}\n  }}",
+                    n % 2
+                ),
+                Kind::MaybeInt,
+            ),
+            6 if !signal => {
+                signal = true;
+                (
+                    format!("signal {{\n    name: \"go\"{after}\n  }}"),
+                    Kind::Opaque,
+                )
+            }
+            _ => (format!("echo {{ value: {arg} }}"), Kind::Int),
+        };
+        s.push_str(&format!("  step s{i} = {text}\n"));
+        kinds.push(kind);
+    }
+    let read_last = (0..kinds.len())
+        .rev()
+        .find(|&j| kinds[j] != Kind::Opaque)
+        .map_or("0".to_string(), |j| read(j, kinds[j]));
+    s.push_str(&format!(
+        "  output {{ last: {read_last}, steps: {} }}\n}}\n",
+        kinds.len()
+    ));
+    s
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+        .block_on(f)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    #[test]
+    fn resuming_from_any_prefix_ends_as_the_whole_run(
+        shapes in proptest::collection::vec((0u8..8, 0usize..8, 0usize..8, 0u8..12), 1..6),
+        durable in any::<bool>(),
+    ) {
+        let durability = if durable { Durability::Durable } else { Durability::Fast };
+        block_on(check(&flow_source(&shapes), durability));
+    }
+}
+
+/// The examples that run without a network or files, as users write them.
+#[test]
+fn resuming_the_examples_from_any_prefix_ends_as_the_whole_run() {
+    for source in [HELLO, WAIT] {
+        block_on(check(source, Durability::Fast));
+        block_on(check(source, Durability::Durable));
+    }
+}
+
+const HELLO: &str = r#"flow hello {
+  input name: string = "world"
+  input times: int = 3
+
+  step greeting = "hello, ${input.name}"
+
+  step shout = echo {
+    value: upper(greeting)
+  }
+
+  step repeated = echo {
+    foreach: range(input.times)
+    value: { n: index, text: "${shout} #${item}" }
+  }
+
+  output {
+    greeting: greeting
+    lines: [for r in repeated: r.text]
+    count: len(repeated)
+  }
+}
+"#;
+
+const WAIT: &str = r#"flow wait_for_go {
+  input nap: duration = 1s
+
+  step go = signal {
+    name: "go"
+    timeout: 1d
+  }
+
+  step rest = sleep {
+    for: input.nap
+    after: [go]
+  }
+
+  output {
+    payload: go
+    woke_at: rest.woke_at
+  }
+}
+"#;
