@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
-use reel_runtime::{Progress, ProgressSink};
+use reel_runtime::{Progress, ProgressSink, StepEnd};
 
 /// Redraws per second on a terminal.
 const REDRAW_HZ: u8 = 8;
@@ -220,10 +220,10 @@ impl ProgressSink for StderrProgress {
                         live.multi.remove(&bar);
                     }
                 }
-                if end != "waiting" {
+                if end != StepEnd::Waiting {
                     state.finished += 1;
                 }
-                let took = if end == "skipped" || end == "waiting" {
+                let took = if matches!(end, StepEnd::Skipped | StepEnd::Waiting) {
                     String::new()
                 } else {
                     format!(
@@ -238,12 +238,15 @@ impl ProgressSink for StderrProgress {
                     _ => String::new(),
                 };
                 let detail = match (end, detail) {
-                    ("skipped", Some(d)) => format!("  skipped: {d}"),
-                    ("waiting", Some(d)) => format!("  waiting for {d}"),
+                    (StepEnd::Skipped, Some(d)) => format!("  skipped: {d}"),
+                    (StepEnd::Waiting, Some(d)) => format!("  waiting for {d}"),
                     (_, Some(d)) => format!("  {d}"),
                     (_, None) => String::new(),
                 };
-                self.print(&format!("  {} {step}{took}{tries}{detail}", self.mark(end)));
+                self.print(&format!(
+                    "  {} {step}{took}{tries}{detail}",
+                    self.mark(end.as_str())
+                ));
                 self.summarize(&state);
             }
         }
@@ -314,7 +317,7 @@ mod tests {
         });
         progress.report(Progress::StepDone {
             step: "first".into(),
-            state: "succeeded",
+            state: StepEnd::Succeeded,
             duration_ms: 5,
             attempts: 1,
             calls: 1,

@@ -114,8 +114,8 @@ pub enum Progress {
     StepDone {
         /// The step.
         step: String,
-        /// `succeeded`, `failed`, `skipped`, `waiting`.
-        state: &'static str,
+        /// How it ended (or that it now waits).
+        state: StepEnd,
         /// How long it ran (ms).
         duration_ms: i64,
         /// Attempts in all.
@@ -125,6 +125,31 @@ pub enum Progress {
         /// The error code or the skip reason or what it waits for.
         detail: Option<String>,
     },
+}
+
+/// How a step's part in a run ended, as progress reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StepEnd {
+    /// Its value is recorded.
+    Succeeded,
+    /// It failed for good.
+    Failed,
+    /// Its `when` was false.
+    Skipped,
+    /// It waits for a timer or a signal (the run parks).
+    Waiting,
+}
+
+impl StepEnd {
+    /// The word the display and docs use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StepEnd::Succeeded => "succeeded",
+            StepEnd::Failed => "failed",
+            StepEnd::Skipped => "skipped",
+            StepEnd::Waiting => "waiting",
+        }
+    }
 }
 
 /// Receives progress; the CLI draws it, tests ignore it.

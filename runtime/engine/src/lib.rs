@@ -20,7 +20,7 @@ pub use reel_journal::{error, fold, journal};
 
 pub use deps::{
     BoxFuture, Clock, EnvSecrets, Environment, ManualClock, NoProgress, Progress, ProgressSink,
-    RunDeps, Secrets, Tools,
+    RunDeps, Secrets, StepEnd, Tools,
 };
 pub use error::RunError;
 pub use inputs::{parse_input_value, resolve_inputs};

@@ -13,7 +13,7 @@ use serde_json::{Map, Value};
 
 use super::command::{CallStart, Command, Ending, Stamped};
 use super::input::{ArrivedSignal, Input, Returned};
-use crate::deps::Progress;
+use crate::deps::{Progress, StepEnd};
 use crate::error::RunError;
 use crate::fold::{CallRecord, Folded, StepRecord};
 use crate::journal::{Event, woke_value};
@@ -672,7 +672,7 @@ impl Machine {
         let started = self.steps[i].started_at.unwrap_or(self.setup.started_at);
         let p = Progress::StepDone {
             step: id,
-            state: "failed",
+            state: StepEnd::Failed,
             duration_ms: self.now - started,
             attempts: self.steps[i].attempts,
             calls: self.steps[i].calls.len().max(1) as u32,
@@ -704,7 +704,7 @@ impl Machine {
         let started = self.steps[i].started_at.unwrap_or(now);
         self.progress(Progress::StepDone {
             step: id,
-            state: "succeeded",
+            state: StepEnd::Succeeded,
             duration_ms: now - started,
             attempts,
             calls,
@@ -778,7 +778,7 @@ impl Machine {
                     });
                     self.progress(Progress::StepDone {
                         step: spec.id.clone(),
-                        state: "skipped",
+                        state: StepEnd::Skipped,
                         duration_ms: 0,
                         attempts: 0,
                         calls: 0,
@@ -1413,7 +1413,7 @@ impl Machine {
         for (step, what) in details {
             self.progress(Progress::StepDone {
                 step,
-                state: "waiting",
+                state: StepEnd::Waiting,
                 duration_ms: 0,
                 attempts: 1,
                 calls: 1,
