@@ -306,16 +306,35 @@ pub struct OutputSpec {
 
 /// A typed expression: every node carries the type the checker inferred for it.
 ///
-/// Written by the derived `Serialize`; read by the hand-written reader in `de.rs`, which
-/// reads the same JSON without buffering each node.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Written by the `Serialize` below (the derived shape, one level at a time on enough stack);
+/// read by the hand-written reader in `de.rs`, which reads the same JSON without buffering
+/// each node.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Expr {
     /// The node.
-    #[serde(flatten)]
     pub node: Node,
     /// Its inferred type.
-    #[serde(rename = "type")]
     pub ty: Type,
+}
+
+impl Serialize for Expr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// The shape the derive wrote: the node's members, then `type`.
+        #[derive(Serialize)]
+        struct Repr<'a> {
+            #[serde(flatten)]
+            node: &'a Node,
+            #[serde(rename = "type")]
+            ty: &'a Type,
+        }
+        crate::de::on_enough_stack(|| {
+            Repr {
+                node: &self.node,
+                ty: &self.ty,
+            }
+            .serialize(s)
+        })
+    }
 }
 
 /// The expression forms of the FlowSpec (read by `de.rs`, like [`Expr`]).
