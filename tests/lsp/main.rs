@@ -3,6 +3,7 @@
 
 mod deep;
 mod features;
+mod malformed;
 mod robustness;
 mod runs;
 mod support;
