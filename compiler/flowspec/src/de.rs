@@ -347,8 +347,17 @@ impl<'de> Deserialize<'de> for Expr {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Expr, A::Error> {
                 let mut members = ExprMembers::read(map)?;
-                let ty = need(members.ty.take(), "type")?;
-                Ok(Expr::new(members.node()?, ty))
+                let ty = members.ty.take();
+                let node = members.node()?;
+                // Version 2 leaves out the type of a nested literal: its elements imply it.
+                let ty = match ty {
+                    Some(ty) => ty,
+                    None if crate::spec::holds_literals(&node) => {
+                        need(crate::spec::implied_type(&node), "type")?
+                    }
+                    None => return Err(de::Error::missing_field("type")),
+                };
+                Ok(Expr::new(node, ty))
             }
         }
         on_enough_stack(|| d.deserialize_map(V))

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::spec::{FORMAT_VERSION, FlowSpec};
+use crate::spec::{FORMAT_VERSION, FlowSpec, OLDEST_VERSION};
 
 /// The value of every FlowSpec's `format` member.
 pub const FORMAT: &str = "reel.flowspec";
@@ -40,12 +40,12 @@ impl std::fmt::Display for SpecError {
             ),
             SpecError::Version { found: Value::Null } => write!(
                 f,
-                "FlowSpec has no `version`; this reader reads version {FORMAT_VERSION}"
+                "FlowSpec has no `version`; this reader reads versions {OLDEST_VERSION} to {FORMAT_VERSION}"
             ),
             SpecError::Version { found } => write!(
                 f,
-                "FlowSpec version {found} is not supported: this reader reads version \
-                 {FORMAT_VERSION} only (rebuild the flow with this reel)"
+                "FlowSpec version {found} is not supported: this reader reads versions \
+                 {OLDEST_VERSION} to {FORMAT_VERSION} only (rebuild the flow with this reel)"
             ),
             SpecError::TooDeep => write!(
                 f,
@@ -131,7 +131,7 @@ impl FlowSpec {
                         found: Some(spec.format),
                     });
                 }
-                if spec.version != FORMAT_VERSION {
+                if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&spec.version) {
                     return Err(SpecError::Version {
                         found: spec.version.into(),
                     });
@@ -147,7 +147,8 @@ impl FlowSpec {
                     });
                 }
                 let version = value.get("version").cloned().unwrap_or(Value::Null);
-                if version.as_u64() != Some(u64::from(FORMAT_VERSION)) {
+                let known = u64::from(OLDEST_VERSION)..=u64::from(FORMAT_VERSION);
+                if !version.as_u64().is_some_and(|v| known.contains(&v)) {
                     return Err(SpecError::Version { found: version });
                 }
                 // The shape error of the first pass carries line and column.
@@ -213,7 +214,7 @@ mod tests {
         let mut readable = value.clone();
         readable["format"] = "reel.journal".into();
         let readable_format = readable.to_string();
-        value["version"] = 2.into();
+        value["version"] = 3.into();
         let wrong_version = value.to_string();
         value["version"] = "1".into();
         let string_version = value.to_string();
