@@ -4,7 +4,8 @@
 //! offset ⇄ position conversion), `diagnostics.rs` (compiler diagnostics as LSP ones), and
 //! `ide/` (one module per feature, plain functions of a file view and an offset), and
 //! `runs.rs` + `hints.rs` + `lenses.rs` (past runs from the store, read-only, as inlay hints,
-//! hover and code lenses), and `wire.rs` (the base protocol's framing, for clients that drive the
+//! hover and code lenses), `stdio.rs` (the guard that answers malformed input instead of
+//! letting it end the session), and `wire.rs` (the base protocol's framing, for clients that drive the
 //! server: the end-to-end tests and `lsp-bench`).
 
 pub mod diagnostics;
@@ -14,6 +15,7 @@ pub mod lenses;
 pub mod position;
 pub mod runs;
 pub mod server;
+pub mod stdio;
 pub mod wire;
 
 use std::ffi::OsString;
@@ -33,9 +35,29 @@ pub struct Capabilities {
 }
 
 /// Serves the language server on stdin and stdout until the client exits.
+///
+/// The server reads and writes through an in-memory pipe: `stdio` guards it from malformed
+/// input, which would otherwise end its input stream (see there), and writes its output and
+/// the guard's error replies to stdout whole frame by whole frame.
 pub async fn serve_stdio(given: Capabilities) {
     let (service, socket) = LspService::new(move |client| server::Backend::new(client, given));
-    Server::new(tokio::io::stdin(), tokio::io::stdout(), socket)
-        .serve(service)
-        .await;
+    let (ours, theirs) = tokio::io::duplex(256 * 1024);
+    let (server_in, server_out) = tokio::io::split(theirs);
+    let (from_server, to_server) = tokio::io::split(ours);
+    let (replies, replies_rx) = tokio::sync::mpsc::unbounded_channel();
+    let input = tokio::spawn(stdio::guard_input(stdio::read_stdin(), to_server, replies));
+    let serve = async {
+        Server::new(server_in, server_out, socket)
+            .serve(service)
+            .await;
+    };
+    // The output ends when the server drops its end of the pipe, after its last message.
+    let output = stdio::relay_output(from_server, tokio::io::stdout(), replies_rx);
+    let (_, written) = tokio::join!(serve, output);
+    if let Err(e) = written {
+        eprintln!("reel lsp: cannot write to stdout: {e}");
+    }
+    // The client may keep stdin open after `exit`; the guard stops with the server (and the
+    // thread reading stdin with the process).
+    input.abort();
 }

@@ -61,8 +61,8 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             source.display
         )));
     };
-    let mut json = serde_json::to_string_pretty(&spec)
-        .map_err(|e| Failure::failed(format!("cannot encode the FlowSpec of `{name}`: {e}")))?;
+    // The spec's own writer: it leaves out what its version leaves out (nested literals' types).
+    let mut json = spec.to_json_pretty();
     json.push('\n');
 
     match &args.output {

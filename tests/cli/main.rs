@@ -4,6 +4,7 @@
 mod build;
 mod check;
 mod crash;
+mod deep;
 mod fmt;
 mod runs;
 mod signals;

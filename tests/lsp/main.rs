@@ -1,7 +1,9 @@
 //! End-to-end tests of `reel lsp`: each starts the built binary and speaks JSON-RPC over stdio
 //! as an editor does.
 
+mod deep;
 mod features;
+mod malformed;
 mod robustness;
 mod runs;
 mod support;

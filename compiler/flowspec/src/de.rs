@@ -31,6 +31,15 @@ macro_rules! fill {
     }};
 }
 
+/// Runs one level of the recursive reader or writer, on a fresh stack segment when the current
+/// one is nearly used up. Reading and writing cost several KiB of stack per level in a debug
+/// build, more than any other pass over an expression, and a spec may nest up to
+/// [`MAX_JSON_DEPTH`](crate::MAX_JSON_DEPTH) levels; the runtime and the language server read
+/// and digest specs on 2 MiB worker stacks.
+pub(crate) fn on_enough_stack<R>(level: impl FnOnce() -> R) -> R {
+    stacker::maybe_grow(64 * 1024, 1024 * 1024, level)
+}
+
 /// A required member, or the derive's "missing field" error.
 fn need<T, E: de::Error>(slot: Option<T>, name: &'static str) -> Result<T, E> {
     slot.ok_or_else(|| E::missing_field(name))
@@ -338,11 +347,20 @@ impl<'de> Deserialize<'de> for Expr {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Expr, A::Error> {
                 let mut members = ExprMembers::read(map)?;
-                let ty = need(members.ty.take(), "type")?;
-                Ok(Expr::new(members.node()?, ty))
+                let ty = members.ty.take();
+                let node = members.node()?;
+                // Version 2 leaves out the type of a nested literal: its elements imply it.
+                let ty = match ty {
+                    Some(ty) => ty,
+                    None if crate::spec::holds_literals(&node) => {
+                        need(crate::spec::implied_type(&node), "type")?
+                    }
+                    None => return Err(de::Error::missing_field("type")),
+                };
+                Ok(Expr::new(node, ty))
             }
         }
-        d.deserialize_map(V)
+        on_enough_stack(|| d.deserialize_map(V))
     }
 }
 
@@ -409,7 +427,7 @@ impl<'de> Deserialize<'de> for Type {
                 })
             }
         }
-        d.deserialize_map(V)
+        on_enough_stack(|| d.deserialize_map(V))
     }
 }
 

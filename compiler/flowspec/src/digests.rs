@@ -12,7 +12,10 @@ use serde_json::Value;
 
 use crate::args::Args;
 use crate::canonical::{canonical_json, sha256_hex};
-use crate::spec::{Duration, Expr, FlowSpec, RetrySpec, StepSpec, ToolKind, ToolSpec};
+use crate::spec::{
+    Duration, Expr, FORMAT_VERSION, FlowSpec, Node, OLDEST_VERSION, RetrySpec, StepSpec, ToolKind,
+    ToolSpec, writing_implied_types,
+};
 use crate::types::Type;
 
 /// What a step's semantic digest covers; field names are part of the digest, so never rename.
@@ -42,6 +45,55 @@ struct ToolContract<'a> {
     exec: &'a [String],
     input: &'a Type,
     output: &'a Type,
+}
+
+/// Whether `expr`, or an expression inside it, is a nested literal whose type version 2 leaves
+/// out.
+fn implies_a_type(expr: &Expr) -> bool {
+    // An explicit stack: expressions read from a spec may nest deeper than the compiler writes.
+    let mut todo = vec![expr];
+    while let Some(e) = todo.pop() {
+        if e.type_is_implied() {
+            return true;
+        }
+        todo.extend(children(&e.node));
+    }
+    false
+}
+
+/// The expressions directly inside `node`.
+fn children(node: &Node) -> Vec<&Expr> {
+    match node {
+        Node::Lit { .. }
+        | Node::Input { .. }
+        | Node::Env { .. }
+        | Node::Secret { .. }
+        | Node::Step { .. }
+        | Node::Item
+        | Node::Index
+        | Node::Var { .. } => Vec::new(),
+        Node::Interp { parts } => parts.iter().collect(),
+        Node::List { items } => items.iter().collect(),
+        Node::Record { fields } => fields.iter().map(|f| &f.value).collect(),
+        Node::Call { args, .. } => args.iter().collect(),
+        Node::Member { base, .. } => vec![base],
+        Node::At { base, index } => vec![base, index],
+        Node::Unary { expr, .. } => vec![expr],
+        Node::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+        Node::If {
+            cond,
+            then,
+            otherwise,
+        } => vec![cond, then, otherwise],
+        Node::For {
+            iter, cond, body, ..
+        } => {
+            let mut out: Vec<&Expr> = vec![iter];
+            out.extend(cond.as_deref());
+            out.push(body);
+            out
+        }
+    }
 }
 
 /// The JSON form of data this crate defines.
@@ -97,22 +149,49 @@ impl FlowSpec {
         step.tool.as_deref().and_then(|name| self.tools.get(name))
     }
 
-    /// Fills every step's `semantic_digest`, then the spec's `digest`.
+    /// Sets `version` to the oldest that can read the spec (2 if a nested literal's type is
+    /// left out, else 1), then fills every step's `semantic_digest`, then the spec's `digest`.
     pub fn seal(&mut self) {
-        let digests: Vec<String> = self
-            .steps
-            .iter()
-            .map(|step| step_semantic_digest(step, self.tool_of(step)))
-            .collect();
+        self.version = if self.exprs().any(implies_a_type) {
+            FORMAT_VERSION
+        } else {
+            OLDEST_VERSION
+        };
+        let digests: Vec<String> = self.written(|| {
+            self.steps
+                .iter()
+                .map(|step| step_semantic_digest(step, self.tool_of(step)))
+                .collect()
+        });
         for (step, digest) in self.steps.iter_mut().zip(digests) {
             step.semantic_digest = digest;
         }
         self.digest = self.compute_digest();
     }
 
+    /// Every top-level expression of the spec: arguments, values, conditions, the output.
+    fn exprs(&self) -> impl Iterator<Item = &Expr> {
+        self.steps
+            .iter()
+            .flat_map(|s| {
+                s.args
+                    .values()
+                    .chain(s.value.as_ref())
+                    .chain(s.when.as_ref())
+                    .chain(s.foreach.as_ref())
+            })
+            .chain(self.output.as_ref().map(|o| &o.expr))
+    }
+
+    /// Runs `write` with nested literals' types left out if this is a version-2 spec, and all
+    /// written if it is version 1, so that a stored version-1 spec keeps its text and digests.
+    fn written<R>(&self, write: impl FnOnce() -> R) -> R {
+        writing_implied_types(self.version >= 2, write)
+    }
+
     /// SHA-256 of the canonical JSON of this spec without its `digest` member.
     pub fn compute_digest(&self) -> String {
-        let mut value = to_value(self);
+        let mut value = self.written(|| to_value(self));
         if let Value::Object(map) = &mut value {
             map.remove("digest");
         }
@@ -121,28 +200,31 @@ impl FlowSpec {
 
     /// Whether `digest` and every step's `semantic_digest` match the spec's content.
     pub fn verify_digest(&self) -> bool {
-        self.steps
-            .iter()
-            .all(|step| step.semantic_digest == step_semantic_digest(step, self.tool_of(step)))
-            && self.digest == self.compute_digest()
+        self.written(|| {
+            self.steps
+                .iter()
+                .all(|step| step.semantic_digest == step_semantic_digest(step, self.tool_of(step)))
+        }) && self.digest == self.compute_digest()
     }
 
     /// The canonical JSON (RFC 8785) of the whole spec, `digest` included.
     pub fn to_canonical_json(&self) -> String {
-        canonical_json(&to_value(self))
+        canonical_json(&self.written(|| to_value(self)))
     }
 
     /// The spec as compact JSON, fields in declaration order: what a store keeps (half the
     /// size of the indented form, so half the reading when a run resumes).
     pub fn to_json(&self) -> String {
         // Same invariant as `to_value`: nothing in a spec can fail to serialise.
-        serde_json::to_string(self).expect("FlowSpec data always converts to JSON")
+        self.written(|| serde_json::to_string(self))
+            .expect("FlowSpec data always converts to JSON")
     }
 
     /// The spec as indented JSON, fields in declaration order, for people to read.
     pub fn to_json_pretty(&self) -> String {
         // Same invariant as `to_value`: nothing in a spec can fail to serialise.
-        serde_json::to_string_pretty(self).expect("FlowSpec data always converts to JSON")
+        self.written(|| serde_json::to_string_pretty(self))
+            .expect("FlowSpec data always converts to JSON")
     }
 }
 

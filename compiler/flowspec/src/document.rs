@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use crate::spec::{FORMAT_VERSION, FlowSpec};
+use crate::spec::{FORMAT_VERSION, FlowSpec, OLDEST_VERSION};
 
 /// The value of every FlowSpec's `format` member.
 pub const FORMAT: &str = "reel.flowspec";
@@ -22,6 +22,8 @@ pub enum SpecError {
         /// What `version` held (null when missing).
         found: Value,
     },
+    /// The text nests arrays and objects deeper than [`MAX_JSON_DEPTH`].
+    TooDeep,
 }
 
 impl std::fmt::Display for SpecError {
@@ -38,12 +40,16 @@ impl std::fmt::Display for SpecError {
             ),
             SpecError::Version { found: Value::Null } => write!(
                 f,
-                "FlowSpec has no `version`; this reader reads version {FORMAT_VERSION}"
+                "FlowSpec has no `version`; this reader reads versions {OLDEST_VERSION} to {FORMAT_VERSION}"
             ),
             SpecError::Version { found } => write!(
                 f,
-                "FlowSpec version {found} is not supported: this reader reads version \
-                 {FORMAT_VERSION} only (rebuild the flow with this reel)"
+                "FlowSpec version {found} is not supported: this reader reads versions \
+                 {OLDEST_VERSION} to {FORMAT_VERSION} only (rebuild the flow with this reel)"
+            ),
+            SpecError::TooDeep => write!(
+                f,
+                "not a valid FlowSpec: arrays and objects nest deeper than {MAX_JSON_DEPTH} levels"
             ),
         }
     }
@@ -58,6 +64,54 @@ impl std::error::Error for SpecError {
     }
 }
 
+/// The deepest nesting of JSON arrays and objects a FlowSpec may have. The compiler's nesting
+/// limit (256 levels of an expression or type, see `reel_syntax::nesting`) keeps every spec it
+/// writes well inside it (a record literal, the deepest form, takes three JSON levels per two
+/// levels of source, about 400 in all); the passes over a spec that was read (digests,
+/// evaluation) stay within a 2 MiB stack at this depth.
+pub const MAX_JSON_DEPTH: usize = 512;
+
+/// Whether `text` nests arrays and objects at most `max` deep (brackets in strings do not count;
+/// the text need not be valid JSON).
+fn nests_within(text: &str, max: usize) -> bool {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text.as_bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                if depth > max {
+                    return false;
+                }
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Reads `text` as a `T` without serde_json's fixed limit of 128 levels, which a spec within
+/// the compiler's nesting limit may pass; [`nests_within`] has bounded the depth before.
+fn read_deep<'a, T: serde::Deserialize<'a>>(text: &'a str) -> Result<T, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = T::deserialize(&mut de)?;
+    de.end()?;
+    Ok(value)
+}
+
 impl FlowSpec {
     /// Reads a FlowSpec, refusing another `format` or `version` before looking at the rest.
     ///
@@ -67,14 +121,17 @@ impl FlowSpec {
         // its `format` or `version` is not ours. Only a text that does not read is looked at
         // again, as a plain value, so that a newer or foreign document is reported as such
         // rather than by the first member this reader does not understand.
-        match serde_json::from_str::<FlowSpec>(text) {
+        if !nests_within(text, MAX_JSON_DEPTH) {
+            return Err(SpecError::TooDeep);
+        }
+        match read_deep::<FlowSpec>(text) {
             Ok(spec) => {
                 if spec.format != FORMAT {
                     return Err(SpecError::Format {
                         found: Some(spec.format),
                     });
                 }
-                if spec.version != FORMAT_VERSION {
+                if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&spec.version) {
                     return Err(SpecError::Version {
                         found: spec.version.into(),
                     });
@@ -82,7 +139,7 @@ impl FlowSpec {
                 Ok(spec)
             }
             Err(shape) => {
-                let value: Value = serde_json::from_str(text).map_err(SpecError::Json)?;
+                let value: Value = read_deep(text).map_err(SpecError::Json)?;
                 let format = value.get("format").and_then(Value::as_str);
                 if format != Some(FORMAT) {
                     return Err(SpecError::Format {
@@ -90,7 +147,8 @@ impl FlowSpec {
                     });
                 }
                 let version = value.get("version").cloned().unwrap_or(Value::Null);
-                if version.as_u64() != Some(u64::from(FORMAT_VERSION)) {
+                let known = u64::from(OLDEST_VERSION)..=u64::from(FORMAT_VERSION);
+                if !version.as_u64().is_some_and(|v| known.contains(&v)) {
                     return Err(SpecError::Version { found: version });
                 }
                 // The shape error of the first pass carries line and column.
@@ -136,13 +194,27 @@ mod tests {
     }
 
     #[test]
+    fn nesting_past_the_limit_is_refused_before_reading_and_brackets_in_strings_do_not_count() {
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(nests_within(&deep(MAX_JSON_DEPTH), MAX_JSON_DEPTH));
+        assert!(!nests_within(&deep(MAX_JSON_DEPTH + 1), MAX_JSON_DEPTH));
+        assert!(nests_within(r#"[["[[\"[[", "\\"], "{{"]"#, 2));
+        assert_eq!(
+            error_of(&deep(100_000)),
+            "not a valid FlowSpec: arrays and objects nest deeper than 512 levels"
+        );
+        // Within it, serde_json's own limit of 128 levels no longer applies.
+        assert!(error_of(&deep(500)).contains("no string `format` member"));
+    }
+
+    #[test]
     fn refuses_other_formats_and_versions() {
         let mut value = serde_json::to_value(sample_spec()).unwrap_or_default();
         // A document that reads as a FlowSpec in every other member is still refused.
         let mut readable = value.clone();
         readable["format"] = "reel.journal".into();
         let readable_format = readable.to_string();
-        value["version"] = 2.into();
+        value["version"] = 3.into();
         let wrong_version = value.to_string();
         value["version"] = "1".into();
         let string_version = value.to_string();

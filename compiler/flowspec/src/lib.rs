@@ -20,7 +20,7 @@ mod sample;
 
 pub use args::Args;
 pub use digests::step_semantic_digest;
-pub use document::{FORMAT, SpecError};
+pub use document::{FORMAT, MAX_JSON_DEPTH, SpecError};
 pub use schema::SCHEMA;
 pub use spec::*;
 pub use types::Type;

@@ -8,15 +8,36 @@ use serde_json::Value;
 use crate::args::Args;
 use crate::types::Type;
 
-/// The version of the FlowSpec format this crate writes; readers refuse other versions.
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest version of the FlowSpec format this crate reads and writes; readers refuse newer
+/// ones. A spec is written as version 2 only when it leaves out the type of a nested literal
+/// (see [`Expr`]); any other spec is written exactly as version 1 was.
+pub const FORMAT_VERSION: u32 = 2;
+
+/// The oldest version this crate reads.
+pub const OLDEST_VERSION: u32 = 1;
+
+thread_local! {
+    /// Whether `Expr`s being written leave out the types of nested literals (version 2). Off
+    /// unless a version-2 spec is being written through its own methods, so that a version-1
+    /// spec is written, and digested, exactly as before.
+    static IMPLIED_TYPES: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `write` with the types of nested literals left out (`implied`) or all written.
+pub(crate) fn writing_implied_types<R>(implied: bool, write: impl FnOnce() -> R) -> R {
+    let before = IMPLIED_TYPES.with(|c| c.replace(implied));
+    let result = write();
+    IMPLIED_TYPES.with(|c| c.set(before));
+    result
+}
 
 /// One compiled flow.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FlowSpec {
     /// Always `"reel.flowspec"`.
     pub format: String,
-    /// [`FORMAT_VERSION`] of the writer.
+    /// The format version: 2 when a nested literal's type is left out, else 1 (set by
+    /// [`FlowSpec::seal`]).
     pub version: u32,
     /// The flow's name.
     pub name: String,
@@ -306,16 +327,77 @@ pub struct OutputSpec {
 
 /// A typed expression: every node carries the type the checker inferred for it.
 ///
-/// Written by the derived `Serialize`; read by the hand-written reader in `de.rs`, which
-/// reads the same JSON without buffering each node.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+/// Written by the `Serialize` below (the derived shape, one level at a time on enough stack);
+/// read by the hand-written reader in `de.rs`, which reads the same JSON without buffering
+/// each node.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Expr {
     /// The node.
-    #[serde(flatten)]
     pub node: Node,
     /// Its inferred type.
-    #[serde(rename = "type")]
     pub ty: Type,
+}
+
+impl Serialize for Expr {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        /// The shape the derive wrote: the node's members, then `type`.
+        #[derive(Serialize)]
+        struct Repr<'a> {
+            #[serde(flatten)]
+            node: &'a Node,
+            #[serde(rename = "type", skip_serializing_if = "Option::is_none")]
+            ty: Option<&'a Type>,
+        }
+        crate::de::on_enough_stack(|| {
+            let implied = IMPLIED_TYPES.with(std::cell::Cell::get) && self.type_is_implied();
+            Repr {
+                node: &self.node,
+                ty: (!implied).then_some(&self.ty),
+            }
+            .serialize(s)
+        })
+    }
+}
+
+impl Expr {
+    /// Whether this is a nested literal whose type version 2 leaves out: a list or record with
+    /// a list or record among its elements, whose type is the one its elements imply
+    /// ([`implied_type`]). Writing every level's type made the spec of a literal `n` levels
+    /// deep `n²` long; left out, it is as long as the literal.
+    pub fn type_is_implied(&self) -> bool {
+        holds_literals(&self.node) && implied_type(&self.node).as_ref() == Some(&self.ty)
+    }
+}
+
+/// Whether `node` is a list or record with a list or record among its elements: a nested
+/// literal, the only kind of node whose type version 2 may leave out.
+pub fn holds_literals(node: &Node) -> bool {
+    let literal = |e: &Expr| matches!(e.node, Node::List { .. } | Node::Record { .. });
+    match node {
+        Node::List { items } => items.iter().any(literal),
+        Node::Record { fields } => fields.iter().any(|f| literal(&f.value)),
+        _ => false,
+    }
+}
+
+/// The type a list or record literal has by its elements alone: a record of its fields' types
+/// in order, a list of the join of its items' types. `None` for other nodes, an empty list, or
+/// items without a join.
+pub fn implied_type(node: &Node) -> Option<Type> {
+    match node {
+        Node::Record { fields } => Some(Type::record(
+            fields.iter().map(|f| (f.name.clone(), f.value.ty.clone())),
+        )),
+        Node::List { items } => {
+            let (first, rest) = items.split_first()?;
+            rest.iter()
+                .try_fold(first.ty.clone(), |joined, item| {
+                    Type::join(&joined, &item.ty)
+                })
+                .map(Type::list)
+        }
+        _ => None,
+    }
 }
 
 /// The expression forms of the FlowSpec (read by `de.rs`, like [`Expr`]).

@@ -2,10 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// A Reel type (read by the hand-written reader in `de.rs`, which streams the tagged
-/// object instead of buffering it).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+/// A Reel type, written as an object tagged by `type` (by the `Serialize` below) and read by
+/// the hand-written reader in `de.rs`, which streams the tagged object instead of buffering it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Type {
     /// `string`
     String,
@@ -41,6 +40,39 @@ pub enum Type {
     /// The type of an expression that already failed to check; accepted everywhere so one mistake
     /// gives one diagnostic. Never emitted in a FlowSpec of a flow that checked clean.
     Error,
+}
+
+impl Serialize for Type {
+    /// The shape serde's derive wrote for the tagged enum (`type` first, then the members), one
+    /// level at a time on enough stack: types nest as deep as the values they describe.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        crate::de::on_enough_stack(|| {
+            let mut map = s.serialize_map(None)?;
+            let tag = match self {
+                Type::String => "string",
+                Type::Int => "int",
+                Type::Float => "float",
+                Type::Bool => "bool",
+                Type::Duration => "duration",
+                Type::Json => "json",
+                Type::Secret => "secret",
+                Type::Null => "null",
+                Type::List { .. } => "list",
+                Type::Record { .. } => "record",
+                Type::Optional { .. } => "optional",
+                Type::Error => "error",
+            };
+            map.serialize_entry("type", tag)?;
+            match self {
+                Type::List { item } => map.serialize_entry("item", item)?,
+                Type::Record { fields } => map.serialize_entry("fields", fields)?,
+                Type::Optional { inner } => map.serialize_entry("inner", inner)?,
+                _ => {}
+            }
+            map.end()
+        })
+    }
 }
 
 /// One field of a record type.

@@ -59,6 +59,8 @@ catalogue! {
     SyntaxInvalidDuration = "syntax.invalid-duration", Error;
     /// An integer literal that does not fit in a signed 64-bit integer.
     SyntaxInvalidNumber = "syntax.invalid-number", Error;
+    /// An expression, type or entry nested deeper than the nesting limit.
+    SyntaxTooDeep = "syntax.too-deep", Error;
     // `name.`: names
     /// A bare name that is not a step of the flow or a comprehension variable.
     NameUnknown = "name.unknown", Error;

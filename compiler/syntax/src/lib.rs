@@ -6,6 +6,7 @@ pub mod diagnostic;
 mod docs;
 pub mod format;
 pub mod lexer;
+pub mod nesting;
 pub mod outline;
 pub mod parser;
 pub mod span;

@@ -9,8 +9,10 @@ use chumsky::pratt::{infix, left, prefix, right};
 use chumsky::prelude::*;
 
 use crate::ast::{self, *};
+use crate::codes::Code;
 use crate::diagnostic::Diagnostic;
 use crate::lexer::lex;
+use crate::nesting::limit_nesting;
 use crate::span::Span;
 use crate::token::{Keyword, Token};
 
@@ -28,9 +30,10 @@ pub struct Parsed {
 
 /// Parses a whole source file. Never fails and never panics.
 pub fn parse(src: &str) -> Parsed {
-    let lexed = lex(src);
-    let tokens: Vec<(Token, Sp)> = lexed
-        .tokens
+    let mut lexed = lex(src);
+    // Entries are inside a flow's or a tool's braces.
+    let limited = limit_nesting(lexed.tokens, 1, &mut lexed.diagnostics);
+    let tokens: Vec<(Token, Sp)> = limited
         .into_iter()
         .map(|(t, s)| (t, Sp::from(s.range())))
         .collect();
@@ -73,22 +76,19 @@ pub struct ChunkParse {
 /// Parses one chunk of a flow body (members and the comments between them), given the token
 /// that follows it in the file, so that an error at its end reads as it does in the whole file.
 pub fn parse_chunk(src: &str, end: ChunkEnd) -> ChunkParse {
-    let lexed = lex(src);
+    let mut lexed = lex(src);
     let balanced = !lexed
         .diagnostics
         .iter()
         .any(|d| d.code == crate::Code::SyntaxUnclosedDelimiter);
     let open_end = !crate::lexer::ends_entry(&lexed.tokens);
+    // Entries are the chunk's top level; whether one continues is decided before any is cut.
+    let limited = limit_nesting(lexed.tokens, 0, &mut lexed.diagnostics);
     // The file's separating line break is the first one after the chunk's last token (text
     // that makes no token, such as a stray character, may stand between).
-    let last_end = lexed.tokens.last().map(|(_, s)| s.end as usize);
-    let mut tokens: Vec<(Token, Sp)> = Vec::with_capacity(lexed.tokens.len() + 1);
-    tokens.extend(
-        lexed
-            .tokens
-            .into_iter()
-            .map(|(t, s)| (t, Sp::from(s.range()))),
-    );
+    let last_end = limited.last().map(|(_, s)| s.end as usize);
+    let mut tokens: Vec<(Token, Sp)> = Vec::with_capacity(limited.len() + 1);
+    tokens.extend(limited.into_iter().map(|(t, s)| (t, Sp::from(s.range()))));
     let eoi = match end {
         ChunkEnd::Newline(at) => {
             let at = last_end
@@ -126,10 +126,14 @@ fn merge_diagnostics(
     errors: &[Rich<'_, Token, Sp>],
 ) -> Vec<Diagnostic> {
     // A stray token right after a lexical error is that error's echo: report the first only.
+    // So is any error at an entry the nesting limit cut out.
     for err in errors {
         let d = to_diagnostic(err);
         let echo = diagnostics.iter().any(|l| {
-            l.primary.span.end == d.primary.span.start && l.code.as_str().starts_with("syntax.")
+            (l.primary.span.end == d.primary.span.start && l.code.as_str().starts_with("syntax."))
+                || (l.code == Code::SyntaxTooDeep
+                    && l.primary.span.start <= d.primary.span.start
+                    && d.primary.span.start <= l.primary.span.end)
         });
         if !echo {
             diagnostics.push(d);
@@ -410,6 +414,8 @@ where
             Token::Kw(Keyword::True) => ExprKind::Bool(true),
             Token::Kw(Keyword::False) => ExprKind::Bool(false),
             Token::Kw(Keyword::Null) => ExprKind::Null,
+            // Already reported by the nesting limit.
+            Token::TooDeep => ExprKind::Error,
         };
 
         let interp = expr
@@ -679,7 +685,8 @@ where
         let record = type_fields(ty.clone())
             .delimited_by(just(Token::LBrace), just(Token::RBrace))
             .map(TypeExprKind::Record);
-        let base = choice((list, record, named))
+        let too_deep = just(Token::TooDeep).to(TypeExprKind::Error);
+        let base = choice((list, record, named, too_deep))
             .map_with(|kind, e| TypeExpr {
                 kind,
                 span: sp(e.span()),

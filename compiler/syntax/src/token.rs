@@ -163,6 +163,9 @@ pub enum Token {
     OrOr,
     /// A line break that separates entries (the lexer drops those that cannot).
     Newline,
+    /// An entry nested too deeply, cut out before parsing and already reported
+    /// (`syntax.too-deep`, see [`crate::nesting`]); never made by the lexer.
+    TooDeep,
 }
 
 impl Token {
@@ -215,6 +218,7 @@ impl fmt::Display for Token {
             Token::AndAnd => "`&&`",
             Token::OrOr => "`||`",
             Token::Newline => "a line break",
+            Token::TooDeep => "an expression nested too deeply",
         };
         f.write_str(s)
     }

@@ -65,6 +65,32 @@ fn with_edit(src: &str, at: Index, del: usize, snippet: &str) -> String {
 }
 
 #[test]
+fn entries_past_the_nesting_limit_are_cut_alike() {
+    let deep = format!("{}1{}", "[".repeat(200), "]".repeat(200));
+    let sum = format!("1{}", " + 1".repeat(300));
+    for body in [
+        format!("  step a = {deep}\n  step b = 2\n"),
+        format!("  step a = 1 +\n    {sum}\n  step b = a\n"),
+        format!(
+            "  input x: {}int{}\n  output {{ v: {sum} }}\n",
+            "list<".repeat(200),
+            ">".repeat(200)
+        ),
+        format!("  step a = echo {{\n    value: {deep}\n  }}\n  step b = a\n"),
+    ] {
+        let src = format!("flow f {{\n{body}}}\n\nflow g {{\n  step c = 1\n}}\n");
+        same(&src);
+        let codes: Vec<&str> = parse(&src)
+            .diagnostics
+            .iter()
+            .map(|d| d.code.as_str())
+            .collect();
+        assert!(codes.iter().all(|c| *c == "syntax.too-deep"), "{codes:?}");
+        assert!(!codes.is_empty());
+    }
+}
+
+#[test]
 fn fixed_cases() {
     let cases = [
         "",

@@ -5,7 +5,7 @@ use reel_syntax::Span;
 use reel_syntax::ast::{ExprKind, Item};
 use reel_syntax::token::Token;
 use tower_lsp_server::lsp_types::{
-    SemanticToken, SemanticTokenModifier, SemanticTokenType, SemanticTokensLegend,
+    Position, SemanticToken, SemanticTokenModifier, SemanticTokenType, SemanticTokensLegend,
 };
 
 use super::Ctx;
@@ -91,6 +91,30 @@ pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
     marks.sort_by_key(|(s, _, _)| (s.start, s.end));
     let mut out = Vec::new();
     let (mut prev_line, mut prev_col, mut covered) = (0u32, 0u32, 0u32);
+    // Columns are counted on from the previous offset on the same line, not from the line's
+    // start: the marks come in order, so a long line costs its length once, not once per mark.
+    let mut cursor = (0usize, Position::new(0, 0));
+    let mut position = |offset: usize| {
+        let line = cx.lines.line_of(offset) as u32;
+        if line != cursor.1.line || offset < cursor.0 {
+            cursor = (
+                cx.lines.offset(Position::new(line, 0)),
+                Position::new(line, 0),
+            );
+        }
+        let width: usize = cx
+            .text
+            .get(cursor.0..offset)
+            .unwrap_or_default()
+            .chars()
+            .map(char::len_utf16)
+            .sum();
+        cursor = (
+            offset,
+            Position::new(line, cursor.1.character + width as u32),
+        );
+        cursor.1
+    };
     for (span, ty, modifiers) in marks {
         if span.start < covered {
             continue;
@@ -102,8 +126,8 @@ pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
             let line = cx.lines.line_of(start);
             let end = cx.lines.line_end(line).min(span.end as usize);
             if end > start {
-                let pos = cx.lines.position(start);
-                let len = cx.lines.position(end).character - pos.character;
+                let pos = position(start);
+                let len = position(end).character - pos.character;
                 let delta_line = pos.line - prev_line;
                 let delta_start = if delta_line == 0 {
                     pos.character - prev_col

@@ -1,5 +1,6 @@
 //! Tests of the checker: the reference examples, diagnostics snapshots, incrementality, FlowSpecs.
 
+mod deep;
 mod diagnostics;
 mod docs;
 mod edited;

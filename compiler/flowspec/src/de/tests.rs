@@ -599,6 +599,50 @@ fn deep_nesting_is_an_error_not_a_stack_overflow() {
 }
 
 #[test]
+fn a_spec_nested_to_the_limit_reads_and_verifies_on_a_small_stack() {
+    /// The sample spec with its first step's value `n` negations deep, sealed, as text.
+    fn nested(n: usize) -> (FlowSpec, String) {
+        let mut value = int(1);
+        for _ in 0..n {
+            value = ex(
+                Node::Unary {
+                    op: UnaryOp::Neg,
+                    expr: b(value),
+                },
+                Type::Int,
+            );
+        }
+        let mut spec = sample_spec();
+        spec.steps[0].value = Some(value);
+        spec.seal();
+        let text = spec.to_json();
+        (spec, text)
+    }
+    std::thread::Builder::new()
+        .stack_size(2 << 20)
+        .spawn(|| {
+            // The value sits a few levels down (spec, steps, step), its innermost type further.
+            let n = (crate::MAX_JSON_DEPTH - 8..)
+                .find(|&n| FlowSpec::from_json(&nested(n + 1).1).is_err())
+                .expect("some depth is refused");
+            let (spec, text) = nested(n);
+            let back = FlowSpec::from_json(&text).expect("the deepest spec reads");
+            assert!(back.verify_digest());
+            assert_eq!(back, spec);
+            let refused = FlowSpec::from_json(&nested(n + 1).1).map_err(|e| e.to_string());
+            assert!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.contains("nest deeper than")),
+                "{refused:?}"
+            );
+        })
+        .expect("a thread starts")
+        .join()
+        .expect("reading, writing and digesting fit a 2 MiB stack");
+}
+
+#[test]
 fn a_malformed_spec_is_refused_with_its_place() {
     let mut spec = sample_spec();
     spec.seal();
