@@ -5,6 +5,7 @@ mod build;
 mod check;
 mod crash;
 mod fmt;
+mod replay;
 mod runs;
 mod signals;
 mod store;
