@@ -11,7 +11,7 @@ use serde_json::{Map, Value};
 
 use super::progress::StderrProgress;
 use super::project::{Project, resolve_run};
-use super::run::{DurabilityArg, compile, parse_inputs};
+use super::run::{DurabilityArg, compile_correction, parse_inputs};
 use super::runtime::{
     new_run_id, refused, report_with, rider_config, run_deps, stop_on_ctrl_c, tokio_runtime,
 };
@@ -70,11 +70,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         .run(&parent)
         .map_err(|e| Failure::failed(e.to_string()))?
         .ok_or_else(|| Failure::usage(format!("there is no run `{parent}`")))?;
-    let (source, name, spec) = match compile(&args.flow, Some(&parent_row.flow), ui) {
-        Ok(built) => built,
-        // A file whose one flow has another name is still the corrected flow.
-        Err(first) => compile(&args.flow, None, ui).map_err(|_| first)?,
-    };
+    let (source, name, spec) = compile_correction(&args.flow, &parent_row.flow, ui)?;
     let mut overrides = Map::<String, Value>::new();
     parse_inputs(&spec, &args.inputs, &mut overrides)?;
     let durability = project.durability(args.durability.map(Durability::from))?;

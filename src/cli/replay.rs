@@ -207,10 +207,7 @@ fn check_flow(
     ui: &Ui,
 ) -> Result<Status, Failure> {
     let rec = Recording::load(store, id).map_err(refused)?;
-    let (_, _, spec) = super::run::compile(file, Some(&rec.run.flow), ui).or_else(|first| {
-        // A file whose one flow has another name is still the corrected flow.
-        super::run::compile(file, None, ui).map_err(|_| first)
-    })?;
+    let (_, _, spec) = super::run::compile_correction(file, &rec.run.flow, ui)?;
     let mut given = rec.inputs.clone();
     given.retain(|k, _| spec.inputs.iter().any(|i| &i.name == k));
     let inputs = resolve_inputs(&spec, &given).map_err(Failure::usage)?;

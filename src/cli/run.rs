@@ -91,6 +91,32 @@ pub fn compile(
     flow: Option<&str>,
     ui: &Ui,
 ) -> Result<(sources::Source, String, reel_flowspec::FlowSpec), Failure> {
+    compile_choosing(file, ui, |display, names| {
+        flows::select(display, names, flow)
+    })
+}
+
+/// As [`compile`] for a corrected version of a recorded run's flow `recorded`: that flow when
+/// the file declares it, else the file's only flow (a renamed flow is still the correction).
+pub fn compile_correction(
+    file: &std::path::Path,
+    recorded: &str,
+    ui: &Ui,
+) -> Result<(sources::Source, String, reel_flowspec::FlowSpec), Failure> {
+    compile_choosing(file, ui, |display, names| {
+        if names.iter().any(|n| n == recorded) {
+            Ok(recorded.to_string())
+        } else {
+            flows::select(display, names, None)
+        }
+    })
+}
+
+fn compile_choosing(
+    file: &std::path::Path,
+    ui: &Ui,
+    choose: impl FnOnce(&str, &[String]) -> Result<String, Failure>,
+) -> Result<(sources::Source, String, reel_flowspec::FlowSpec), Failure> {
     let files = sources::collect(&[file.to_path_buf()])?;
     let source = sources::read_all(&files)?.remove(0);
     let db = RootDb::default();
@@ -106,7 +132,7 @@ pub fn compile(
         )));
     }
     let names = flow_names(&db, loaded).to_vec();
-    let name = flows::select(&source.display, &names, flow)?;
+    let name = choose(&source.display, &names)?;
     let spec = build_flow(&db, loaded, &name).ok_or_else(|| {
         Failure::failed(format!(
             "flow `{name}` could not be built; this is a bug in reel"

@@ -382,6 +382,19 @@ fn a_fork_of_a_grown_foreach_calls_only_the_new_elements() {
     assert_eq!(r.status, 0, "{r:?}");
     let run = json(&r)["run"].as_str().unwrap().to_string();
     assert_eq!(sorted_calls(dir.path()), ["a", "b"]);
+    // A flow whose list grew: the dry run reuses the recorded elements and names the new one.
+    let grown = fs::read_to_string(dir.path().join("each.reel"))
+        .unwrap()
+        .replace("foreach: input.items", "foreach: input.items + [\"c\"]");
+    write(dir.path(), "grown.reel", &grown);
+    let (r, v) = plan(dir.path(), &run, "grown.reel");
+    assert_eq!(r.status, 1, "{r:?}");
+    let e = &v["steps"][0];
+    assert_eq!(e["reason"], "new elements: [2]", "{v}");
+    assert_eq!(
+        (e["reused_calls"].clone(), e["live_calls"].clone()),
+        (json!(2), json!(1))
+    );
     let r = reel_at(
         dir.path(),
         &[
@@ -464,4 +477,40 @@ fn a_run_that_parked_retried_and_drew_replays_to_the_same_values() {
         5,
         "two attempts and three elements: {r:?}"
     );
+}
+
+#[test]
+fn a_call_the_record_does_not_have_is_a_divergence() {
+    let dir = temp();
+    write(
+        dir.path(),
+        "f.reel",
+        "flow f {\n  step n = echo { value: [\"a\", \"b\"] }\n  step each = echo {\n    foreach: range(len(n))\n    value: item\n  }\n  output each\n}\n",
+    );
+    let r = reel_at(dir.path(), &["run", "f.reel", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let run = json(&r)["run"].as_str().unwrap().to_string();
+    // `len` answers one more: the replay makes a third call, which the record lacks.
+    let h = home(dir.path());
+    for verify in [true, false] {
+        let mut args = vec!["replay", run.as_str(), "--json"];
+        if verify {
+            args.push("--verify");
+        }
+        let r = reel_env(
+            dir.path(),
+            &args,
+            &[("REEL_HOME", &h), ("REEL_TEST_FAULT", "builtin:len")],
+        );
+        assert_eq!(r.status, 1, "{r:?}");
+        let d = &json(&r)["divergence"];
+        assert_eq!(d["step"], "each", "{d}");
+        assert_eq!(d["index"], 2, "{d}");
+        assert_eq!(
+            d["what"], "the replay makes a call the record does not have (attempt 1)",
+            "{d}"
+        );
+        assert_eq!(d["source"]["line"], 3, "{d}");
+        assert_eq!(json(&r)["status"], "diverged");
+    }
 }

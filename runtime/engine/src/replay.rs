@@ -1222,16 +1222,11 @@ impl<'a> Replayer<'a> {
                             .filter(|ix| !history.has(&s.id, **ix))
                             .map(|ix| ix.map_or("call".to_string(), |i| format!("[{i}]")))
                             .collect();
-                        if !changed && upstream.is_none() && !new.is_empty() {
-                            Some(format!(
-                                "{} with no recorded result: {}",
-                                if s.foreach.is_some() {
-                                    "new elements"
-                                } else {
-                                    "a call"
-                                },
-                                new.join(", ")
-                            ))
+                        if s.foreach.is_some() && upstream.is_none() && new.len() == live.len() {
+                            // The recorded elements are reused; only new ones run.
+                            Some(format!("new elements: {}", new.join(", ")))
+                        } else if !changed && upstream.is_none() && !new.is_empty() {
+                            Some("the parent has no result for its call".to_string())
                         } else {
                             Some(because())
                         }
