@@ -81,8 +81,19 @@ fn a_replay_needs_no_network_no_tool_and_no_secret() {
     let listener = bound.expect("the stopped server's port is free again");
     listener.set_nonblocking(true).unwrap();
 
+    let journal = reel_at(dir.path(), &["events", &run, "--json"]).stdout;
+    let db = fs::read(dir.path().join(".reel/reel.db")).unwrap();
     let r = reel_at(dir.path(), &["replay", &run, "--verify", "--json"]);
     assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(
+        fs::read(dir.path().join(".reel/reel.db")).unwrap(),
+        db,
+        "the replay wrote nothing"
+    );
+    assert_eq!(
+        reel_at(dir.path(), &["events", &run, "--json"]).stdout,
+        journal
+    );
     let out = json(&r);
     assert_eq!(out["status"], "succeeded");
     assert_eq!(out["output"], expected);
