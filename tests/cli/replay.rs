@@ -238,6 +238,20 @@ fn a_corrected_flow_is_checked_against_the_history() {
         "{v}"
     );
 
+    // `d` is now skipped: its condition changed, nothing else did.
+    let skipped = four("one")
+        .replace("echo d\"]\n", "echo d\"]\n    when: len(a.stdout) > 100\n")
+        .replace("trim(d.stdout)", "trim(d?.stdout ?? \"\")");
+    assert_ne!(skipped, four("one"));
+    write(dir.path(), "skip.reel", &skipped);
+    let (r, v) = plan(dir.path(), &run, "skip.reel");
+    assert_eq!(r.status, 1, "{r:?}");
+    assert_eq!(live_steps(&v), ["d"], "{v}");
+    assert_eq!(
+        v["first_divergence"]["reason"],
+        "changed condition: its `when` decides otherwise"
+    );
+
     // The text form names each step's verdict.
     let r = reel_at(dir.path(), &["replay", &run, "--flow", "edit.reel"]);
     assert_eq!(r.status, 1, "{r:?}");
