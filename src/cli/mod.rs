@@ -7,10 +7,12 @@ mod check;
 mod events;
 mod flows;
 mod fmt;
+mod fork;
 mod logs;
 mod lsp;
 mod progress;
 mod project;
+mod replay;
 mod resume;
 mod run;
 mod runs;
@@ -53,6 +55,8 @@ enum Command {
     Fmt(fmt::Args),
     Run(run::Args),
     Resume(resume::Args),
+    Replay(replay::Args),
+    Fork(fork::Args),
     Runs(runs::Args),
     Events(events::Args),
     Logs(logs::Args),
@@ -143,6 +147,8 @@ pub fn main() -> ExitCode {
         Command::Fmt(args) => fmt::run(args, &ui),
         Command::Run(args) => run::run(args, &ui),
         Command::Resume(args) => resume::run(args, &ui),
+        Command::Replay(args) => replay::run(args, &ui),
+        Command::Fork(args) => fork::run(args, &ui),
         Command::Runs(args) => runs::run(args, &ui),
         Command::Events(args) => events::run(args, &ui),
         Command::Logs(args) => logs::run(args, &ui),

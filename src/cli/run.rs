@@ -83,17 +83,45 @@ pub struct Args {
     json: bool,
 }
 
-/// Runs `reel run`.
-// edge: how long the command took (printed for people) and the run's seed when none is given:
-// both are chosen here, at the entry point; the seed is handed to the engine, which records it.
-#[allow(clippy::disallowed_methods)]
-pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
-    let began = Instant::now();
-    let files = sources::collect(std::slice::from_ref(&args.file))?;
+/// Checks the flow file `file` (diagnostics on stderr; errors: exit 1, nothing runs) and builds
+/// its flow `flow` (needed when the file declares more than one): the source, the flow's name
+/// and its FlowSpec. `reel run`, `reel fork` and `reel replay --flow` start here.
+pub fn compile(
+    file: &std::path::Path,
+    flow: Option<&str>,
+    ui: &Ui,
+) -> Result<(sources::Source, String, reel_flowspec::FlowSpec), Failure> {
+    compile_choosing(file, ui, |display, names| {
+        flows::select(display, names, flow)
+    })
+}
+
+/// As [`compile`] for a corrected version of a recorded run's flow `recorded`: that flow when
+/// the file declares it, else the file's only flow (a renamed flow is still the correction).
+pub fn compile_correction(
+    file: &std::path::Path,
+    recorded: &str,
+    ui: &Ui,
+) -> Result<(sources::Source, String, reel_flowspec::FlowSpec), Failure> {
+    compile_choosing(file, ui, |display, names| {
+        if names.iter().any(|n| n == recorded) {
+            Ok(recorded.to_string())
+        } else {
+            flows::select(display, names, None)
+        }
+    })
+}
+
+fn compile_choosing(
+    file: &std::path::Path,
+    ui: &Ui,
+    choose: impl FnOnce(&str, &[String]) -> Result<String, Failure>,
+) -> Result<(sources::Source, String, reel_flowspec::FlowSpec), Failure> {
+    let files = sources::collect(&[file.to_path_buf()])?;
     let source = sources::read_all(&files)?.remove(0);
     let db = RootDb::default();
-    let file = source.load(&db);
-    let diags = file_diagnostics(&db, file).to_vec();
+    let loaded = source.load(&db);
+    let diags = file_diagnostics(&db, loaded).to_vec();
     ui.diagnostics(&source.display, &source.text, &diags);
     let errors = diags.iter().filter(|d| d.is_error()).count();
     if errors > 0 {
@@ -103,14 +131,40 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             plural(errors, "error")
         )));
     }
-    let names = flow_names(&db, file).to_vec();
-    let name = flows::select(&source.display, &names, args.flow.as_deref())?;
-    let spec = build_flow(&db, file, &name).ok_or_else(|| {
+    let names = flow_names(&db, loaded).to_vec();
+    let name = choose(&source.display, &names)?;
+    let spec = build_flow(&db, loaded, &name).ok_or_else(|| {
         Failure::failed(format!(
             "flow `{name}` could not be built; this is a bug in reel"
         ))
     })?;
+    Ok((source, name, spec))
+}
 
+/// Parses `--input NAME=VALUE` pairs against `spec`'s declared inputs.
+pub fn parse_inputs(
+    spec: &reel_flowspec::FlowSpec,
+    pairs: &[String],
+    into: &mut Map<String, Value>,
+) -> Result<(), Failure> {
+    for pair in pairs {
+        let Some((k, v)) = pair.split_once('=') else {
+            return Err(Failure::usage(format!(
+                "`--input {pair}` needs the form NAME=VALUE"
+            )));
+        };
+        into.insert(k.to_string(), parse_input_value(spec, k, v));
+    }
+    Ok(())
+}
+
+/// Runs `reel run`.
+// edge: how long the command took (printed for people) and the run's seed when none is given:
+// both are chosen here, at the entry point; the seed is handed to the engine, which records it.
+#[allow(clippy::disallowed_methods)]
+pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
+    let began = Instant::now();
+    let (source, name, spec) = compile(&args.file, args.flow.as_deref(), ui)?;
     let mut given = Map::new();
     if let Some(path) = &args.inputs_file {
         let text = std::fs::read_to_string(path)
@@ -131,14 +185,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             }
         }
     }
-    for pair in &args.inputs {
-        let Some((k, v)) = pair.split_once('=') else {
-            return Err(Failure::usage(format!(
-                "`--input {pair}` needs the form NAME=VALUE"
-            )));
-        };
-        given.insert(k.to_string(), parse_input_value(&spec, k, v));
-    }
+    parse_inputs(&spec, &args.inputs, &mut given)?;
 
     let project = Project::current()?;
     let durability = project.durability(args.durability.map(Durability::from))?;

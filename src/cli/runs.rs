@@ -90,8 +90,14 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             Value::String(s) => s.chars().take(19).collect::<String>().replace('T', " "),
             _ => "-".to_string(),
         };
+        // A fork names its parent after the columns, so other runs' lines stay as they were.
+        let parent = r
+            .parent
+            .as_ref()
+            .map(|p| format!("  fork of {p}"))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "{:<26}  {:<16}  {:<11}  {:<20}  {}\n",
+            "{:<26}  {:<16}  {:<11}  {:<20}  {}{parent}\n",
             r.id,
             r.flow,
             r.status.as_str(),

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use reel_runtime::{NoProgress, ProgressSink, Refusal, RiderConfig, RunDeps, RunOutcome};
+use reel_runtime::{NoProgress, ProgressSink, Refusal, RiderConfig, RunDeps, RunError, RunOutcome};
 use reel_store::{Owner, RunStatus, Store};
 use reel_tools::ToolHost;
 use tokio_util::sync::CancellationToken;
@@ -84,8 +84,30 @@ pub fn report(
     json: bool,
     took: std::time::Duration,
 ) -> Result<Status, Failure> {
-    if json {
-        print_stdout(&format!("{}\n", outcome.to_json()))?;
+    report_with(ui, outcome, json.then(serde_json::Map::new), took)
+}
+
+/// Whether a run's error is the flow's own doing (an expression, an argument, the output's
+/// type): running it again cannot help, a corrected flow can.
+fn flow_at_fault(e: &RunError) -> bool {
+    ["eval.", "output.", "spec.", "tool.args", "tool.sleep."]
+        .iter()
+        .any(|p| e.code.starts_with(p))
+}
+
+/// As [`report`]; with `json`, the printed object also holds these fields.
+pub fn report_with(
+    ui: &Ui,
+    outcome: &RunOutcome,
+    json: Option<serde_json::Map<String, serde_json::Value>>,
+    took: std::time::Duration,
+) -> Result<Status, Failure> {
+    if let Some(extra) = json {
+        let mut value = outcome.to_json();
+        if let Some(object) = value.as_object_mut() {
+            object.extend(extra);
+        }
+        print_stdout(&format!("{value}\n"))?;
     } else if let (RunStatus::Succeeded, Some(output)) = (outcome.status, &outcome.output) {
         let text = serde_json::to_string_pretty(output).unwrap_or_else(|_| "null".into());
         print_stdout(&format!("{text}\n"))?;
@@ -103,7 +125,12 @@ pub fn report(
                 Some(e) => {
                     let at = e.step.as_ref().map(|s| format!(" at step `{s}`")).unwrap_or_default();
                     ui.error(&format!("run {} {what}{at}: [{}] {}", outcome.run, e.code, e.message));
-                    if outcome.status == RunStatus::Failed {
+                    if outcome.status == RunStatus::Failed && flow_at_fault(e) {
+                        ui.line(&format!(
+                            "the flow is at fault: correct it and fork the run with `reel fork {} --flow FILE`, which reuses what still matches (preview it with `reel replay {} --flow FILE`)",
+                            outcome.run, outcome.run
+                        ));
+                    } else if outcome.status == RunStatus::Failed {
                         ui.line(&format!(
                             "fix the cause and continue it with `reel resume {}`: its finished steps are kept",
                             outcome.run

@@ -6,6 +6,7 @@ mod check;
 mod crash;
 mod deep;
 mod fmt;
+mod replay;
 mod runs;
 mod signals;
 mod store;

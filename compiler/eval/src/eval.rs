@@ -305,7 +305,11 @@ impl Evaluator<'_> {
             .iter()
             .map(|a| self.eval(a))
             .collect::<Result<Vec<_>, _>>()?;
-        f.call(&values, &mut *self.scope)
+        let value = f.call(&values, &mut *self.scope)?;
+        if self.scope.perturbed(func) {
+            return Ok(perturb(value));
+        }
+        Ok(value)
     }
 
     fn comprehension(
@@ -645,6 +649,19 @@ fn arithmetic(
             })
         }
     })
+}
+
+/// A builtin's result changed on purpose (see [`Scope::perturbed`]): text gains a mark, a
+/// number grows by one, anything else is wrapped.
+fn perturb(value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(format!("{s}\u{2020}")),
+        Value::Number(n) => match n.as_i64() {
+            Some(i) => Value::from(i.wrapping_add(1)),
+            None => Value::from(n.as_f64().unwrap_or(0.0) + 1.0),
+        },
+        other => serde_json::json!({ "perturbed": other }),
+    }
 }
 
 #[cfg(test)]

@@ -22,6 +22,12 @@ pub trait Scope {
     fn now(&mut self) -> String;
     /// A float in [0, 1) from the run's seeded generator (the same on replay).
     fn random(&mut self) -> f64;
+    /// Whether the results of builtin `name` are to be changed on purpose: a fault a test
+    /// injects to prove that `reel replay --verify` catches a changed builtin. Handed in as a
+    /// value by the caller; no real run sets it.
+    fn perturbed(&self, _name: &str) -> bool {
+        false
+    }
 }
 
 /// A scope held in plain maps, for tests, tools and examples.

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::{ArrivedSignal, CallStart, Command, Ending, Input, Machine, Poll, Returned};
 use crate::deps::RunDeps;
+use crate::fork::Reuse;
 use crate::rider::{Refusal, RiderConfig, RunOutcome, blocking};
 
 /// Drives `machine` from `first` (`Started` or `Resumed`) to its end, or until it parks.
@@ -22,11 +23,25 @@ pub(crate) async fn drive(
     deps: &RunDeps,
     cfg: &RiderConfig,
     lease: Arc<Lease>,
+    machine: Machine,
+    first: Input,
+) -> Result<RunOutcome, Refusal> {
+    drive_reusing(deps, cfg, lease, machine, first, None).await
+}
+
+/// Drives as [`drive`] does; a fork's driver also answers the calls its parent's record holds
+/// (`reuse`) with the recorded results instead of calling the tool.
+pub(crate) async fn drive_reusing(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    lease: Arc<Lease>,
     mut machine: Machine,
     first: Input,
+    reuse: Option<&Reuse>,
 ) -> Result<RunOutcome, Refusal> {
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let mut driver = Driver {
+        reuse,
         deps: deps.clone(),
         cfg: cfg.clone(),
         lease,
@@ -40,7 +55,8 @@ pub(crate) async fn drive(
     result
 }
 
-struct Driver {
+struct Driver<'r> {
+    reuse: Option<&'r Reuse>,
     deps: RunDeps,
     cfg: RiderConfig,
     lease: Arc<Lease>,
@@ -55,7 +71,7 @@ enum Next {
     Return(Result<RunOutcome, Refusal>),
 }
 
-impl Driver {
+impl Driver<'_> {
     fn now(&self) -> i64 {
         self.deps.clock.now_ms()
     }
@@ -150,7 +166,7 @@ impl Driver {
             Command::Launch(calls) => {
                 let mut returned = Vec::new();
                 for call in calls {
-                    if let Some(r) = self.launch(call) {
+                    if let Some(r) = self.launch(call)? {
                         returned.push(r);
                     }
                 }
@@ -218,7 +234,12 @@ impl Driver {
 
     /// Makes a call; a result that is there at once is returned, else it comes back on the
     /// results channel.
-    fn launch(&self, r: CallStart) -> Option<Returned> {
+    fn launch(&self, r: CallStart) -> Result<Option<Returned>, Refusal> {
+        if let Some(reuse) = self.reuse
+            && let Some(returned) = reuse.answer(self.deps.store.as_ref(), &r)?
+        {
+            return Ok(Some(returned));
+        }
         let tools = self.deps.tools.clone();
         let tx = self.results_tx.clone();
         let cancel = self.calls_cancel.child_token();
@@ -227,12 +248,13 @@ impl Driver {
         // task and a wake-up per step would cost more than the step.
         let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
         if let std::task::Poll::Ready(outcome) = call.as_mut().poll(&mut cx) {
-            return Some(Returned {
+            return Ok(Some(Returned {
                 step: r.step,
                 index: r.index,
                 attempt: r.attempt,
                 outcome,
-            });
+                reused: None,
+            }));
         }
         tokio::spawn(async move {
             let outcome = call.await;
@@ -241,9 +263,10 @@ impl Driver {
                 index: r.index,
                 attempt: r.attempt,
                 outcome,
+                reused: None,
             });
         });
-        None
+        Ok(None)
     }
 
     /// Waits for a call to return, the machine's deadline, the lease's renewal or the next

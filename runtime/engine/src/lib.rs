@@ -4,12 +4,14 @@
 //! Everything non-deterministic arrives through [`RunDeps`] (store, tools, clock, secrets,
 //! environment, progress, shutdown), so the same engine runs live, in replay and in tests.
 //! A run's decisions are made by [`crate::core::Machine`], which does no I/O; `drive` carries them
-//! out live.
+//! out live, `replay` answers them from a journal, and `fork` does both.
 
 pub mod core;
 pub mod deps;
 mod drive;
+pub mod fork;
 pub mod inputs;
+pub mod replay;
 pub mod rider;
 pub mod scope;
 pub mod worker;
@@ -23,7 +25,12 @@ pub use deps::{
     RunDeps, Secrets, StepEnd, Tools,
 };
 pub use error::RunError;
+pub use fork::{ForkOutcome, fork};
 pub use inputs::{parse_input_value, resolve_inputs};
+pub use replay::{
+    Divergence, ForkPlan, History, Recording, ReplayOptions, ReplayReport, StepPlan, plan_fork,
+    replay,
+};
 pub use rider::{
     CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, cancel, resume, start,
 };

@@ -14,9 +14,10 @@ use serde_json::{Map, Value, json};
 
 use crate::core::{Input, Machine, Setup};
 use crate::deps::RunDeps;
-use crate::drive::drive;
+use crate::drive::{drive, drive_reusing};
 use crate::error::RunError;
 use crate::fold::fold_journal;
+use crate::fork::Reuse;
 use crate::inputs::resolve_inputs;
 use crate::journal::{DETERMINISM_EPOCH, Event, RunStarted};
 
@@ -137,14 +138,27 @@ pub async fn start(
     cfg: &RiderConfig,
     req: StartRequest,
 ) -> Result<RunOutcome, Refusal> {
+    begin(deps, cfg, req, None, None).await
+}
+
+/// Starts a run; `env` is a snapshot to keep (a fork keeps its parent's) instead of reading
+/// the environment, and `reuse` answers calls from a parent's record (a fork).
+pub(crate) async fn begin(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    req: StartRequest,
+    snapshot: Option<&Map<String, Value>>,
+    reuse: Option<&Reuse>,
+) -> Result<RunOutcome, Refusal> {
     let spec = req.spec.clone();
     let inputs = resolve_inputs(&spec, &req.inputs).map_err(Refusal::Input)?;
     let secrets = resolve_secrets(deps, &spec)?;
     let mut env = Map::new();
     for e in &spec.env {
+        let kept = snapshot.and_then(|s| s.get(&e.name)).cloned();
         env.insert(
             e.name.clone(),
-            deps.env.get(&e.name).map_or(Value::Null, Value::String),
+            kept.unwrap_or_else(|| deps.env.get(&e.name).map_or(Value::Null, Value::String)),
         );
     }
     let store = deps.store.clone();
@@ -194,8 +208,9 @@ pub async fn start(
         secrets,
         durability: lease.durability,
         max_parallel: cfg.max_parallel,
+        faults: Vec::new(),
     });
-    drive(deps, cfg, Arc::new(lease), machine, Input::Started).await
+    drive_reusing(deps, cfg, Arc::new(lease), machine, Input::Started, reuse).await
 }
 
 /// Resumes a run from its journal: after a crash, when its timer is due or a signal arrived, or
@@ -303,6 +318,7 @@ pub async fn resume(
         secrets,
         durability: lease.durability,
         max_parallel: cfg.max_parallel,
+        faults: Vec::new(),
     });
     let first = Input::Resumed {
         folded: Box::new(folded),

@@ -149,6 +149,8 @@ pub struct RunScope<'a> {
     pub now_ms: i64,
     /// The draws of `random()`.
     pub rng: ChaCha8Rng,
+    /// Builtins whose results a test changes on purpose (empty in real runs).
+    pub faults: &'a [String],
 }
 
 impl reel_eval::Scope for RunScope<'_> {
@@ -178,6 +180,10 @@ impl reel_eval::Scope for RunScope<'_> {
 
     fn random(&mut self) -> f64 {
         self.rng.random::<f64>()
+    }
+
+    fn perturbed(&self, builtin: &str) -> bool {
+        self.faults.iter().any(|f| f == builtin)
     }
 }
 

@@ -324,7 +324,8 @@ impl Folded {
                     },
                 );
             }
-            Event::RunWaiting { .. } => {}
+            // What the reuse produced is in the `call_succeeded`/`effect_recorded` that follows.
+            Event::RunWaiting { .. } | Event::CallReused { .. } => {}
             Event::RunFinished {
                 status,
                 output,

@@ -70,6 +70,20 @@ pub enum Event {
         /// Digest of the result.
         result: String,
     },
+    /// A fork reused its parent's recorded result for this call instead of calling the tool:
+    /// the `call_succeeded` or `effect_recorded` that follows holds the result.
+    CallReused {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The attempt.
+        attempt: u32,
+        /// The run whose result was reused (the fork's parent).
+        parent: String,
+        /// The sequence number of the parent's event that recorded the result.
+        seq: u64,
+    },
     /// A call failed; it may be tried again at `retry_at`.
     CallFailed {
         /// The step.
@@ -194,6 +208,7 @@ impl Event {
             Event::StepStarted { .. } => "step_started",
             Event::CallSucceeded { .. } => "call_succeeded",
             Event::EffectRecorded { .. } => "effect_recorded",
+            Event::CallReused { .. } => "call_reused",
             Event::CallFailed { .. } => "call_failed",
             Event::StepSucceeded { .. } => "step_succeeded",
             Event::StepFailed { .. } => "step_failed",
@@ -255,6 +270,18 @@ impl Event {
                 *index,
                 Some(*attempt),
                 json!({ "key": key, "result": result }),
+            ),
+            Event::CallReused {
+                step,
+                index,
+                attempt,
+                parent,
+                seq,
+            } => (
+                Some(step),
+                *index,
+                Some(*attempt),
+                json!({ "parent": parent, "seq": seq }),
             ),
             Event::CallFailed {
                 step,
@@ -390,6 +417,13 @@ impl Event {
                 key: s("key")?,
                 result: s("result")?,
             },
+            "call_reused" => Event::CallReused {
+                step: step()?,
+                index: row.index,
+                attempt: attempt(),
+                parent: s("parent")?,
+                seq: d.get("seq").and_then(Value::as_u64).unwrap_or(0),
+            },
             "call_failed" => Event::CallFailed {
                 step: step()?,
                 index: row.index,
@@ -470,4 +504,54 @@ pub fn woke_value(until: i64) -> Value {
 /// The index as JSON (null outside `foreach`), for messages.
 pub fn index_json(i: Option<u32>) -> Value {
     opt_index(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(event: &Event, seq: u64) -> EventRow {
+        let new = event.to_row(5);
+        EventRow {
+            run: "r".into(),
+            seq,
+            at: new.at,
+            kind: new.kind,
+            step: new.step,
+            index: new.index,
+            attempt: new.attempt,
+            data: new.data,
+        }
+    }
+
+    #[test]
+    fn a_reused_call_reads_back_as_written() {
+        let reused = Event::CallReused {
+            step: "s".into(),
+            index: Some(2),
+            attempt: 1,
+            parent: "p".into(),
+            seq: 17,
+        };
+        let r = row(&reused, 3);
+        assert_eq!(r.kind, "call_reused");
+        assert_eq!(r.data, json!({ "parent": "p", "seq": 17 }));
+        assert_eq!(Event::from_row(&r), Ok(reused));
+    }
+
+    #[test]
+    fn an_unknown_kind_is_a_hole_not_a_guess() {
+        let mut r = row(
+            &Event::RunResumed {
+                reason: "resume".into(),
+                by: "h:1".into(),
+            },
+            1,
+        );
+        r.kind = "from_the_future".into();
+        assert_eq!(
+            Event::from_row(&r),
+            Err("unknown event kind `from_the_future`".to_string())
+        );
+    }
 }

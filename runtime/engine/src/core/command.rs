@@ -27,6 +27,8 @@ pub struct CallStart {
     pub index: usize,
     /// The attempt (its start is already recorded).
     pub attempt: u32,
+    /// The digest of its inputs (secrets shown as `{secret:NAME}`), as its start records it.
+    pub inputs: String,
     /// The call itself, with its idempotency key for effects.
     pub call: ToolCall,
 }

@@ -57,6 +57,17 @@ pub struct Returned {
     pub attempt: u32,
     /// What the tool gave.
     pub outcome: Result<ToolOutput, ToolError>,
+    /// Set when no tool was called: a fork took this result from its parent's record.
+    pub reused: Option<ReusedFrom>,
+}
+
+/// Where a reused result was recorded.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReusedFrom {
+    /// The parent run.
+    pub parent: String,
+    /// The sequence number of the parent's event holding the result.
+    pub seq: u64,
 }
 
 /// A signal sent to the run and not yet consumed.

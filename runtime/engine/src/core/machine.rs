@@ -42,6 +42,9 @@ pub struct Setup {
     pub durability: Durability,
     /// Most calls in flight at once.
     pub max_parallel: usize,
+    /// Builtin functions whose results are deliberately changed: a test's fault injection
+    /// (`reel replay --verify` must catch it); empty in every real run.
+    pub faults: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -643,6 +646,7 @@ impl Machine {
             index,
             now_ms,
             rng: seeded_rng(self.setup.seed, purpose),
+            faults: &self.setup.faults,
         }
     }
 
@@ -1088,6 +1092,7 @@ impl Machine {
             _ => {}
         }
         let inputs_digest = self.put(Value::Object(shown));
+        let started_inputs = inputs_digest.clone();
         let key = (spec.kind == ToolKind::Effect)
             .then(|| idempotency_key(self.run_id(), &spec.id, index, &inputs_digest));
         if let Some(k) = &key {
@@ -1105,7 +1110,7 @@ impl Machine {
             step: spec.id.clone(),
             index,
             attempt,
-            inputs: inputs_digest,
+            inputs: started_inputs,
             key: key.clone(),
         });
         let user = spec
@@ -1139,6 +1144,7 @@ impl Machine {
             step: i,
             index: c,
             attempt,
+            inputs: inputs_digest,
             call,
         }))
     }
@@ -1183,6 +1189,15 @@ impl Machine {
                     scrub_value(&out.value, &self.setup.secrets)
                 };
                 let digest = self.put(value.clone());
+                if let Some(from) = r.reused {
+                    self.record(Event::CallReused {
+                        step: spec.id.clone(),
+                        index,
+                        attempt: r.attempt,
+                        parent: from.parent,
+                        seq: from.seq,
+                    });
+                }
                 let event = if spec.kind == ToolKind::Effect {
                     Event::EffectRecorded {
                         step: spec.id.clone(),

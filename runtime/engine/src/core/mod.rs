@@ -13,5 +13,5 @@ mod input;
 mod machine;
 
 pub use command::{CallStart, Command, Ending, Stamped};
-pub use input::{ArrivedSignal, Input, Poll, Returned};
+pub use input::{ArrivedSignal, Input, Poll, Returned, ReusedFrom};
 pub use machine::{Machine, Setup};

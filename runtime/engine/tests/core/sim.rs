@@ -198,6 +198,7 @@ impl Sim {
                             index: c.index,
                             attempt: c.attempt,
                             outcome,
+                            reused: None,
                         };
                         if after == 0 {
                             at_once.push(r);
@@ -381,6 +382,7 @@ fn setup(spec: &Arc<FlowSpec>, inputs: Map<String, Value>, durable: bool) -> Set
             Durability::Fast
         },
         max_parallel: 64,
+        faults: Vec::new(),
     }
 }
 

@@ -1,0 +1,1349 @@
+//! Replay: a driver of the core that answers every call, timer and signal from a recorded
+//! journal instead of the world.
+//!
+//! A replay opens nothing for writing, calls no tool and needs no secret: each `Launch` is
+//! answered with the recorded result of the same call (step id, `foreach` index and attempt:
+//! a cursor per call, never a journal position), time comes from the recorded events, signals
+//! from the recorded `signal_received`, and pure steps are computed again. With `verify`, every
+//! recomputed step output and every call's inputs digest is compared with the record, and the
+//! first difference is a [`Divergence`].
+//!
+//! The same driver, given a corrected flow and the parent's [`History`], is the fork's dry run
+//! ([`plan_fork`]): a call the fork would reuse is answered from the record, a call it would
+//! make live is held (nothing downstream of it can be known), and each step gets a verdict.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use reel_flowspec::{FlowSpec, SourceSpan};
+use reel_store::{Durability, Flow, RunRow, StoreError, StoreRead};
+use reel_tools::{ToolError, ToolOutput};
+use serde_json::{Map, Value};
+
+use crate::core::{
+    ArrivedSignal, CallStart, Command, Ending, Input, Machine, Poll, Returned, ReusedFrom, Setup,
+    Stamped,
+};
+use crate::deps::{Progress, ProgressSink};
+use crate::error::RunError;
+use crate::fold::fold_events;
+use crate::journal::{Event, RunStarted};
+use crate::rider::Refusal;
+
+/// One recorded event with its place and time.
+#[derive(Clone, Debug)]
+pub struct RecordedEvent {
+    /// Its sequence number in the run's journal.
+    pub seq: u64,
+    /// When it happened (ms since the epoch).
+    pub at: i64,
+    /// What.
+    pub event: Event,
+}
+
+/// A run as its store records it: its row, its flow, what it started with and its journal.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    /// The run's row.
+    pub run: RunRow,
+    /// The FlowSpec it ran (by the digest it recorded).
+    pub spec: Arc<FlowSpec>,
+    /// Its `run_started`.
+    pub started: RunStarted,
+    /// When it started.
+    pub started_at: i64,
+    /// Its inputs, defaults filled in.
+    pub inputs: Map<String, Value>,
+    /// Its snapshot of the declared environment.
+    pub env: Map<String, Value>,
+    /// Its journal, in order.
+    pub events: Vec<RecordedEvent>,
+}
+
+impl Recording {
+    /// Reads run `run` from `store` (reads only: a store opened read-only will do).
+    pub fn load(store: &dyn StoreRead, run: &str) -> Result<Recording, Refusal> {
+        let row = store
+            .run(run)?
+            .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
+        let mut parsed = None;
+        store.read_spec(&row.flow_digest, &mut |json| {
+            parsed = Some(FlowSpec::from_json(json));
+        })?;
+        let spec = match parsed {
+            Some(Ok(spec)) => Arc::new(spec),
+            Some(Err(e)) => return Err(Refusal::Spec(e.to_string())),
+            None => {
+                return Err(Refusal::Spec(format!(
+                    "the FlowSpec {} is missing from the store",
+                    row.flow_digest
+                )));
+            }
+        };
+        let mut events = Vec::new();
+        let mut hole = None;
+        store.read_journal(run, 0, &mut |r| match Event::from_row(&r) {
+            Ok(event) => {
+                events.push(RecordedEvent {
+                    seq: r.seq,
+                    at: r.at,
+                    event,
+                });
+                Flow::Continue
+            }
+            Err(message) => {
+                hole = Some(StoreError::Hole {
+                    run: r.run.clone(),
+                    seq: r.seq,
+                    message,
+                });
+                Flow::Stop
+            }
+        })?;
+        if let Some(h) = hole {
+            return Err(h.into());
+        }
+        let Some((started, started_at)) = events.iter().find_map(|e| match &e.event {
+            Event::RunStarted(s) => Some((s.clone(), e.at)),
+            _ => None,
+        }) else {
+            return Err(Refusal::Store(StoreError::Hole {
+                run: run.to_string(),
+                seq: 0,
+                message: "the journal does not begin with run_started".into(),
+            }));
+        };
+        let object = |digest: &str| -> Result<Map<String, Value>, Refusal> {
+            match store.get_value(digest)? {
+                Some(Value::Object(m)) => Ok(m),
+                _ => Err(StoreError::MissingValue {
+                    digest: digest.to_string(),
+                }
+                .into()),
+            }
+        };
+        let inputs = object(&started.inputs)?;
+        let env = object(&started.env)?;
+        Ok(Recording {
+            run: row,
+            spec,
+            started,
+            started_at,
+            inputs,
+            env,
+            events,
+        })
+    }
+}
+
+/// A call and how the record ended it.
+type CallKey = (String, Option<u32>, u32);
+/// A timer or signal wait: step and `foreach` index.
+type WaitKey = (String, Option<u32>);
+
+#[derive(Clone, Debug)]
+enum RecResult {
+    Ok { seq: u64, at: i64, digest: String },
+    Err { seq: u64, at: i64, error: RunError },
+}
+
+#[derive(Clone, Debug, Default)]
+struct RecCall {
+    inputs: Option<String>,
+    result: Option<RecResult>,
+    made: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum RecStep {
+    Succeeded(String),
+    Skipped,
+    Failed,
+}
+
+/// The record, indexed by what a replay asks.
+#[derive(Default)]
+struct Index {
+    calls: HashMap<CallKey, RecCall>,
+    /// When each timer fired.
+    timers: HashMap<WaitKey, i64>,
+    /// The signal each wait received: when, its number, its name and payload digest.
+    signals: HashMap<WaitKey, (i64, u64, String, String)>,
+    /// When each signal wait failed for its deadline.
+    expired: HashMap<WaitKey, i64>,
+    /// Each step's last outcome.
+    steps: HashMap<String, RecStep>,
+    /// Steps the record says failed at some point.
+    failed: HashSet<String>,
+    /// When each step's first event happened (its activation).
+    first_at: HashMap<String, i64>,
+    /// The sequence number of each step's `step_succeeded`.
+    done_seq: HashMap<String, u64>,
+    /// How the run last ended.
+    finished: Option<(String, Option<String>, Option<RunError>)>,
+}
+
+impl Index {
+    fn new(events: &[RecordedEvent]) -> Index {
+        let mut x = Index::default();
+        for e in events {
+            let step = match &e.event {
+                Event::StepStarted { step, .. }
+                | Event::StepSucceeded { step, .. }
+                | Event::StepSkipped { step, .. }
+                | Event::StepFailed { step, .. }
+                | Event::TimerStarted { step, .. }
+                | Event::SignalAwaited { step, .. } => Some(step),
+                _ => None,
+            };
+            if let Some(s) = step {
+                x.first_at.entry(s.clone()).or_insert(e.at);
+            }
+            match &e.event {
+                Event::StepStarted {
+                    step,
+                    index,
+                    attempt,
+                    inputs,
+                    ..
+                } => {
+                    let c = x.calls.entry((step.clone(), *index, *attempt)).or_default();
+                    c.inputs = Some(inputs.clone());
+                }
+                Event::CallSucceeded {
+                    step,
+                    index,
+                    attempt,
+                    output: digest,
+                }
+                | Event::EffectRecorded {
+                    step,
+                    index,
+                    attempt,
+                    result: digest,
+                    ..
+                } => {
+                    let c = x.calls.entry((step.clone(), *index, *attempt)).or_default();
+                    c.result = Some(RecResult::Ok {
+                        seq: e.seq,
+                        at: e.at,
+                        digest: digest.clone(),
+                    });
+                }
+                Event::CallFailed {
+                    step,
+                    index,
+                    attempt,
+                    error,
+                    ..
+                } => {
+                    if error.code == "signal.timeout" {
+                        x.expired.insert((step.clone(), *index), e.at);
+                    } else if let Some(c) = x.calls.get_mut(&(step.clone(), *index, *attempt)) {
+                        c.result = Some(RecResult::Err {
+                            seq: e.seq,
+                            at: e.at,
+                            error: error.clone(),
+                        });
+                    }
+                }
+                Event::TimerFired { step, index, .. } => {
+                    x.timers.insert((step.clone(), *index), e.at);
+                }
+                Event::SignalReceived {
+                    step,
+                    index,
+                    name,
+                    signal,
+                    payload,
+                } => {
+                    x.signals.insert(
+                        (step.clone(), *index),
+                        (e.at, *signal, name.clone(), payload.clone()),
+                    );
+                }
+                Event::StepSucceeded { step, output, .. } => {
+                    x.steps
+                        .insert(step.clone(), RecStep::Succeeded(output.clone()));
+                    x.done_seq.insert(step.clone(), e.seq);
+                }
+                Event::StepSkipped { step, .. } => {
+                    x.steps.insert(step.clone(), RecStep::Skipped);
+                }
+                Event::StepFailed { step, .. } => {
+                    x.steps.insert(step.clone(), RecStep::Failed);
+                    x.failed.insert(step.clone());
+                }
+                Event::RunFinished {
+                    status,
+                    output,
+                    error,
+                } => x.finished = Some((status.clone(), output.clone(), error.clone())),
+                _ => {}
+            }
+        }
+        x
+    }
+}
+
+/// Where a replay first differed from its record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Divergence {
+    /// The step (none for the run's output or status).
+    pub step: Option<String>,
+    /// The `foreach` index, for a call.
+    pub index: Option<u32>,
+    /// What differs, in words.
+    pub what: String,
+    /// Where the step is declared in the flow's source.
+    pub span: Option<SourceSpan>,
+    /// The recorded value, when there is one.
+    pub recorded: Option<Value>,
+    /// The value the replay computed, when there is one.
+    pub replayed: Option<Value>,
+}
+
+/// What a replay found.
+#[derive(Clone, Debug)]
+pub struct ReplayReport {
+    /// How the replay ended: `succeeded`, `failed` or `waiting` (the record ends waiting),
+    /// or `diverged`.
+    pub status: String,
+    /// The output it computed, when it succeeded.
+    pub output: Option<Value>,
+    /// The error it ended with, when it failed.
+    pub error: Option<RunError>,
+    /// The first difference from the record, if any: then the replay did not reproduce it.
+    pub divergence: Option<Divergence>,
+    /// Calls answered from the record.
+    pub calls: usize,
+}
+
+/// How to replay.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayOptions {
+    /// Compare every recomputed step output and every call's inputs digest with the record.
+    pub verify: bool,
+    /// Builtins whose results are changed on purpose (a test's fault injection).
+    pub faults: Vec<String>,
+}
+
+/// Replays run `run` from `store`, which it only reads.
+pub fn replay(
+    store: &dyn StoreRead,
+    run: &str,
+    opts: &ReplayOptions,
+    progress: &dyn ProgressSink,
+) -> Result<ReplayReport, Refusal> {
+    let rec = Recording::load(store, run)?;
+    let spec = rec.spec.clone();
+    let mut r = Replayer::new(store, &rec, spec, Mode::Replay(opts.verify), progress);
+    r.setup.faults = opts.faults.clone();
+    let ending = r.drive()?;
+    let calls = r.answered;
+    let mut divergence = r.divergence.take();
+    if divergence.is_none() && opts.verify {
+        divergence = r.unmade_call();
+    }
+    let (status, output, error) = match ending {
+        Some(Ending::Succeeded { output, .. }) => ("succeeded", Some(output), None),
+        Some(Ending::Failed(e)) => ("failed", None, Some(e)),
+        Some(Ending::Canceled(e)) => ("canceled", None, Some(e)),
+        Some(Ending::Waiting) => ("waiting", None, None),
+        None => ("diverged", None, None),
+    };
+    if divergence.is_none() {
+        divergence = r.compare_ending(status, output.as_ref(), error.as_ref())?;
+    }
+    if divergence.is_none() && status == "diverged" {
+        divergence = Some(Divergence {
+            step: None,
+            index: None,
+            what: "the replay stopped before the run's end: it waits for something the record does not hold".into(),
+            span: None,
+            recorded: None,
+            replayed: None,
+        });
+    }
+    Ok(ReplayReport {
+        status: if divergence.is_some() {
+            "diverged".into()
+        } else {
+            status.into()
+        },
+        output,
+        error,
+        divergence,
+        calls,
+    })
+}
+
+/// A step's verdict in a fork's dry run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepPlan {
+    /// The step (of the corrected flow, or of the parent's for a removed step).
+    pub step: String,
+    /// Whether the fork reuses the parent's record for it.
+    pub reused: bool,
+    /// Why it runs live (for the steps that do).
+    pub reason: Option<String>,
+    /// Calls whose recorded results would be reused.
+    pub reused_calls: usize,
+    /// Calls that would run live.
+    pub live_calls: usize,
+}
+
+/// What a fork with a corrected flow would do: one verdict per step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ForkPlan {
+    /// The parent run.
+    pub parent: String,
+    /// Per step, in the corrected flow's order, then the parent's removed steps.
+    pub steps: Vec<StepPlan>,
+}
+
+impl ForkPlan {
+    /// Whether the whole history is reused.
+    pub fn compatible(&self) -> bool {
+        self.steps.iter().all(|s| s.reused)
+    }
+
+    /// The first step that runs live, if any.
+    pub fn first_divergence(&self) -> Option<&StepPlan> {
+        self.steps.iter().find(|s| !s.reused)
+    }
+}
+
+/// The dry run of a fork of `rec` with `spec`: the fork's compatibility check, run without
+/// calling anything.
+pub fn plan_fork(
+    store: &dyn StoreRead,
+    rec: &Recording,
+    spec: Arc<FlowSpec>,
+    inputs: Map<String, Value>,
+) -> Result<ForkPlan, Refusal> {
+    // Held live calls must not keep a `foreach`'s other elements from being looked at.
+    let mut open = (*spec).clone();
+    for s in &mut open.steps {
+        s.concurrency = u32::MAX;
+    }
+    let history = History::new(rec);
+    let mut r = Replayer::new(
+        store,
+        rec,
+        Arc::new(open),
+        Mode::Plan(Box::new(history)),
+        &crate::deps::NoProgress,
+    );
+    r.setup.inputs = inputs;
+    r.setup.max_parallel = usize::MAX;
+    r.drive()?;
+    Ok(r.verdicts(&spec))
+}
+
+/// A parent's recorded successful calls, as a fork reuses them.
+#[derive(Clone, Debug)]
+pub struct History {
+    parent: String,
+    calls: HashMap<WaitKey, RecordedCall>,
+}
+
+/// One successful call of a parent run.
+#[derive(Clone, Debug)]
+struct RecordedCall {
+    tool: Option<String>,
+    inputs: String,
+    output: String,
+    seq: u64,
+    at: i64,
+}
+
+impl History {
+    /// The successful calls of `rec`, by step and `foreach` index.
+    pub fn new(rec: &Recording) -> History {
+        let mut starts: HashMap<CallKey, String> = HashMap::new();
+        let mut calls = HashMap::new();
+        let tool = |step: &str| {
+            rec.spec
+                .steps
+                .iter()
+                .find(|s| s.id == step)
+                .and_then(|s| s.tool.clone())
+        };
+        for e in &rec.events {
+            match &e.event {
+                Event::StepStarted {
+                    step,
+                    index,
+                    attempt,
+                    inputs,
+                    ..
+                } => {
+                    starts.insert((step.clone(), *index, *attempt), inputs.clone());
+                }
+                Event::CallSucceeded {
+                    step,
+                    index,
+                    attempt,
+                    output,
+                }
+                | Event::EffectRecorded {
+                    step,
+                    index,
+                    attempt,
+                    result: output,
+                    ..
+                } => {
+                    if let Some(inputs) = starts.get(&(step.clone(), *index, *attempt)) {
+                        calls.insert(
+                            (step.clone(), *index),
+                            RecordedCall {
+                                tool: tool(step),
+                                inputs: inputs.clone(),
+                                output: output.clone(),
+                                seq: e.seq,
+                                at: e.at,
+                            },
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        History {
+            parent: rec.run.id.clone(),
+            calls,
+        }
+    }
+
+    /// The parent's result for this call, when a fork may reuse it: same step, same `foreach`
+    /// index, same inputs digest and same tool. Returns the output digest and where the parent
+    /// recorded it.
+    pub fn reusable(
+        &self,
+        step: &str,
+        index: Option<u32>,
+        inputs: &str,
+        tool: Option<&str>,
+    ) -> Option<(String, ReusedFrom)> {
+        let c = self.calls.get(&(step.to_string(), index))?;
+        (c.inputs == inputs && c.tool.as_deref() == tool).then(|| {
+            (
+                c.output.clone(),
+                ReusedFrom {
+                    parent: self.parent.clone(),
+                    seq: c.seq,
+                },
+            )
+        })
+    }
+
+    fn has(&self, step: &str, index: Option<u32>) -> bool {
+        self.calls.contains_key(&(step.to_string(), index))
+    }
+}
+
+enum Mode {
+    /// Replay the record; `true` verifies.
+    Replay(bool),
+    /// A fork's dry run against the parent's history.
+    Plan(Box<History>),
+}
+
+/// An answer waiting to be delivered at the time the record gives.
+struct Answer {
+    seq: u64,
+    at: i64,
+    returned: Returned,
+}
+
+struct Replayer<'a> {
+    store: &'a dyn StoreRead,
+    rec: &'a Recording,
+    idx: Index,
+    mode: Mode,
+    spec: Arc<FlowSpec>,
+    setup: Setup,
+    progress: &'a dyn ProgressSink,
+    values: HashMap<String, Value>,
+    /// The events this replay's machine recorded (a park is resumed from their fold).
+    produced: Vec<(i64, Event)>,
+    now: i64,
+    answers: Vec<Answer>,
+    answered: usize,
+    timers: HashMap<WaitKey, i64>,
+    signal_waits: HashSet<WaitKey>,
+    finished: HashSet<String>,
+    divergence: Option<Divergence>,
+    /// Plan mode: each step's calls reused and held live (with why).
+    reused: HashMap<String, usize>,
+    live: HashMap<String, Vec<Option<u32>>>,
+    outcomes: HashMap<String, RecStep>,
+}
+
+impl<'a> Replayer<'a> {
+    fn new(
+        store: &'a dyn StoreRead,
+        rec: &'a Recording,
+        spec: Arc<FlowSpec>,
+        mode: Mode,
+        progress: &'a dyn ProgressSink,
+    ) -> Self {
+        // Secrets are never needed: a call's inputs digest shows them as `{secret:NAME}`, and
+        // no call is made. The placeholder scrubs to itself.
+        let secrets = spec
+            .secrets
+            .iter()
+            .map(|s| (s.name.clone(), format!("{{secret:{}}}", s.name)))
+            .collect();
+        let setup = Setup {
+            run_id: rec.run.id.clone(),
+            spec: spec.clone(),
+            seed: rec.started.seed,
+            started_at: rec.started_at,
+            cwd: PathBuf::from(&rec.started.cwd),
+            inputs: rec.inputs.clone(),
+            env: rec.env.clone(),
+            secrets,
+            durability: Durability::Fast,
+            max_parallel: 64,
+            faults: Vec::new(),
+        };
+        Replayer {
+            store,
+            rec,
+            idx: Index::new(&rec.events),
+            mode,
+            spec,
+            setup,
+            progress,
+            values: HashMap::new(),
+            produced: Vec::new(),
+            now: rec.started_at,
+            answers: Vec::new(),
+            answered: 0,
+            timers: HashMap::new(),
+            signal_waits: HashSet::new(),
+            finished: HashSet::new(),
+            divergence: None,
+            reused: HashMap::new(),
+            live: HashMap::new(),
+            outcomes: HashMap::new(),
+        }
+    }
+
+    fn verify(&self) -> bool {
+        matches!(self.mode, Mode::Replay(true))
+    }
+
+    fn value(&self, digest: &str) -> Result<Value, Refusal> {
+        if let Some(v) = self.values.get(digest) {
+            return Ok(v.clone());
+        }
+        self.store.get_value(digest)?.ok_or_else(|| {
+            Refusal::Store(StoreError::MissingValue {
+                digest: digest.to_string(),
+            })
+        })
+    }
+
+    /// The value of `digest` for a message, if it can be found.
+    fn shown(&self, digest: &str) -> Option<Value> {
+        self.value(digest).ok()
+    }
+
+    fn span(&self, step: &str) -> Option<SourceSpan> {
+        self.spec
+            .steps
+            .iter()
+            .find(|s| s.id == step)
+            .map(|s| s.span.clone())
+    }
+
+    fn diverge(
+        &mut self,
+        step: Option<&str>,
+        index: Option<u32>,
+        what: String,
+        recorded: Option<Value>,
+        replayed: Option<Value>,
+    ) {
+        if self.divergence.is_none() {
+            self.divergence = Some(Divergence {
+                step: step.map(str::to_string),
+                index,
+                what,
+                span: step.and_then(|s| self.span(s)),
+                recorded,
+                replayed,
+            });
+        }
+    }
+
+    /// Drives a machine from the start to its end (or to where the record runs out).
+    fn drive(&mut self) -> Result<Option<Ending>, Refusal> {
+        let mut m = Machine::new(self.setup.clone());
+        self.now = self.round_time(None, self.rec.started_at);
+        m.handle(self.now, Input::Started);
+        // A bound against a machine and a record that never agree to end.
+        for _ in 0..(self.rec.events.len() * 8 + 10_000) {
+            if self.divergence.is_some() {
+                return Ok(None);
+            }
+            let Some(cmd) = m.poll_command() else {
+                return Ok(None);
+            };
+            match cmd {
+                Command::PutValue { digest, value } => {
+                    self.values.insert(digest, value);
+                }
+                Command::Append(events) => {
+                    for e in events {
+                        self.check(&e);
+                        self.produced.push((e.at, e.event));
+                    }
+                }
+                Command::Progress(p) => {
+                    // A park in the middle of the record is no news: the run went on.
+                    if !matches!(
+                        &p,
+                        Progress::StepDone {
+                            state: "waiting",
+                            ..
+                        }
+                    ) {
+                        self.progress.report(p);
+                    }
+                }
+                Command::LoadValues(digests) => {
+                    let values = digests
+                        .iter()
+                        .map(|d| self.value(d))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    m.handle(self.now, Input::ValuesLoaded(values));
+                }
+                Command::FetchSignals(_) => {
+                    let arrived = self.arrived_signals()?;
+                    m.handle(self.now, Input::Signals(arrived));
+                }
+                Command::Launch(calls) => {
+                    for c in calls {
+                        self.answer(c)?;
+                    }
+                    m.handle(self.now, Input::Launched(Vec::new()));
+                }
+                Command::Wait { deadline, .. } => {
+                    let wake = deadline.map(|d| self.wake_time(d));
+                    let next = self
+                        .answers
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, a)| a.seq)
+                        .map(|(i, a)| (i, a.at));
+                    match (next, wake) {
+                        (Some((i, at)), w) if w.is_none_or(|w| at <= w) => {
+                            let a = self.answers.remove(i);
+                            self.now = self.now.max(at);
+                            let step = a.returned.step;
+                            // The record ends a step in the event after its last call's result.
+                            let id = &self.spec.steps[step].id;
+                            let ended = self.idx.done_seq.get(id) == Some(&(a.seq + 1));
+                            m.handle(self.now, Input::CallReturned(a.returned));
+                            let ended = ended.then_some(step);
+                            self.now = self.round_time(ended, self.now);
+                            m.handle(self.now, tick());
+                        }
+                        (_, Some(w)) => {
+                            self.now = self.now.max(w);
+                            m.handle(self.now, tick());
+                        }
+                        // Only calls that run live are left (a dry run), or nothing at all.
+                        (_, None) => return Ok(None),
+                    }
+                }
+                Command::Finish(Ending::Waiting) => {
+                    // The recorded run parked here and went on when its timer was due or its
+                    // signal came: resume from what this replay recorded, as it did.
+                    let Some(t) = self.next_wake() else {
+                        return Ok(Some(Ending::Waiting));
+                    };
+                    self.now = self.now.max(t);
+                    m = Machine::new(self.setup.clone());
+                    m.handle(
+                        self.now,
+                        Input::Resumed {
+                            folded: Box::new(fold_events(self.produced.clone())),
+                            reason: "replay".into(),
+                            by: String::new(),
+                        },
+                    );
+                }
+                Command::Finish(ending) => return Ok(Some(ending)),
+                Command::Log { .. }
+                | Command::Sync
+                | Command::CancelCalls
+                | Command::ConsumeSignal { .. }
+                | Command::ClearSignalPending
+                | Command::Park { .. } => {}
+            }
+        }
+        Ok(None)
+    }
+
+    /// The time of the round after step `ended` finished at `t` (none: the first round): when
+    /// the recorded run activated the first of the steps that can start now (else `t`).
+    fn round_time(&self, ended: Option<usize>, t: i64) -> i64 {
+        let id = ended.map(|i| self.spec.steps[i].id.as_str());
+        if ended.is_none() && t != self.rec.started_at {
+            return t;
+        }
+        self.spec
+            .steps
+            .iter()
+            .filter(|s| match id {
+                Some(id) => s.deps.iter().any(|d| d == id),
+                None => s.deps.is_empty(),
+            })
+            .filter(|s| {
+                s.deps
+                    .iter()
+                    .all(|d| Some(d.as_str()) == id || self.finished.contains(d))
+            })
+            .filter_map(|s| self.idx.first_at.get(&s.id).copied())
+            .filter(|&at| at >= t)
+            .min()
+            .unwrap_or(t)
+    }
+
+    /// When the record says the wait for `deadline` ended: a timer due then fired at its
+    /// recorded time; a retry or a signal's deadline at the deadline itself.
+    fn wake_time(&self, deadline: i64) -> i64 {
+        self.timers
+            .iter()
+            .filter(|(_, until)| **until == deadline)
+            .filter_map(|(k, _)| self.idx.timers.get(k).copied())
+            .min()
+            .unwrap_or(deadline)
+    }
+
+    /// When the recorded run was taken up again after it parked, if it was.
+    fn next_wake(&self) -> Option<i64> {
+        let timers = self
+            .timers
+            .keys()
+            .filter_map(|k| self.idx.timers.get(k).copied());
+        let signals = self.signal_waits.iter().filter_map(|k| {
+            self.idx
+                .signals
+                .get(k)
+                .map(|s| s.0)
+                .or_else(|| self.idx.expired.get(k).copied())
+        });
+        timers.chain(signals).min()
+    }
+
+    /// The recorded signals of the waits open now that had arrived by now.
+    fn arrived_signals(&self) -> Result<Vec<ArrivedSignal>, Refusal> {
+        let mut arrived = Vec::new();
+        for k in &self.signal_waits {
+            if let Some((at, seq, name, payload)) = self.idx.signals.get(k)
+                && *at <= self.now
+            {
+                arrived.push(ArrivedSignal {
+                    seq: *seq,
+                    name: name.clone(),
+                    payload_digest: payload.clone(),
+                    payload: self.value(payload)?,
+                });
+            }
+        }
+        arrived.sort_by_key(|s| s.seq);
+        Ok(arrived)
+    }
+
+    /// Answers a call from the record (a replay) or from the parent's history (a dry run).
+    fn answer(&mut self, c: CallStart) -> Result<(), Refusal> {
+        let step = &self.spec.steps[c.step];
+        let id = step.id.clone();
+        let index = step.foreach.as_ref().map(|_| c.index as u32);
+        match &self.mode {
+            Mode::Replay(_) => {
+                let key = (id.clone(), index, c.attempt);
+                let Some(result) = self.idx.calls.get_mut(&key).and_then(|r| {
+                    r.made = true;
+                    r.result.clone()
+                }) else {
+                    let what = if self.idx.calls.contains_key(&key) {
+                        format!(
+                            "the record has no result for attempt {} of this call (it was in flight when the recorded run stopped)",
+                            c.attempt
+                        )
+                    } else {
+                        format!(
+                            "the replay makes a call the record does not have (attempt {})",
+                            c.attempt
+                        )
+                    };
+                    let replayed = self.shown(&c.inputs);
+                    self.diverge(Some(&id), index, what, None, replayed);
+                    return Ok(());
+                };
+                let (seq, at, outcome) = match result {
+                    RecResult::Ok { seq, at, digest } => (
+                        seq,
+                        at,
+                        Ok(ToolOutput {
+                            value: self.value(&digest)?,
+                            log: String::new(),
+                        }),
+                    ),
+                    RecResult::Err { seq, at, error } => {
+                        let cause = match &error.cause {
+                            Some(d) => Some(self.value(d)?),
+                            None => None,
+                        };
+                        (
+                            seq,
+                            at,
+                            Err(ToolError {
+                                code: static_code(&error.code),
+                                message: error.message.clone(),
+                                retryable: error.retryable,
+                                cause,
+                                log: String::new(),
+                            }),
+                        )
+                    }
+                };
+                self.answered += 1;
+                self.answers.push(Answer {
+                    seq,
+                    at,
+                    returned: Returned {
+                        step: c.step,
+                        index: c.index,
+                        attempt: c.attempt,
+                        outcome,
+                        reused: None,
+                    },
+                });
+            }
+            Mode::Plan(history) => {
+                match history.reusable(&id, index, &c.inputs, step.tool.as_deref()) {
+                    Some((digest, from)) => {
+                        let at = history
+                            .calls
+                            .get(&(id.clone(), index))
+                            .map_or(self.now, |r| r.at);
+                        let value = self.value(&digest)?;
+                        *self.reused.entry(id).or_default() += 1;
+                        self.answers.push(Answer {
+                            seq: from.seq,
+                            at,
+                            returned: Returned {
+                                step: c.step,
+                                index: c.index,
+                                attempt: c.attempt,
+                                outcome: Ok(ToolOutput {
+                                    value,
+                                    log: String::new(),
+                                }),
+                                reused: Some(from),
+                            },
+                        });
+                    }
+                    None => self.live.entry(id).or_default().push(index),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes note of an event the machine recorded; a replay with `verify` compares it with
+    /// the record.
+    fn check(&mut self, e: &Stamped) {
+        match &e.event {
+            Event::TimerStarted { step, index, until } => {
+                self.timers.insert((step.clone(), *index), *until);
+            }
+            Event::TimerFired { step, index, .. } => {
+                self.timers.remove(&(step.clone(), *index));
+            }
+            Event::SignalAwaited { step, index, .. } => {
+                self.signal_waits.insert((step.clone(), *index));
+            }
+            Event::SignalReceived { step, index, .. } | Event::CallFailed { step, index, .. } => {
+                self.signal_waits.remove(&(step.clone(), *index));
+            }
+            Event::StepSucceeded { step, output, .. } => {
+                self.finished.insert(step.clone());
+                self.outcomes
+                    .insert(step.clone(), RecStep::Succeeded(output.clone()));
+            }
+            Event::StepSkipped { step, .. } => {
+                self.finished.insert(step.clone());
+                self.outcomes.insert(step.clone(), RecStep::Skipped);
+            }
+            Event::StepFailed { step, .. } => {
+                self.outcomes.insert(step.clone(), RecStep::Failed);
+            }
+            _ => {}
+        }
+        if !self.verify() {
+            return;
+        }
+        match &e.event {
+            Event::StepStarted {
+                step,
+                index,
+                attempt,
+                inputs,
+                ..
+            } => {
+                let recorded = self
+                    .idx
+                    .calls
+                    .get(&(step.clone(), *index, *attempt))
+                    .and_then(|c| c.inputs.clone());
+                match recorded {
+                    Some(r) if r == *inputs => {}
+                    Some(r) => {
+                        let (rv, pv) = (self.shown(&r), self.shown(inputs));
+                        self.diverge(
+                            Some(step),
+                            *index,
+                            "its call's inputs differ from the record".into(),
+                            rv,
+                            pv,
+                        );
+                    }
+                    None => {
+                        let pv = self.shown(inputs);
+                        self.diverge(
+                            Some(step),
+                            *index,
+                            format!(
+                                "the replay makes a call the record does not have (attempt {attempt})"
+                            ),
+                            None,
+                            pv,
+                        );
+                    }
+                }
+            }
+            Event::StepSucceeded { step, output, .. } => match self.idx.steps.get(step).cloned() {
+                Some(RecStep::Succeeded(r)) if r == *output => {}
+                Some(RecStep::Succeeded(r)) => {
+                    let (rv, pv) = (self.shown(&r), self.shown(output));
+                    self.diverge(
+                        Some(step),
+                        None,
+                        "its output differs from the record".into(),
+                        rv,
+                        pv,
+                    );
+                }
+                other => {
+                    let pv = self.shown(output);
+                    self.diverge(
+                        Some(step),
+                        None,
+                        format!("it succeeds, but the record has it {}", described(other)),
+                        None,
+                        pv,
+                    );
+                }
+            },
+            Event::StepSkipped { step, .. } => {
+                let other = self.idx.steps.get(step).cloned();
+                if other != Some(RecStep::Skipped) {
+                    self.diverge(
+                        Some(step),
+                        None,
+                        format!("it is skipped, but the record has it {}", described(other)),
+                        None,
+                        None,
+                    );
+                }
+            }
+            Event::StepFailed { step, error } if !self.idx.failed.contains(step) => {
+                let other = self.idx.steps.get(step).cloned();
+                self.diverge(
+                    Some(step),
+                    None,
+                    format!(
+                        "it fails ([{}] {}), but the record has it {}",
+                        error.code,
+                        error.message,
+                        described(other)
+                    ),
+                    None,
+                    None,
+                );
+            }
+            _ => {}
+        }
+    }
+
+    /// With `verify`: a call the record holds a result of that the replay never made.
+    fn unmade_call(&self) -> Option<Divergence> {
+        let mut unmade: Vec<(&CallKey, &RecCall)> = self
+            .idx
+            .calls
+            .iter()
+            .filter(|(_, c)| !c.made && c.result.is_some())
+            .collect();
+        unmade.sort_by_key(|(_, c)| match &c.result {
+            Some(RecResult::Ok { seq, .. } | RecResult::Err { seq, .. }) => *seq,
+            None => 0,
+        });
+        let ((step, index, attempt), c) = unmade.first()?;
+        Some(Divergence {
+            step: Some(step.clone()),
+            index: *index,
+            what: format!("the record has a call (attempt {attempt}) that the replay never made"),
+            span: self.span(step),
+            recorded: c.inputs.as_deref().and_then(|d| self.shown(d)),
+            replayed: None,
+        })
+    }
+
+    /// Compares how the replay ended with how the record ends.
+    fn compare_ending(
+        &self,
+        status: &str,
+        output: Option<&Value>,
+        error: Option<&RunError>,
+    ) -> Result<Option<Divergence>, Refusal> {
+        if status == "diverged" {
+            return Ok(None);
+        }
+        let recorded = self.idx.finished.clone();
+        let differs = |what: String, recorded: Option<Value>, replayed: Option<Value>| {
+            Some(Divergence {
+                step: None,
+                index: None,
+                what,
+                span: None,
+                recorded,
+                replayed,
+            })
+        };
+        Ok(match (status, recorded) {
+            ("waiting", None) => None,
+            ("succeeded", Some((s, Some(d), _))) if s == "succeeded" => {
+                let rv = self.value(&d)?;
+                if Some(&rv) == output {
+                    None
+                } else {
+                    differs(
+                        "the run's output differs from the record".into(),
+                        Some(rv),
+                        output.cloned(),
+                    )
+                }
+            }
+            ("failed", Some((s, _, Some(e)))) if s == "failed" => {
+                let same = error.is_some_and(|r| r.code == e.code && r.step == e.step);
+                (!same).then(|| Divergence {
+                    step: e.step.clone(),
+                    index: None,
+                    what: "the run fails otherwise than the record says".into(),
+                    span: None,
+                    recorded: serde_json::to_value(&e).ok(),
+                    replayed: error.and_then(|r| serde_json::to_value(r).ok()),
+                })
+            }
+            (status, recorded) => differs(
+                format!(
+                    "the replay ends {status}, the record {}",
+                    recorded.map_or("waiting".to_string(), |r| r.0)
+                ),
+                None,
+                None,
+            ),
+        })
+    }
+
+    /// Each step's verdict after a dry run.
+    fn verdicts(&self, spec: &FlowSpec) -> ForkPlan {
+        let Mode::Plan(history) = &self.mode else {
+            return ForkPlan {
+                parent: self.rec.run.id.clone(),
+                steps: Vec::new(),
+            };
+        };
+        let parent: HashMap<&str, &reel_flowspec::StepSpec> = self
+            .rec
+            .spec
+            .steps
+            .iter()
+            .map(|s| (s.id.as_str(), s))
+            .collect();
+        let order = topological(spec);
+        let mut diverged: HashSet<String> = HashSet::new();
+        let mut plans: HashMap<String, StepPlan> = HashMap::new();
+        for i in order {
+            let s = &spec.steps[i];
+            let reused_calls = self.reused.get(&s.id).copied().unwrap_or(0);
+            let live = self.live.get(&s.id).cloned().unwrap_or_default();
+            let upstream = s.deps.iter().find(|d| diverged.contains(*d)).cloned();
+            let now = self.outcomes.get(&s.id);
+            let then = self.idx.steps.get(&s.id);
+            let reason: Option<String> = match parent.get(s.id.as_str()) {
+                None => Some("new step".into()),
+                Some(p) if p.tool != s.tool => Some(format!(
+                    "changed tool: `{}` became `{}`",
+                    p.tool.as_deref().unwrap_or("an expression"),
+                    s.tool.as_deref().unwrap_or("an expression")
+                )),
+                Some(p)
+                    if (p.when.is_some() || s.when.is_some())
+                        && matches!(now, Some(RecStep::Skipped))
+                            != matches!(then, Some(RecStep::Skipped))
+                        && now.is_some() =>
+                {
+                    Some("changed condition: its `when` decides otherwise".into())
+                }
+                Some(p) => {
+                    let changed = p.semantic_digest != s.semantic_digest;
+                    let because = || match (&upstream, changed) {
+                        (_, true) if s.tool.is_some() => "changed arguments".to_string(),
+                        (_, true) => "changed expression".to_string(),
+                        (Some(u), false) => {
+                            format!("changed inputs: upstream step `{u}` changed")
+                        }
+                        (None, false) => "changed inputs".to_string(),
+                    };
+                    if !live.is_empty() {
+                        let new: Vec<String> = live
+                            .iter()
+                            .filter(|ix| !history.has(&s.id, **ix))
+                            .map(|ix| ix.map_or("call".to_string(), |i| format!("[{i}]")))
+                            .collect();
+                        if s.foreach.is_some() && upstream.is_none() && new.len() == live.len() {
+                            // The recorded elements are reused; only new ones run.
+                            Some(format!("new elements: {}", new.join(", ")))
+                        } else if !changed && upstream.is_none() && !new.is_empty() {
+                            Some("the parent has no result for its call".to_string())
+                        } else {
+                            Some(because())
+                        }
+                    } else {
+                        match (now, then) {
+                            (None, _) => Some(match &upstream {
+                                Some(u) => {
+                                    format!("waits for upstream step `{u}`, which runs live")
+                                }
+                                None => "not reached in the dry run".into(),
+                            }),
+                            (Some(RecStep::Failed), _) => Some("fails in the dry run".into()),
+                            (Some(RecStep::Skipped), Some(RecStep::Skipped)) => None,
+                            (Some(RecStep::Succeeded(a)), Some(RecStep::Succeeded(b)))
+                                if a == b =>
+                            {
+                                None
+                            }
+                            (Some(RecStep::Succeeded(_)), Some(RecStep::Failed)) => {
+                                Some(format!("failed in the parent; {}", because()))
+                            }
+                            (Some(_), None) => Some("not finished in the parent".into()),
+                            _ => Some(because()),
+                        }
+                    }
+                }
+            };
+            if reason.is_some() {
+                diverged.insert(s.id.clone());
+            }
+            plans.insert(
+                s.id.clone(),
+                StepPlan {
+                    step: s.id.clone(),
+                    reused: reason.is_none(),
+                    reason,
+                    reused_calls,
+                    live_calls: live.len(),
+                },
+            );
+        }
+        let mut steps: Vec<StepPlan> = spec
+            .steps
+            .iter()
+            .filter_map(|s| plans.remove(&s.id))
+            .collect();
+        for p in &self.rec.spec.steps {
+            if !spec.steps.iter().any(|s| s.id == p.id) {
+                steps.push(StepPlan {
+                    step: p.id.clone(),
+                    reused: false,
+                    reason: Some("removed step".into()),
+                    reused_calls: 0,
+                    live_calls: 0,
+                });
+            }
+        }
+        ForkPlan {
+            parent: self.rec.run.id.clone(),
+            steps,
+        }
+    }
+}
+
+/// The steps of `spec` in an order where each comes after the steps it depends on.
+fn topological(spec: &FlowSpec) -> Vec<usize> {
+    let index: HashMap<&str, usize> = spec
+        .steps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id.as_str(), i))
+        .collect();
+    let mut seen = vec![false; spec.steps.len()];
+    let mut order = Vec::with_capacity(spec.steps.len());
+    fn visit(
+        i: usize,
+        spec: &FlowSpec,
+        index: &HashMap<&str, usize>,
+        seen: &mut [bool],
+        order: &mut Vec<usize>,
+    ) {
+        if seen[i] {
+            return;
+        }
+        seen[i] = true;
+        for d in &spec.steps[i].deps {
+            if let Some(&j) = index.get(d.as_str()) {
+                visit(j, spec, index, seen, order);
+            }
+        }
+        order.push(i);
+    }
+    for i in 0..spec.steps.len() {
+        visit(i, spec, &index, &mut seen, &mut order);
+    }
+    order
+}
+
+fn described(step: Option<RecStep>) -> &'static str {
+    match step {
+        Some(RecStep::Succeeded(_)) => "succeeded",
+        Some(RecStep::Skipped) => "skipped",
+        Some(RecStep::Failed) => "failed",
+        None => "not finished",
+    }
+}
+
+fn tick() -> Input {
+    Input::Tick {
+        poll: Some(Poll {
+            cancel_requested: false,
+        }),
+    }
+}
+
+/// A recorded error code as the tool host's static code. The host's codes are static strings;
+/// a replay is one short process, so the few codes a record holds are kept for its life.
+fn static_code(code: &str) -> &'static str {
+    Box::leak(code.to_string().into_boxed_str())
+}
