@@ -25,7 +25,7 @@ use crate::core::{
     ArrivedSignal, CallStart, Command, Ending, Input, Machine, Poll, Returned, ReusedFrom, Setup,
     Stamped,
 };
-use crate::deps::{Progress, ProgressSink};
+use crate::deps::{Progress, ProgressSink, StepEnd};
 use crate::error::RunError;
 use crate::fold::fold_events;
 use crate::journal::{Event, RunStarted};
@@ -709,7 +709,7 @@ impl<'a> Replayer<'a> {
                     if !matches!(
                         &p,
                         Progress::StepDone {
-                            state: "waiting",
+                            state: StepEnd::Waiting,
                             ..
                         }
                     ) {
