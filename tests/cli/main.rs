@@ -3,6 +3,7 @@
 
 mod build;
 mod check;
+mod clean;
 mod crash;
 mod fmt;
 mod runs;

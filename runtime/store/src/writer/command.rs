@@ -5,7 +5,7 @@ use std::sync::mpsc::SyncSender;
 
 use tokio::sync::oneshot;
 
-use crate::api::{Durability, LogRow, NewRun, Owner, StoreError};
+use crate::api::{CleanScope, Cleaned, Durability, LogRow, NewRun, Owner, StoreError};
 
 /// A journal row ready to insert, its data already serialised by the caller.
 pub(crate) struct Row {
@@ -164,6 +164,14 @@ pub(crate) enum Cmd {
         done: bool,
         reply: Reply<bool>,
     },
+    /// Remove ended runs and what only they reference; the blob files to delete once
+    /// committed come back with the report.
+    Clean {
+        scope: CleanScope,
+        dry_run: bool,
+        out: (Cleaned, Vec<String>),
+        reply: Reply<(Cleaned, Vec<String>)>,
+    },
 }
 
 impl Cmd {
@@ -190,7 +198,7 @@ impl Cmd {
             | Cmd::Renew { tag, .. } => tag.durable,
             Cmd::Create { run, .. } => run.durability == Durability::Durable,
             // Signals and cancellations come from people, who expect them kept.
-            Cmd::Signal { .. } | Cmd::Cancel { .. } => true,
+            Cmd::Signal { .. } | Cmd::Cancel { .. } | Cmd::Clean { .. } => true,
             Cmd::Value { .. } | Cmd::Spec { .. } | Cmd::Claim { .. } => false,
         }
     }
@@ -239,6 +247,9 @@ impl Cmd {
             }
             Cmd::Cancel { done, reply, .. } => {
                 let _ = reply.send(result.map(|()| done));
+            }
+            Cmd::Clean { out, reply, .. } => {
+                let _ = reply.send(result.map(|()| out));
             }
             Cmd::Value { .. }
             | Cmd::Append { .. }

@@ -55,6 +55,7 @@ pub(crate) fn spawn(
                 checkpointer,
                 commits: 0,
                 clock,
+                values_removed: None,
             }
             .run()
         })
@@ -95,6 +96,9 @@ pub(super) struct Writer {
     /// Lease expiries and signal times (wall-clock by nature: they are compared across
     /// processes), from the clock the store was opened with.
     pub(super) clock: Arc<dyn Clock>,
+    /// How many cleans had removed values when this writer last looked (see
+    /// [`Writer::notice_removed_values`]).
+    pub(super) values_removed: Option<i64>,
 }
 
 impl Writer {
@@ -229,6 +233,10 @@ impl Writer {
             self.full_sync = durable;
         }
         self.begin()?;
+        if let Err(e) = self.notice_removed_values() {
+            self.rollback();
+            return Err(e);
+        }
         for cmd in batch.iter_mut() {
             match self.run_in_batch(cmd) {
                 Ok(result) => results.push(result),

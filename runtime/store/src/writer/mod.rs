@@ -21,8 +21,10 @@
 //!
 //! The parts: [`command`] is what callers enqueue and how each command is answered;
 //! [`group_commit`] is the thread's loop (gathering, lingering, one transaction per batch,
-//! the durable syncs, the outcome of each command); [`statements`] is the SQL each command runs.
+//! the durable syncs, the outcome of each command); [`statements`] is the SQL each command runs,
+//! but for the clean's, which is [`clean`].
 
+mod clean;
 mod command;
 mod group_commit;
 mod statements;
@@ -33,6 +35,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::api::{Durability, StoreError};
 
+pub(crate) use clean::pages;
 pub(crate) use command::{ClaimOut, Cmd, Reply, Row, Tag, Update, ValueText};
 pub(crate) use group_commit::{CHANNEL_CAPACITY, spawn};
 

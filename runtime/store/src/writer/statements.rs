@@ -192,6 +192,16 @@ impl Writer {
                 *seq = self.signal(run, name, digest)?;
                 Ok(())
             }
+            Cmd::Clean {
+                scope,
+                dry_run,
+                out,
+                ..
+            } => {
+                let plan = self.clean(scope, *dry_run)?;
+                *out = (plan.cleaned, plan.blob_files);
+                Ok(())
+            }
             Cmd::Cancel { run, done, .. } => {
                 let changed = self
                     .conn
