@@ -6,6 +6,7 @@ mod check;
 mod clean;
 mod crash;
 mod fmt;
+mod holes;
 mod runs;
 mod signals;
 mod store;

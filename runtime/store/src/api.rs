@@ -240,6 +240,20 @@ pub struct EventRow {
     pub data: Value,
 }
 
+/// One row of a journal as [`StoreRead::read_journal_rows`] hands it over.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JournalRow {
+    /// A row that reads.
+    Event(EventRow),
+    /// A row that cannot be read (its bytes are corrupt, or it is missing): a hole.
+    Hole {
+        /// Its position in the journal.
+        seq: u64,
+        /// Why it cannot be read.
+        message: String,
+    },
+}
+
 /// What a claim found.
 #[derive(Debug)]
 pub enum Claim {
@@ -380,6 +394,13 @@ pub enum StoreError {
         /// Its digest.
         digest: String,
     },
+    /// A stored value's bytes do not match its digest (or are not JSON): the store was
+    /// damaged, and the value cannot be used.
+    #[error("the value {digest} is damaged in the store: its bytes do not match its digest")]
+    CorruptValue {
+        /// Its digest.
+        digest: String,
+    },
     /// An earlier write of this run failed, so nothing more is written for it.
     #[error("an earlier write of run {run} failed: {message}")]
     Poisoned {
@@ -426,6 +447,7 @@ impl StoreError {
             StoreError::NotFound(_) => "store.not-found",
             StoreError::NotEnded { .. } => "store.not-ended",
             StoreError::MissingValue { .. } => "store.missing-value",
+            StoreError::CorruptValue { .. } => "store.corrupt-value",
             StoreError::Poisoned { .. } => "store.poisoned",
             StoreError::ReadOnly => "store.read-only",
             StoreError::Closed => "store.closed",
@@ -482,6 +504,23 @@ pub trait StoreRead: Send + Sync {
         from_seq: u64,
         f: &mut dyn FnMut(EventRow) -> Flow,
     ) -> Result<(), StoreError>;
+    /// Streams a run's journal like [`StoreRead::read_journal`], but hands a row that cannot
+    /// be read over as a [`JournalRow::Hole`] and goes on, so a view shows the rest.
+    fn read_journal_rows(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(JournalRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        // A store that cannot go past a hole hands over the first one and stops there.
+        match self.read_journal(run, from_seq, &mut |row| f(JournalRow::Event(row))) {
+            Err(StoreError::Hole { seq, message, .. }) => {
+                f(JournalRow::Hole { seq, message });
+                Ok(())
+            }
+            other => other,
+        }
+    }
     /// The steps a run's journal records as succeeded. A resume reads these first so that its
     /// fold can pass over their calls' records (nothing will use them) instead of holding
     /// them until each step's end is read: a long `foreach` would otherwise cost memory in

@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::api::{
-    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner,
-    RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
+    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Lease, LogRow, NewEvent,
+    NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
@@ -305,6 +305,16 @@ impl StoreRead for SqliteStore {
     ) -> Result<(), StoreError> {
         self.readers
             .with(|c| read::read_journal(c, run, from_seq, f))
+    }
+
+    fn read_journal_rows(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(JournalRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        self.readers
+            .with(|c| read::read_journal_rows(c, run, from_seq, f))
     }
 
     fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
