@@ -1,6 +1,7 @@
 //! `reel events`: a run's journal, event by event.
 
-use reel_store::{EventRow, Flow, StoreRead};
+use reel_journal::journal::Event;
+use reel_store::{EventRow, Flow, JournalRow, StoreRead};
 use serde_json::{Value, json};
 
 use super::project::{Project, resolve_run};
@@ -103,36 +104,70 @@ fn line(store: &dyn StoreRead, e: &EventRow, full: bool) -> String {
 }
 
 /// Runs `reel events`.
-pub fn run(args: Args, _ui: &Ui) -> Result<Status, Failure> {
+pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let project = Project::current()?;
     let store = project.open_store()?;
     let id = resolve_run(store.as_ref(), &args.run)?;
     let mut rows = Vec::new();
     store
-        .read_journal(&id, 0, &mut |row| {
-            if args
-                .step
-                .as_ref()
-                .is_none_or(|s| row.step.as_ref() == Some(s))
+        .read_journal_rows(&id, 0, &mut |row| {
+            let row = match row {
+                // A row that reads but whose event this version cannot make out is a hole too.
+                JournalRow::Event(e) => match Event::from_row(&e) {
+                    Ok(_) => JournalRow::Event(e),
+                    Err(message) => JournalRow::Hole {
+                        seq: e.seq,
+                        message,
+                    },
+                },
+                hole => hole,
+            };
+            // A hole is shown whatever `--step` asks for: which step it was is unknown.
+            if let JournalRow::Event(e) = &row
+                && args
+                    .step
+                    .as_ref()
+                    .is_some_and(|s| e.step.as_ref() != Some(s))
             {
-                rows.push(row);
+                return Flow::Continue;
             }
+            rows.push(row);
             Flow::Continue
         })
         .map_err(|e| Failure::failed(e.to_string()))?;
+    let holes = rows
+        .iter()
+        .filter(|r| matches!(r, JournalRow::Hole { .. }))
+        .count();
     if args.json {
         let all: Vec<Value> = rows
             .iter()
-            .map(|e| event_json(store.as_ref(), e, args.full))
+            .map(|row| match row {
+                JournalRow::Event(e) => event_json(store.as_ref(), e, args.full),
+                JournalRow::Hole { seq, message } => json!({ "seq": seq, "hole": message }),
+            })
             .collect();
         print_stdout(&format!("{}\n", Value::Array(all)))?;
     } else {
         let mut out = String::new();
-        for e in &rows {
-            out.push_str(&line(store.as_ref(), e, args.full));
+        for row in &rows {
+            match row {
+                JournalRow::Event(e) => out.push_str(&line(store.as_ref(), e, args.full)),
+                JournalRow::Hole { seq, message } => {
+                    out.push_str(&format!(
+                        "{seq:>5}  <hole: this row cannot be read: {message}>"
+                    ));
+                }
+            }
             out.push('\n');
         }
         print_stdout(&out)?;
+    }
+    if holes > 0 {
+        ui.warning(&format!(
+            "run {id} has {holes} unreadable journal row{} (marked <hole>): it cannot be resumed",
+            if holes == 1 { "" } else { "s" }
+        ));
     }
     Ok(Status::Success)
 }

@@ -4,6 +4,7 @@ mod build;
 mod cancel;
 mod capabilities;
 mod check;
+mod clean;
 mod events;
 mod flows;
 mod fmt;
@@ -62,6 +63,7 @@ enum Command {
     Logs(logs::Args),
     Signal(signal::Args),
     Cancel(cancel::Args),
+    Clean(clean::Args),
     Worker(worker::Args),
     Lsp(lsp::Args),
 }
@@ -154,6 +156,7 @@ pub fn main() -> ExitCode {
         Command::Logs(args) => logs::run(args, &ui),
         Command::Signal(args) => signal::run(args, &ui),
         Command::Cancel(args) => cancel::run(args, &ui),
+        Command::Clean(args) => clean::run(args, &ui),
         Command::Worker(args) => worker::run(args, &ui),
         Command::Lsp(args) => lsp::run(args, &ui),
     };

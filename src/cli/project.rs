@@ -95,9 +95,9 @@ impl Project {
 
     /// How long ended runs are kept, from `--keep-for`, else `reel.toml`, else a week (ms).
     pub fn keep_for(&self, flag: Option<&str>) -> Result<u64, Failure> {
-        let text = flag
-            .or(self.config.runs.keep_for.as_deref())
-            .unwrap_or("7d");
+        let Some(text) = flag.or(self.config.runs.keep_for.as_deref()) else {
+            return Ok(reel_store::DEFAULT_KEEP_FOR_MS);
+        };
         reel_flowspec::Duration::parse(text)
             .map(|d| d.millis())
             .ok_or_else(|| {

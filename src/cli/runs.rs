@@ -29,8 +29,9 @@ pub fn time_json(ms: Option<i64>) -> Value {
         .map_or(Value::Null, |t| Value::String(t.to_string()))
 }
 
-/// The JSON object of one run, as `reel runs --json` prints it.
-pub fn run_json(r: &RunRow) -> Value {
+/// The JSON object of one run, as `reel runs --json` prints it, with the count of its
+/// journal's unreadable rows (holes).
+pub fn run_json(r: &RunRow, holes: usize) -> Value {
     json!({
         "run": r.id,
         "flow": r.flow,
@@ -42,6 +43,7 @@ pub fn run_json(r: &RunRow) -> Value {
         "due_at": time_json(r.due_at),
         "waiting_on": r.waiting_on,
         "error": r.error,
+        "holes": holes,
     })
 }
 
@@ -75,8 +77,19 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             ..RunFilter::default()
         })
         .map_err(|e| Failure::failed(e.to_string()))?;
+    // Each listed run's journal is read for rows that cannot be read: a run with one cannot
+    // resume, and nobody should learn that only from `reel resume`.
+    let holes = runs
+        .iter()
+        .map(|r| reel_journal::fold::holes(store.as_ref(), &r.id).map(|h| h.len()))
+        .collect::<Result<Vec<usize>, _>>()
+        .map_err(|e| Failure::failed(e.to_string()))?;
     if args.json {
-        let all: Vec<Value> = runs.iter().map(run_json).collect();
+        let all: Vec<Value> = runs
+            .iter()
+            .zip(&holes)
+            .map(|(r, h)| run_json(r, *h))
+            .collect();
         print_stdout(&format!("{}\n", Value::Array(all)))?;
         return Ok(Status::Success);
     }
@@ -106,5 +119,14 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         ));
     }
     print_stdout(&out)?;
+    for (r, h) in runs.iter().zip(&holes).filter(|(_, h)| **h > 0) {
+        ui.line(&format!(
+            "note: run {} has {h} unreadable journal row{} (holes): it cannot be resumed; \
+             `reel events {}` shows where",
+            r.id,
+            if *h == 1 { "" } else { "s" },
+            r.id
+        ));
+    }
     Ok(Status::Success)
 }

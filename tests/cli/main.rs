@@ -3,9 +3,11 @@
 
 mod build;
 mod check;
+mod clean;
 mod crash;
 mod deep;
 mod fmt;
+mod holes;
 mod replay;
 mod runs;
 mod signals;

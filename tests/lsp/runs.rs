@@ -391,3 +391,30 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     insta::assert_snapshot!(unknown["error"]["message"].as_str().unwrap_or_default(), @"unknown command `reel.server.nope`; this server knows `reel.server.listRuns` and `reel.server.showRun`");
     client.shutdown();
 }
+
+#[test]
+fn a_run_with_an_unreadable_journal_row_still_shows_what_can_be_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("store");
+    let path = dir.path().join("pipe.reel");
+    std::fs::write(&path, PIPELINE).unwrap();
+    let run: Value =
+        serde_json::from_str(&reel(dir.path(), &home, &["run", "pipe.reel", "--json"])).unwrap();
+    // Corrupt bytes in the row that started `a`'s call.
+    let conn = rusqlite::Connection::open(home.join("reel.db")).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE journal SET data = CAST(X'FFFE7B' AS TEXT) WHERE run = ?1 AND seq = 1",
+            [run["run"].as_str().unwrap()],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    drop(conn);
+    let mut client = Client::start(dir.path(), &home);
+    let uri = uri(&path);
+    client.open(&uri, PIPELINE);
+    let h = hints(&mut client, &uri, PIPELINE);
+    assert!(h.contains("step b = a.x + 1 ⟨✓ [took] 3⟩"), "{h}");
+    assert!(h.contains(r#"step a = echo { ⟨✓ [took] {"x":2}⟩"#), "{h}");
+    client.shutdown();
+}

@@ -9,14 +9,14 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::FlowSpec;
-use reel_store::{Claim, Durability, NewRun, RunStatus, RunUpdate, Store, StoreError};
+use reel_store::{Claim, Durability, Lease, NewRun, RunStatus, RunUpdate, Store, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::core::{Input, Machine, Setup};
 use crate::deps::RunDeps;
 use crate::drive::{drive, drive_reusing};
 use crate::error::RunError;
-use crate::fold::fold_journal;
+use crate::fold::{Folded, fold_journal};
 use crate::fork::Reuse;
 use crate::inputs::resolve_inputs;
 use crate::journal::{DETERMINISM_EPOCH, Event, RunStarted};
@@ -274,36 +274,11 @@ pub async fn resume(
         Claim::NotFound => return Err(Refusal::UnknownRun(row.id)),
     };
     let lease = Arc::new(lease);
-    let folded = {
-        let store = store.clone();
-        let id = row.id.clone();
-        tokio::task::spawn_blocking(move || fold_journal(store.as_ref(), &id))
-            .await
-            .map_err(|e| Refusal::Store(StoreError::Sqlite(e.to_string())))??
-    };
-    let Some((started, started_at)) = folded.started.clone() else {
-        return Err(Refusal::Store(StoreError::Hole {
-            run: row.id,
-            seq: 0,
-            message: "the journal does not begin with run_started".into(),
-        }));
-    };
-    let inputs = match store.get_value(&started.inputs)? {
-        Some(Value::Object(m)) => m,
-        _ => {
-            return Err(StoreError::MissingValue {
-                digest: started.inputs,
-            }
-            .into());
-        }
-    };
-    let env = match store.get_value(&started.env)? {
-        Some(Value::Object(m)) => m,
-        _ => {
-            return Err(StoreError::MissingValue {
-                digest: started.env,
-            }
-            .into());
+    let (folded, started, started_at, inputs, env) = match read_back(&store, &row.id).await {
+        Ok(read) => read,
+        Err(refusal) => {
+            give_back(&store, &lease, row.status).await;
+            return Err(refusal);
         }
     };
     let redrive = matches!(folded.finished.as_deref(), Some("failed" | "canceled"));
@@ -330,6 +305,64 @@ pub async fn resume(
         by: format!("{}:{}", deps.owner.host, deps.owner.pid),
     };
     drive(deps, cfg, lease, machine, first).await
+}
+
+/// What a resume rebuilds from the store once it holds the run: the folded journal, how the
+/// run started, its inputs and its environment. A hole in the journal or a missing value
+/// refuses the resume: a run rebuilt from part of its record could run a step twice.
+async fn read_back(
+    store: &Arc<dyn Store>,
+    run: &str,
+) -> Result<
+    (
+        Folded,
+        RunStarted,
+        i64,
+        Map<String, Value>,
+        Map<String, Value>,
+    ),
+    Refusal,
+> {
+    let folded = {
+        let store = store.clone();
+        let id = run.to_string();
+        tokio::task::spawn_blocking(move || fold_journal(store.as_ref(), &id))
+            .await
+            .map_err(|e| Refusal::Store(StoreError::Sqlite(e.to_string())))??
+    };
+    let Some((started, started_at)) = folded.started.clone() else {
+        return Err(Refusal::Store(StoreError::Hole {
+            run: run.to_string(),
+            seq: 0,
+            message: "the journal does not begin with run_started".into(),
+        }));
+    };
+    let object = |digest: &str| match store.get_value(digest)? {
+        Some(Value::Object(m)) => Ok(m),
+        _ => Err(Refusal::from(StoreError::MissingValue {
+            digest: digest.to_string(),
+        })),
+    };
+    let inputs = object(&started.inputs)?;
+    let env = object(&started.env)?;
+    Ok((folded, started, started_at, inputs, env))
+}
+
+/// Hands a run the resume could not take up back as it was: the claim made a waiting run
+/// `running`, and a run left so, held by nobody, would look stuck rather than waiting.
+async fn give_back(store: &Arc<dyn Store>, lease: &Lease, was: RunStatus) {
+    if was == RunStatus::Waiting {
+        // Best effort: should it fail, the run is `running` with no holder, which a worker
+        // takes up again (and refuses again) as after a crash.
+        let _ = store.update_run(
+            lease,
+            RunUpdate {
+                status: Some(RunStatus::Waiting),
+                ..RunUpdate::default()
+            },
+        );
+    }
+    let _ = store.release(lease).await;
 }
 
 fn resolve_secrets(deps: &RunDeps, spec: &FlowSpec) -> Result<Vec<(String, String)>, Refusal> {

@@ -12,8 +12,9 @@ use reel_runtime::{
     start,
 };
 use reel_store::{
-    Claim, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner, RunFilter, RunRow,
-    RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError, StoreRead, Ticket,
+    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner,
+    RunFilter, RunRow, RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError, StoreRead,
+    Ticket,
 };
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
@@ -129,6 +130,10 @@ impl Store for Counting {
 
     fn request_cancel(&self, run: &str) -> Result<bool, StoreError> {
         self.inner.request_cancel(run)
+    }
+
+    fn clean(&self, scope: &CleanScope, dry_run: bool) -> Result<Cleaned, StoreError> {
+        self.inner.clean(scope, dry_run)
     }
 }
 

@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use reel_store::{EventRow, Flow, StoreError, StoreRead};
+use reel_store::{EventRow, Flow, JournalRow, StoreError, StoreRead};
 
 use crate::error::RunError;
 use crate::journal::{Event, RunStarted, woke_value};
@@ -147,6 +147,9 @@ pub struct Folded {
     pub error: Option<RunError>,
     /// Rows read (unreadable ones included): the next read starts after them.
     pub events: u64,
+    /// The rows passed over as holes ([`Holes::PassOver`]): their positions and why each
+    /// cannot be read.
+    pub holes: Vec<(u64, String)>,
     /// Per-step views, when asked for with [`Folded::with_views`]; they keep every attempt's
     /// start, so they grow with the calls, which a resume does not need.
     pub views: Option<BTreeMap<String, StepView>>,
@@ -185,17 +188,28 @@ impl Folded {
         holes: Holes,
     ) -> Result<(), StoreError> {
         let mut hole: Option<StoreError> = None;
-        store.read_journal(run, self.events, &mut |row| match self.apply_row(&row) {
-            Ok(()) => Flow::Continue,
-            Err(_) if holes == Holes::PassOver => Flow::Continue,
-            Err(message) => {
-                hole = Some(StoreError::Hole {
-                    run: row.run.clone(),
-                    seq: row.seq,
-                    message,
-                });
-                Flow::Stop
+        store.read_journal_rows(run, self.events, &mut |row| {
+            let unreadable = match row {
+                JournalRow::Event(row) => match self.apply_row(&row) {
+                    Ok(()) => return Flow::Continue,
+                    Err(message) => (row.seq, message),
+                },
+                JournalRow::Hole { seq, message } => {
+                    self.events += 1;
+                    (seq, message)
+                }
+            };
+            if holes == Holes::PassOver {
+                self.holes.push(unreadable);
+                return Flow::Continue;
             }
+            let (seq, message) = unreadable;
+            hole = Some(StoreError::Hole {
+                run: run.to_string(),
+                seq,
+                message,
+            });
+            Flow::Stop
         })?;
         hole.map_or(Ok(()), Err)
     }
@@ -441,6 +455,25 @@ pub fn fold_events(events: impl IntoIterator<Item = (i64, Event)>) -> Folded {
     folded
 }
 
+/// The rows of a run's journal that cannot be read (corrupt bytes, a missing row, an event
+/// kind or shape this version does not know): their positions and why. A run with any cannot
+/// resume; a view shows the rest.
+pub fn holes(store: &dyn StoreRead, run: &str) -> Result<Vec<(u64, String)>, StoreError> {
+    let mut out = Vec::new();
+    store.read_journal_rows(run, 0, &mut |row| {
+        match row {
+            JournalRow::Event(row) => {
+                if let Err(message) = Event::from_row(&row) {
+                    out.push((row.seq, message));
+                }
+            }
+            JournalRow::Hole { seq, message } => out.push((seq, message)),
+        }
+        Flow::Continue
+    })?;
+    Ok(out)
+}
+
 /// Reads a run's journal into the state a resume needs. A row that cannot be read is a hole:
 /// the run cannot resume.
 pub fn fold_journal(store: &dyn StoreRead, run: &str) -> Result<Folded, StoreError> {
@@ -621,6 +654,11 @@ mod tests {
         let mut view = Folded::with_views();
         view.read(&store, "r", Holes::PassOver).unwrap();
         assert_eq!(view.events, 10);
+        let found = holes(&store, "r").unwrap();
+        assert_eq!(view.holes, found);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].0, 2);
+        assert!(found[0].1.contains("from_the_future"), "{found:?}");
         assert!(matches!(
             view.views.unwrap()["a"].state,
             StepState::Succeeded { .. }

@@ -240,6 +240,20 @@ pub struct EventRow {
     pub data: Value,
 }
 
+/// One row of a journal as [`StoreRead::read_journal_rows`] hands it over.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JournalRow {
+    /// A row that reads.
+    Event(EventRow),
+    /// A row that cannot be read (its bytes are corrupt, or it is missing): a hole.
+    Hole {
+        /// Its position in the journal.
+        seq: u64,
+        /// Why it cannot be read.
+        message: String,
+    },
+}
+
 /// What a claim found.
 #[derive(Debug)]
 pub enum Claim {
@@ -298,6 +312,39 @@ pub struct LogRow {
     pub text: String,
 }
 
+/// How long an ended run is kept when its row says nothing (older runs): a week.
+pub const DEFAULT_KEEP_FOR_MS: u64 = 7 * 24 * 3600 * 1000;
+
+/// Which ended runs a clean removes. A run that has not ended is never removed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CleanScope {
+    /// Ended runs whose end plus keep time has passed, by the store's clock.
+    Expired,
+    /// This run, which must have ended.
+    Run(String),
+    /// Every ended run, whatever its keep time.
+    AllEnded,
+}
+
+/// What a clean removed (or, for a dry run, would remove).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Cleaned {
+    /// The runs, oldest first.
+    pub runs: Vec<String>,
+    /// Their journal rows.
+    pub events: u64,
+    /// Values no remaining run references (stored rows and blob files alike).
+    pub values: u64,
+    /// Of those values, the ones kept as files under `blobs/`.
+    pub blobs: u64,
+    /// FlowSpecs no remaining run started with.
+    pub specs: u64,
+    /// The bytes of those values and FlowSpecs.
+    pub bytes: u64,
+    /// Whether the database was rewritten to give its free pages back to the file system.
+    pub vacuumed: bool,
+}
+
 /// A store error, with a stable code.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum StoreError {
@@ -331,9 +378,26 @@ pub enum StoreError {
     /// No such run.
     #[error("there is no run {0}")]
     NotFound(String),
+    /// The run has not ended, so it cannot be removed.
+    #[error(
+        "run {run} is {status}, not ended: only succeeded, failed or canceled runs are removed"
+    )]
+    NotEnded {
+        /// The run.
+        run: String,
+        /// Its status.
+        status: String,
+    },
     /// A value or spec is missing (or its blob file is).
     #[error("the value {digest} is missing from the store")]
     MissingValue {
+        /// Its digest.
+        digest: String,
+    },
+    /// A stored value's bytes do not match its digest (or are not JSON): the store was
+    /// damaged, and the value cannot be used.
+    #[error("the value {digest} is damaged in the store: its bytes do not match its digest")]
+    CorruptValue {
         /// Its digest.
         digest: String,
     },
@@ -381,7 +445,9 @@ impl StoreError {
             StoreError::LeaseLost { .. } => "store.lease-lost",
             StoreError::Hole { .. } => "store.hole",
             StoreError::NotFound(_) => "store.not-found",
+            StoreError::NotEnded { .. } => "store.not-ended",
             StoreError::MissingValue { .. } => "store.missing-value",
+            StoreError::CorruptValue { .. } => "store.corrupt-value",
             StoreError::Poisoned { .. } => "store.poisoned",
             StoreError::ReadOnly => "store.read-only",
             StoreError::Closed => "store.closed",
@@ -438,6 +504,23 @@ pub trait StoreRead: Send + Sync {
         from_seq: u64,
         f: &mut dyn FnMut(EventRow) -> Flow,
     ) -> Result<(), StoreError>;
+    /// Streams a run's journal like [`StoreRead::read_journal`], but hands a row that cannot
+    /// be read over as a [`JournalRow::Hole`] and goes on, so a view shows the rest.
+    fn read_journal_rows(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(JournalRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        // A store that cannot go past a hole hands over the first one and stops there.
+        match self.read_journal(run, from_seq, &mut |row| f(JournalRow::Event(row))) {
+            Err(StoreError::Hole { seq, message, .. }) => {
+                f(JournalRow::Hole { seq, message });
+                Ok(())
+            }
+            other => other,
+        }
+    }
     /// The steps a run's journal records as succeeded. A resume reads these first so that its
     /// fold can pass over their calls' records (nothing will use them) instead of holding
     /// them until each step's end is read: a long `foreach` would otherwise cost memory in
@@ -498,4 +581,10 @@ pub trait Store: StoreRead {
     fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError>;
     /// Asks a run to stop; false when it had already ended.
     fn request_cancel(&self, run: &str) -> Result<bool, StoreError>;
+
+    /// Removes the ended runs `scope` names with everything only they use: journal rows,
+    /// signals, logs, and the values, blob files and FlowSpecs no remaining run references.
+    /// Each run is judged by its state in the transaction that deletes it, so a run that has
+    /// not ended is never touched. A `dry_run` removes nothing and says what would go.
+    fn clean(&self, scope: &CleanScope, dry_run: bool) -> Result<Cleaned, StoreError>;
 }

@@ -88,6 +88,16 @@ pub(crate) fn read_blob(blobs: &Path, digest: &str) -> Result<Option<String>, St
     }
 }
 
+/// Removes a value's file; one already gone is no error.
+pub(crate) fn remove_blob(blobs: &Path, digest: &str) -> Result<(), StoreError> {
+    let path = blob_path(blobs, digest);
+    match fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_error(&path, e)),
+    }
+}
+
 fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }

@@ -8,7 +8,7 @@ use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde_json::Value;
 
 use crate::api::{
-    EventRow, Flow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError,
+    EventRow, Flow, JournalRow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError,
 };
 use crate::schema;
 use crate::writer::{int, lock, parse_durability, sqlite};
@@ -185,12 +185,31 @@ fn hole(run: &str, seq: u64, message: impl std::fmt::Display) -> StoreError {
 }
 
 /// Streams a run's journal from `from_seq` in order, one row in memory at a time. A row that
-/// cannot be decoded, or a missing one, is a hole.
+/// cannot be decoded, or a missing one, is a hole: the error, and nothing after it is read.
 pub(crate) fn read_journal(
     conn: &Connection,
     run: &str,
     from_seq: u64,
     f: &mut dyn FnMut(EventRow) -> Flow,
+) -> Result<(), StoreError> {
+    let mut first_hole = None;
+    read_journal_rows(conn, run, from_seq, &mut |row| match row {
+        JournalRow::Event(event) => f(event),
+        JournalRow::Hole { seq, message } => {
+            first_hole = Some(hole(run, seq, message));
+            Flow::Stop
+        }
+    })?;
+    first_hole.map_or(Ok(()), Err)
+}
+
+/// Streams a run's journal from `from_seq` in order, handing a row that cannot be decoded, or
+/// each missing one, over as a hole and going on.
+pub(crate) fn read_journal_rows(
+    conn: &Connection,
+    run: &str,
+    from_seq: u64,
+    f: &mut dyn FnMut(JournalRow) -> Flow,
 ) -> Result<(), StoreError> {
     // One read transaction: the run's length and its rows come from the same snapshot, so
     // rows committed meanwhile neither show up half nor look like missing ones.
@@ -211,19 +230,37 @@ pub(crate) fn read_journal(
         .map_err(sqlite)?;
     let mut rows = stmt.query(params![run, int(from_seq)?]).map_err(sqlite)?;
     let mut expected = from_seq;
+    let missing = |seq| JournalRow::Hole {
+        seq,
+        message: "the row is missing".to_string(),
+    };
     while let Some(row) = rows.next().map_err(sqlite)? {
-        let seq = row.get::<_, i64>(0).map_err(|e| hole(run, expected, e))?;
-        if u64::try_from(seq).ok() != Some(expected) {
-            return Err(hole(run, expected, "the row is missing"));
+        let seq = row
+            .get::<_, i64>(0)
+            .ok()
+            .and_then(|s| u64::try_from(s).ok());
+        // A row whose number cannot be read stands where the next one was expected.
+        let seq = seq.unwrap_or(expected);
+        while expected < seq {
+            if let Flow::Stop = f(missing(expected)) {
+                return Ok(());
+            }
+            expected += 1;
         }
-        let event = event_from(row, run, expected).map_err(|e| hole(run, expected, e))?;
-        if let Flow::Stop = f(event) {
+        let got = match event_from(row, run, seq) {
+            Ok(event) => JournalRow::Event(event),
+            Err(message) => JournalRow::Hole { seq, message },
+        };
+        if let Flow::Stop = f(got) {
+            return Ok(());
+        }
+        expected = seq + 1;
+    }
+    while expected < next_seq {
+        if let Flow::Stop = f(missing(expected)) {
             return Ok(());
         }
         expected += 1;
-    }
-    if expected < next_seq {
-        return Err(hole(run, expected, "the row is missing"));
     }
     Ok(())
 }
@@ -411,7 +448,14 @@ pub(crate) fn read_spec(
 
 /// Parses stored JSON text as a value; text that does not parse makes the value missing.
 pub(crate) fn parse_value(digest: &str, text: &str) -> Result<Value, StoreError> {
-    serde_json::from_str(text).map_err(|_| StoreError::MissingValue {
+    // The text kept is the value's canonical JSON, so its hash is its digest; a value whose
+    // bytes changed would be read back as another value, which a resume must never do.
+    if reel_flowspec::canonical::sha256_hex(text.as_bytes()) != digest {
+        return Err(StoreError::CorruptValue {
+            digest: digest.to_string(),
+        });
+    }
+    serde_json::from_str(text).map_err(|_| StoreError::CorruptValue {
         digest: digest.to_string(),
     })
 }

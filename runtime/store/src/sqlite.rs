@@ -18,8 +18,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::api::{
-    Claim, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner, RunFilter, RunRow,
-    RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
+    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Lease, LogRow, NewEvent,
+    NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
@@ -32,6 +32,10 @@ use crate::writer::{self, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lo
 /// When the in-memory set of written digests grows past this, it is emptied: it only saves
 /// redundant inserts (which `INSERT OR IGNORE` absorbs), so forgetting is always safe.
 const SEEN_MAX: usize = 1 << 20;
+
+/// A clean that leaves more than this share of the database's pages free rewrites the file
+/// (`VACUUM`) to give them back; below it, new rows reuse the free pages before the file grows.
+const VACUUM_FREE_SHARE: f64 = 0.5;
 
 /// The embedded store: `reel.db` (SQLite, WAL) and `blobs/` in one directory.
 pub struct SqliteStore {
@@ -126,6 +130,30 @@ impl SqliteStore {
     /// Whether the store was opened read-only.
     pub fn is_read_only(&self) -> bool {
         self.tx.is_none()
+    }
+
+    /// The database's size in pages and how many of them are free (for tests and reports).
+    pub fn page_counts(&self) -> Result<(i64, i64), StoreError> {
+        let pages = self.readers.with(writer::pages)?;
+        Ok((pages.total, pages.free))
+    }
+
+    /// Rewrites the database when most of its pages are free, and cuts the write-ahead log
+    /// back, so the file shrinks; true when it did. On a connection of its own, outside the
+    /// writer's transactions: it waits for the write lock as any writer does.
+    fn vacuum_if_mostly_free(&self) -> Result<bool, StoreError> {
+        let db = self.dir.join("reel.db");
+        let conn = schema::open_writer(&db)?;
+        let pages = writer::pages(&conn)?;
+        #[allow(clippy::cast_precision_loss)]
+        let mostly_free = pages.free as f64 > pages.total as f64 * VACUUM_FREE_SHARE;
+        if !mostly_free {
+            return Ok(false);
+        }
+        conn.execute_batch("VACUUM").map_err(writer::sqlite)?;
+        // Fails only while readers hold old snapshots; the checkpointer catches up later.
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        Ok(true)
     }
 
     /// What the writer has done so far.
@@ -277,6 +305,16 @@ impl StoreRead for SqliteStore {
     ) -> Result<(), StoreError> {
         self.readers
             .with(|c| read::read_journal(c, run, from_seq, f))
+    }
+
+    fn read_journal_rows(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(JournalRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        self.readers
+            .with(|c| read::read_journal_rows(c, run, from_seq, f))
     }
 
     fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
@@ -504,7 +542,29 @@ impl Store for SqliteStore {
             reply,
         })
     }
+
+    fn clean(&self, scope: &CleanScope, dry_run: bool) -> Result<Cleaned, StoreError> {
+        let (mut cleaned, blob_files) = self.call(|reply| Cmd::Clean {
+            scope: scope.clone(),
+            dry_run,
+            out: (Cleaned::default(), Vec::new()),
+            reply,
+        })?;
+        if dry_run || cleaned.runs.is_empty() {
+            return Ok(cleaned);
+        }
+        // The rows are gone, so no reader finds these files any more; a file left behind by
+        // a crash here is only untidy.
+        for digest in &blob_files {
+            blobs::remove_blob(&self.blobs, digest)?;
+        }
+        cleaned.vacuumed = self.vacuum_if_mostly_free()?;
+        Ok(cleaned)
+    }
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod clean_tests;

@@ -470,6 +470,21 @@ fn values_are_stored_once_and_large_ones_apart() {
 
     assert_eq!(store.get_value(&"0".repeat(64)).unwrap(), None);
     assert_eq!(store.get_value("../../etc/passwd").unwrap(), None);
+    // Bytes that no longer match their digest are refused, in a row or in a file alike.
+    conn.execute(
+        "UPDATE vals SET json = '{\"a\":[true,null],\"b\":2}' WHERE digest = ?1",
+        [&d1],
+    )
+    .unwrap();
+    assert_eq!(
+        store.get_value(&d1).unwrap_err(),
+        StoreError::CorruptValue { digest: d1.clone() }
+    );
+    std::fs::write(&file, r#"{"text":"changed"}"#).unwrap();
+    assert_eq!(
+        store.get_value(&big_digest).unwrap_err().code(),
+        "store.corrupt-value"
+    );
     std::fs::remove_file(&file).unwrap();
     assert_eq!(
         store.get_value(&big_digest).unwrap_err(),
@@ -673,6 +688,28 @@ fn holes_and_gaps_are_reported() {
         .read_journal("r", 8, &mut |_| Flow::Continue)
         .unwrap_err();
     assert!(matches!(err, StoreError::Hole { seq: 9, .. }), "{err:?}");
+
+    // A view goes past every hole: corrupt bytes (5), missing rows (7, and 9 at the end).
+    let mut seen = Vec::new();
+    store
+        .read_journal_rows("r", 0, &mut |row| {
+            seen.push(match row {
+                JournalRow::Event(e) => format!("{}", e.seq),
+                JournalRow::Hole { seq, message } => format!("{seq}: {message}"),
+            });
+            Flow::Continue
+        })
+        .unwrap();
+    assert_eq!(seen.len(), 10, "{seen:?}");
+    assert_eq!(seen[..5], ["0", "1", "2", "3", "4"]);
+    assert!(
+        seen[5].starts_with("5: ") && seen[5].contains("not JSON"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen[6..],
+        ["6", "7: the row is missing", "8", "9: the row is missing"]
+    );
 }
 
 #[test]

@@ -1,0 +1,145 @@
+//! The writer thread: the one connection that writes, committing queued commands in batches.
+//!
+//! Commands arrive on a bounded channel in the order callers enqueued them. The thread blocks
+//! for the first, takes whatever else is queued (and, when nobody is waiting, lingers ~2 ms
+//! for more), then runs them all in one `BEGIN IMMEDIATE` transaction and commits once before
+//! answering anyone. A durable write nobody waits for lingers too: the engine appends a
+//! call's start and then waits on a sync, and committing the append alone the moment it
+//! arrives would cost a second fsync when the sync follows microseconds later.
+//!
+//! Failure handling: a command fails alone only before it has written anything. Every command
+//! is built so that whatever can refuse it (the fence of an append, a missing run, …) is
+//! checked by its first write statement, and a statement is atomic, so a refused command
+//! leaves nothing behind: no SAVEPOINT is needed (they copied every touched page per command).
+//! A refused command answers its error and poisons its run (nothing later is written for that
+//! run under that lease, which keeps its journal free of gaps) while the others commit. A
+//! failure after a command's first write, or one that takes the transaction with it (I/O, a
+//! failed commit, a value that cannot be inserted), fails every command of the batch and
+//! poisons every run that had data in it; the batch's values are kept and written with the
+//! next batch, because their callers were already told they are stored and later rows may
+//! refer to them.
+//!
+//! The parts: [`command`] is what callers enqueue and how each command is answered;
+//! [`group_commit`] is the thread's loop (gathering, lingering, one transaction per batch,
+//! the durable syncs, the outcome of each command); [`statements`] is the SQL each command runs,
+//! but for the clean's, which is [`clean`].
+
+mod clean;
+mod command;
+mod group_commit;
+mod statements;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::api::{Durability, StoreError};
+
+pub(crate) use clean::pages;
+pub(crate) use command::{ClaimOut, Cmd, Reply, Row, Tag, Update, ValueText};
+pub(crate) use group_commit::{CHANNEL_CAPACITY, spawn};
+
+/// Locks a mutex, going on when another thread panicked while holding it: every structure
+/// behind these locks stays consistent between statements.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An SQLite failure as a store error.
+pub(crate) fn sqlite(e: rusqlite::Error) -> StoreError {
+    StoreError::Sqlite(e.to_string())
+}
+
+/// A number as SQLite stores it; values past `i64::MAX` cannot be stored.
+pub(crate) fn int(n: u64) -> Result<i64, StoreError> {
+    i64::try_from(n).map_err(|_| StoreError::Sqlite(format!("{n} is too large to store")))
+}
+
+/// The first failed write of a run under one lease.
+pub(crate) struct Poison {
+    token: u64,
+    first: StoreError,
+}
+
+impl Poison {
+    /// What later writes of the run are told.
+    pub(crate) fn error(&self, run: &str) -> StoreError {
+        match &self.first {
+            // A lost lease stays a lost lease: the engine gives the run up rather than failing it.
+            StoreError::LeaseLost { .. } => StoreError::LeaseLost {
+                run: run.to_string(),
+            },
+            first => StoreError::Poisoned {
+                run: run.to_string(),
+                message: first.to_string(),
+            },
+        }
+    }
+}
+
+/// State shared by the callers and the writer thread.
+#[derive(Default)]
+pub(crate) struct Shared {
+    /// Runs whose writes failed, by run id (for the lease token that failed).
+    pub(crate) poison: Mutex<HashMap<String, Poison>>,
+    /// Values enqueued but not committed yet, so they can be read back at once.
+    pub(crate) pending: Mutex<HashMap<String, ValueText>>,
+    /// Digests of values already written or enqueued by this store.
+    pub(crate) seen: Mutex<HashSet<[u8; 32]>>,
+    /// Transactions attempted.
+    pub(crate) batches: AtomicU64,
+    /// Commands processed.
+    pub(crate) commands: AtomicU64,
+    /// Transactions attempted at `synchronous=FULL`.
+    pub(crate) full_syncs: AtomicU64,
+    /// Test hook: fails the append of this run that starts at this sequence number.
+    #[cfg(test)]
+    pub(crate) fail_append: Mutex<Option<(String, u64)>>,
+    /// Test hook: fails every batch at its commit, as a full disk would.
+    #[cfg(test)]
+    pub(crate) fail_commit: std::sync::atomic::AtomicBool,
+}
+
+impl Shared {
+    /// The error a write for `run` under `token` gets, if the run is poisoned.
+    pub(crate) fn poisoned(&self, run: &str, token: u64) -> Option<StoreError> {
+        lock(&self.poison)
+            .get(run)
+            .filter(|p| p.token == token)
+            .map(|p| p.error(run))
+    }
+
+    /// Records the first failure of `run` under `token`; later ones keep the first.
+    pub(crate) fn poison(&self, run: &str, token: u64, error: StoreError) {
+        let mut map = lock(&self.poison);
+        match map.get(run) {
+            Some(p) if p.token == token => {}
+            _ => {
+                map.insert(
+                    run.to_string(),
+                    Poison {
+                        token,
+                        first: error,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// The stored word for a durability.
+pub(crate) fn durability_str(d: Durability) -> &'static str {
+    match d {
+        Durability::Fast => "fast",
+        Durability::Durable => "durable",
+    }
+}
+
+/// A stored durability word (the schema allows only the two).
+pub(crate) fn parse_durability(s: &str) -> Durability {
+    if s == "durable" {
+        Durability::Durable
+    } else {
+        Durability::Fast
+    }
+}
