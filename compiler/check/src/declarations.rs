@@ -54,7 +54,7 @@ pub enum MemberHead {
 }
 
 impl MemberHead {
-    /// The head of `m`, whose spans are relative to `m`'s piece.
+    /// The head of `m`, whose spans are relative to `m`'s group.
     pub fn of(m: &Member) -> MemberHead {
         let rel = |id: &ast::Ident, start: u32| ast::Ident {
             name: id.name.clone(),
@@ -104,7 +104,7 @@ impl MemberHead {
     }
 }
 
-/// Where a member is in its flow: the index of its piece, and its index in that piece.
+/// Where a member is in its flow: the index of its group, and its index in that group.
 pub type Place = (u32, u32);
 
 /// A problem with the declarations, its spans relative to the members they point at: `places[0]`

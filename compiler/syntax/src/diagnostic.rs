@@ -142,7 +142,7 @@ impl Diagnostic {
         self
     }
 
-    /// The same diagnostic with every span moved `offset` bytes later (from a piece to its file).
+    /// The same diagnostic with every span moved `offset` bytes later (from text parsed alone to its file).
     pub fn shifted(&self, offset: u32) -> Diagnostic {
         let mut d = self.clone();
         let mv = |s: &mut Span| {

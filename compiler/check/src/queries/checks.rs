@@ -21,7 +21,7 @@ use crate::tools::{UserTool, check_tool};
 
 use super::layout::{Shared, file_layout, moved};
 use super::members::{
-    FlowId, MemberAt, PieceNode, StepId, file_flows, flow_layout, flow_members, flow_pieces,
+    FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, flow_members,
     step_syntax,
 };
 
@@ -29,14 +29,14 @@ use super::members::{
 /// not re-run it.
 #[salsa::tracked(returns(ref))]
 pub fn flow_declarations<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Declarations {
-    let pieces = flow_pieces(db, flow);
-    let heads: Vec<&Shared<Vec<MemberHead>>> = pieces.iter().map(|p| p.heads(db)).collect();
+    let groups = flow_groups(db, flow);
+    let heads: Vec<&Shared<Vec<MemberHead>>> = groups.iter().map(|g| g.heads(db)).collect();
     let count = heads.iter().map(|h| h.len()).sum();
-    let placed = heads.iter().enumerate().flat_map(|(p, heads)| {
+    let placed = heads.iter().enumerate().flat_map(|(g, heads)| {
         heads
             .iter()
             .enumerate()
-            .map(move |(m, head)| ((p as u32, m as u32), head))
+            .map(move |(m, head)| ((g as u32, m as u32), head))
     });
     check_declarations(placed, count)
 }
@@ -112,14 +112,14 @@ pub fn step_dependencies<'db>(db: &'db dyn Db, step: StepId<'db>) -> Vec<(String
 }
 
 /// The flow's step graph and its cycles. Built before any type is inferred, from what each
-/// piece's steps mention: an edit that keeps every step's references does not re-run it.
+/// group's steps mention: an edit that keeps every step's references does not re-run it.
 #[salsa::tracked(returns(ref))]
 pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
     let sig = flow_signature(db, flow);
     let is_step = |n: &str| sig.step(n).is_some();
     let mut edges = BTreeMap::new();
-    for &piece in flow_pieces(db, flow) {
-        for m in piece.mentions(db).iter() {
+    for &group in flow_groups(db, flow) {
+        for m in group.mentions(db).iter() {
             // The first step of each name is the one in the graph (a duplicate is an error).
             if !is_step(&m.name) || edges.contains_key(&m.name) {
                 continue;
@@ -132,8 +132,8 @@ pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
     find_cycles(&edges)
 }
 
-/// The full check of one step (relative spans). It reads its piece's `steps`, which an edit of
-/// any of the piece's steps changes: the steps of the edited piece are checked again (a few), an
+/// The full check of one step (relative spans). It reads its group's `steps`, which an edit of
+/// any of the group's steps changes: the steps of the edited group are checked again (a few), an
 /// edit that only moves them (a blank line, a comment, a longer step above) checks none.
 #[salsa::tracked(returns(ref))]
 pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> {
@@ -224,9 +224,13 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         return Vec::new();
     };
     let decls = flow_declarations(db, flow);
-    let start_of = |(p, m): crate::declarations::Place| -> u32 {
-        layout.pieces.get(p as usize).map_or(0, |(offset, list)| {
-            offset + list.members().get(m as usize).map_or(0, |m| m.span().start)
+    let start_of = |(g, m): crate::declarations::Place| -> u32 {
+        layout.groups.get(g as usize).map_or(0, |(offset, group)| {
+            offset
+                + group
+                    .members()
+                    .get(m as usize)
+                    .map_or(0, |m| m.span().start)
         })
     };
     let mut diags: Vec<Diagnostic> = decls
@@ -235,15 +239,15 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         .map(|d| d.placed(start_of))
         .collect();
     let dag = flow_dag(db, flow);
-    // The layout's pieces and the flow's piece nodes are built one from the other, in order.
-    let pieces = flow_pieces(db, flow);
+    // The layout's groups and the flow's `MemberGroup`s are built one from the other, in order.
+    let groups = flow_groups(db, flow);
     let members = flow_members(db, flow);
-    // Where a member starts in the file: a scan of the pieces, for the output and cycles only.
+    // Where a member starts in the file: a scan of the groups, for the output and cycles only.
     let start_at = |at: MemberAt<'db>| -> u32 {
-        pieces
+        groups
             .iter()
-            .position(|p| *p == at.piece)
-            .map_or(0, |p| start_of((p as u32, at.index)))
+            .position(|g| *g == at.group)
+            .map_or(0, |g| start_of((g as u32, at.index)))
     };
     let step_offset = |_: &dyn Db, id: StepId<'db>| -> u32 {
         members.steps.get(&id).map_or(0, |&at| start_at(at))
@@ -284,9 +288,9 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         diags.push(d.with_help("a step can only use steps that finish before it: break the cycle by removing one of these references"));
     }
 
-    // Per-step diagnostics, a piece at a time.
-    for ((offset, _), &piece) in layout.pieces.iter().zip(pieces) {
-        let report = piece_report(db, piece);
+    // Per-step diagnostics, a group at a time.
+    for ((offset, _), &group) in layout.groups.iter().zip(groups) {
+        let report = group_report(db, group);
         diags.extend(report.diagnostics.iter().map(|d| d.shifted(*offset)));
     }
     let output_at = members.output.map(start_at);
@@ -308,12 +312,12 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     diags
 }
 
-/// What the steps of one piece report: their diagnostics (relative to the piece) and the names
-/// they use. Re-run when the piece or one of its steps' checks changed, and equal unless what
+/// What the steps of one group report: their diagnostics (relative to the group) and the names
+/// they use. Re-run when the group or one of its steps' checks changed, and equal unless what
 /// they report changed, so the flow-wide usage is not recomputed for an edit that keeps it.
 #[derive(Clone, Debug, PartialEq, Default)]
-pub struct PieceReport {
-    /// Diagnostics of its steps, relative to the piece's start.
+pub struct GroupReport {
+    /// Diagnostics of its steps, relative to the group's start.
     pub diagnostics: Vec<Diagnostic>,
     /// The steps, inputs, environment variables and secrets its steps use (`after` included).
     pub uses: Uses,
@@ -353,15 +357,15 @@ impl Uses {
     }
 }
 
-/// The report of one piece's steps: the steps the signature holds (the first of each name,
+/// The report of one group's steps: the steps the signature holds (the first of each name,
 /// reserved names left out), checked.
 #[salsa::tracked(returns(ref))]
-pub fn piece_report<'db>(db: &'db dyn Db, piece: PieceNode<'db>) -> PieceReport {
-    let flow = piece.flow(db);
+pub fn group_report<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> GroupReport {
+    let flow = group.flow(db);
     let sig = flow_signature(db, flow);
     let members = flow_members(db, flow);
-    let mut out = PieceReport::default();
-    for (index, m) in piece.source(db).members().iter().enumerate() {
+    let mut out = GroupReport::default();
+    for (index, m) in group.source(db).members().iter().enumerate() {
         let Member::Step(s) = m else { continue };
         if sig.step(&s.name.name).is_none() {
             continue;
@@ -370,7 +374,7 @@ pub fn piece_report<'db>(db: &'db dyn Db, piece: PieceNode<'db>) -> PieceReport 
             continue;
         };
         let here = MemberAt {
-            piece,
+            group,
             index: index as u32,
         };
         if members.steps.get(&id) != Some(&here) {
@@ -391,13 +395,13 @@ pub fn piece_report<'db>(db: &'db dyn Db, piece: PieceNode<'db>) -> PieceReport 
 }
 
 /// Warnings for the inputs, secrets, env names and effect-free steps nothing uses, placed by
-/// member. Reads the pieces' reports and heads, so an edit that changes no use does not re-run it.
+/// member. Reads the groups' reports and heads, so an edit that changes no use does not re-run it.
 #[salsa::tracked(returns(ref))]
 pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnostic> {
-    let pieces = flow_pieces(db, flow);
+    let groups = flow_groups(db, flow);
     let mut uses = Uses::default();
-    for &piece in pieces {
-        let u = &piece_report(db, piece).uses;
+    for &group in groups {
+        let u = &group_report(db, group).uses;
         uses.steps.extend(u.steps.iter().cloned());
         uses.inputs.extend(u.inputs.iter().cloned());
         uses.env.extend(u.env.iter().cloned());
@@ -410,9 +414,9 @@ pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnos
     let used =
         |list: &[String], name: &str| list.binary_search_by(|n| n.as_str().cmp(name)).is_ok();
     let mut out = Vec::new();
-    for (p, &piece) in pieces.iter().enumerate() {
-        for (m, head) in piece.heads(db).iter().enumerate() {
-            let place = (p as u32, m as u32);
+    for (g, &group) in groups.iter().enumerate() {
+        for (m, head) in group.heads(db).iter().enumerate() {
+            let place = (g as u32, m as u32);
             let warning = match head {
                 MemberHead::Input(i) if !used(&uses.inputs, &i.name.name) => Diagnostic::warning(
                     Code::LintUnusedInput,

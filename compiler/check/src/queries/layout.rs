@@ -2,13 +2,22 @@
 //! alone and memoized by its text, so an edit re-parses only the text it touched. What the
 //! flow-wide queries need from a parse (heads, mentions, position-free steps) is summarized with
 //! it, once per text.
+//!
+//! Three words name the stretches, each in one sense only:
+//! - a **chunk** is one member line of a flow body with the `///` lines above it, as
+//!   `reel_syntax::outline` cuts it;
+//! - a **group** is a run of a flow's members parsed together and then checked together: a few
+//!   chunks of a body the outline split ([`GroupText`], [`group_parse`]), or every member of a
+//!   flow parsed with its item ([`GroupMembers::Whole`]);
+//! - a **piece** is text parsed whole as items ([`PieceText`], [`piece_parse`]): a tool, a flow
+//!   the outline could not split, or the whole file when the outline is unsure.
 
 use std::sync::Arc;
 
 use reel_syntax::ast::{self, Item, Member};
 use reel_syntax::outline::lay_out_flow;
 use reel_syntax::visit::step_spans_mut;
-use reel_syntax::{ChunkEnd, ChunkParse, Diagnostic, LineIndex, Parsed, Span};
+use reel_syntax::{ChunkEnd, Diagnostic, GroupParse, LineIndex, Parsed, Span};
 
 use crate::db::{Db, SourceFile};
 use crate::declarations::MemberHead;
@@ -26,11 +35,11 @@ pub fn line_index(db: &dyn Db, file: SourceFile) -> LineIndex {
     LineIndex::new(file.text(db))
 }
 
-/// A chunk of a flow body, by its text and the token that follows it: the same key, the same
-/// parse, so a chunk an edit did not touch is never parsed again.
+/// A group of chunks of a flow body, by its text and the token that follows it: the same key,
+/// the same parse, so a group an edit did not touch is never parsed again.
 #[salsa::interned]
-pub struct ChunkText<'db> {
-    /// The chunk's text.
+pub struct GroupText<'db> {
+    /// The group's text.
     #[returns(ref)]
     pub text: String,
     /// Where the token after it is, relative to its start.
@@ -41,34 +50,34 @@ pub struct ChunkText<'db> {
     pub closes: bool,
 }
 
-/// A chunk parsed alone (spans relative to its start), with the summary flow-level queries read.
+/// A group parsed alone (spans relative to its start), with the summary flow-level queries read.
 #[salsa::tracked(returns(ref), no_eq)]
-pub fn chunk_parse<'db>(db: &'db dyn Db, chunk: ChunkText<'db>) -> Arc<SummarizedChunk> {
-    let at = chunk.next_at(db);
-    let end = if chunk.closes(db) {
+pub fn group_parse<'db>(db: &'db dyn Db, group: GroupText<'db>) -> Arc<ParsedGroup> {
+    let at = group.next_at(db);
+    let end = if group.closes(db) {
         ChunkEnd::Close(at)
     } else {
         ChunkEnd::Newline(at)
     };
-    let parse = reel_syntax::parse_chunk(chunk.text(db), end);
-    let summary = PieceSummary::of(&parse.members);
-    Arc::new(SummarizedChunk { parse, summary })
+    let parse = reel_syntax::parse_group(group.text(db), end);
+    let summary = GroupSummary::of(&parse.members);
+    Arc::new(ParsedGroup { parse, summary })
 }
 
-/// A chunk's parse and its summary, made together so that the summary is computed once per text.
+/// A group's parse and its summary, made together so that the summary is computed once per text.
 #[derive(Debug)]
-pub struct SummarizedChunk {
-    /// The parse (spans relative to the chunk's start).
-    pub parse: ChunkParse,
+pub struct ParsedGroup {
+    /// The parse (spans relative to the group's start).
+    pub parse: GroupParse,
     /// What its members declare and refer to.
-    pub summary: PieceSummary,
+    pub summary: GroupSummary,
 }
 
-/// A handle on a summarized chunk that the outline's layout can read as a plain parse.
-struct ChunkHandle(Arc<SummarizedChunk>);
+/// A handle on a parsed group that the outline's layout can read as a plain parse.
+struct GroupHandle(Arc<ParsedGroup>);
 
-impl AsRef<ChunkParse> for ChunkHandle {
-    fn as_ref(&self) -> &ChunkParse {
+impl AsRef<GroupParse> for GroupHandle {
+    fn as_ref(&self) -> &GroupParse {
         &self.0.parse
     }
 }
@@ -86,8 +95,8 @@ pub struct StepMentions {
     pub after: Vec<String>,
 }
 
-/// A shared value that compares equal at once when it is the same allocation (a piece an edit
-/// did not touch), and by content otherwise (a piece re-parsed to the same heads).
+/// A shared value that compares equal at once when it is the same allocation (a group an edit
+/// did not touch), and by content otherwise (a group re-parsed to the same heads).
 #[derive(Clone, Debug, Default)]
 pub struct Shared<T>(pub Arc<T>);
 
@@ -104,10 +113,10 @@ impl<T> std::ops::Deref for Shared<T> {
     }
 }
 
-/// A piece's members summarized: what the flow-wide queries need, so that they read this
+/// A group's members summarized: what the flow-wide queries need, so that they read this
 /// (equal, and shared, when an edit changed only a step's body) instead of the syntax.
 #[derive(Clone, Debug, Default)]
-pub struct PieceSummary {
+pub struct GroupSummary {
     /// One head per member, in order.
     pub heads: Shared<Vec<MemberHead>>,
     /// One entry per step member, in order.
@@ -117,9 +126,9 @@ pub struct PieceSummary {
     pub steps: Shared<Vec<Option<ast::Step>>>,
 }
 
-impl PieceSummary {
+impl GroupSummary {
     /// Summarizes `members`.
-    pub fn of(members: &[Member]) -> PieceSummary {
+    pub fn of(members: &[Member]) -> GroupSummary {
         let mut heads = Vec::with_capacity(members.len());
         let mut mentions = Vec::new();
         let mut steps = Vec::with_capacity(members.len());
@@ -137,7 +146,7 @@ impl PieceSummary {
             }
             heads.push(MemberHead::of(m));
         }
-        PieceSummary {
+        GroupSummary {
             heads: Shared(Arc::new(heads)),
             mentions: Shared(Arc::new(mentions)),
             steps: Shared(Arc::new(steps)),
@@ -145,8 +154,8 @@ impl PieceSummary {
     }
 }
 
-/// A piece of a file parsed as one (a tool, a flow the outline could not split, or the whole
-/// file when the outline is unsure), with the doc comment its item has in the file.
+/// A piece: text of a file parsed whole as items (a tool, a flow the outline could not split,
+/// or the whole file when the outline is unsure), with the doc comment its item has in the file.
 #[salsa::interned]
 pub struct PieceText<'db> {
     /// The piece's text.
@@ -157,7 +166,7 @@ pub struct PieceText<'db> {
     pub doc: Option<String>,
 }
 
-/// The items of a piece parsed as one (spans relative to its start), shared by reference.
+/// The items of a piece (spans relative to its start), shared by reference.
 #[derive(Debug)]
 pub struct ParsedPiece {
     /// Its flows and tools, in order.
@@ -184,7 +193,7 @@ pub enum PieceItem {
     Tool(Arc<ast::Tool>),
 }
 
-/// A piece parsed as one.
+/// A piece parsed into its items, each flow's members summarized as one group.
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPiece> {
     let parsed = reel_syntax::parse(piece.text(db));
@@ -200,7 +209,7 @@ pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPie
                 doc: if single { doc.clone() } else { f.doc },
                 span: f.span,
                 members: Arc::new(SummarizedMembers {
-                    summary: PieceSummary::of(&f.members),
+                    summary: GroupSummary::of(&f.members),
                     members: f.members,
                 }),
             },
@@ -218,54 +227,54 @@ pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPie
     })
 }
 
-/// The members of a flow parsed with its item, summarized.
+/// The members of a flow parsed with its item (one group), summarized.
 #[derive(Debug)]
 pub struct SummarizedMembers {
-    /// The members (spans relative to the item's piece).
+    /// The members (spans relative to the piece's start).
     pub members: Vec<Member>,
     /// What they declare and refer to.
-    pub summary: PieceSummary,
+    pub summary: GroupSummary,
 }
 
-/// The members of one piece of a flow body, shared with the parse that made them. Two are
-/// equal only when they are the same parse, so comparing them costs nothing.
+/// The members of one group of a flow, shared with the parse that made them. Two are equal
+/// only when they are the same parse, so comparing them costs nothing.
 #[derive(Clone, Debug)]
-pub enum MemberList {
-    /// A chunk's members.
-    Chunk(Arc<SummarizedChunk>),
-    /// The members of a flow parsed with its item.
-    Item(Arc<SummarizedMembers>),
+pub enum GroupMembers {
+    /// A group of chunks of a body the outline split.
+    Split(Arc<ParsedGroup>),
+    /// Every member of a flow parsed with its item.
+    Whole(Arc<SummarizedMembers>),
 }
 
-impl MemberList {
-    /// The members (spans relative to the piece's start).
+impl GroupMembers {
+    /// The members (spans relative to the group's start).
     pub fn members(&self) -> &[Member] {
         match self {
-            MemberList::Chunk(c) => &c.parse.members,
-            MemberList::Item(m) => &m.members,
+            GroupMembers::Split(c) => &c.parse.members,
+            GroupMembers::Whole(m) => &m.members,
         }
     }
 
     /// What the members declare and refer to.
-    pub fn summary(&self) -> &PieceSummary {
+    pub fn summary(&self) -> &GroupSummary {
         match self {
-            MemberList::Chunk(c) => &c.summary,
-            MemberList::Item(m) => &m.summary,
+            GroupMembers::Split(c) => &c.summary,
+            GroupMembers::Whole(m) => &m.summary,
         }
     }
 }
 
-impl PartialEq for MemberList {
-    fn eq(&self, other: &MemberList) -> bool {
+impl PartialEq for GroupMembers {
+    fn eq(&self, other: &GroupMembers) -> bool {
         match (self, other) {
-            (MemberList::Chunk(a), MemberList::Chunk(b)) => Arc::ptr_eq(a, b),
-            (MemberList::Item(a), MemberList::Item(b)) => Arc::ptr_eq(a, b),
+            (GroupMembers::Split(a), GroupMembers::Split(b)) => Arc::ptr_eq(a, b),
+            (GroupMembers::Whole(a), GroupMembers::Whole(b)) => Arc::ptr_eq(a, b),
             _ => false,
         }
     }
 }
 
-/// A flow as laid out in its file: its header, and its members piece by piece.
+/// A flow as laid out in its file: its header, and its members group by group.
 #[derive(Clone, Debug)]
 pub struct FlowLayout {
     /// Its name.
@@ -277,15 +286,15 @@ pub struct FlowLayout {
     /// The flow's doc comment.
     pub doc: Option<String>,
     /// `(offset, members with spans relative to offset)`, in source order.
-    pub pieces: Vec<(u32, MemberList)>,
+    pub groups: Vec<(u32, GroupMembers)>,
 }
 
 impl FlowLayout {
     /// Every member with the offset its spans are relative to, in source order.
     pub fn members(&self) -> impl Iterator<Item = (u32, &Member)> {
-        self.pieces
+        self.groups
             .iter()
-            .flat_map(|(offset, list)| list.members().iter().map(move |m| (*offset, m)))
+            .flat_map(|(offset, group)| group.members().iter().map(move |m| (*offset, m)))
     }
 }
 
@@ -298,7 +307,8 @@ pub struct ToolLayout {
     pub tool: Arc<ast::Tool>,
 }
 
-/// A file's items, each parsed in pieces that an edit elsewhere leaves shared and unchanged.
+/// A file's items, parsed in groups and pieces that an edit elsewhere leaves shared and
+/// unchanged.
 #[derive(Clone, Debug, Default)]
 pub struct FileLayout {
     /// Every flow, duplicates included, in source order.
@@ -327,7 +337,7 @@ impl FileLayout {
                         span: moved(*span, offset),
                         name_span: moved(name.span, offset),
                         doc: doc.clone(),
-                        pieces: vec![(offset, MemberList::Item(members.clone()))],
+                        groups: vec![(offset, GroupMembers::Whole(members.clone()))],
                     });
                 }
                 PieceItem::Tool(tool) => {
@@ -344,7 +354,7 @@ impl FileLayout {
     }
 }
 
-/// `span` moved `offset` bytes later: from a piece's relative spans to the file's.
+/// `span` moved `offset` bytes later: from spans relative to a group or piece to the file's.
 pub(crate) fn moved(span: Span, offset: u32) -> Span {
     Span {
         start: span.start + offset,
@@ -352,8 +362,8 @@ pub(crate) fn moved(span: Span, offset: u32) -> Span {
     }
 }
 
-/// The file split into items and flow bodies into chunks, each parsed alone and memoized by its
-/// text (see `reel_syntax::outline`). Runs again on every edit, but only re-parses what changed.
+/// The file split into items and flow bodies into groups of chunks, each parsed alone and
+/// memoized by its text (see `reel_syntax::outline`). Runs again on every edit, but only re-parses what changed.
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
     let text: &str = file.text(db);
@@ -366,19 +376,19 @@ pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
         return layout;
     }
     for item in &outline.items {
-        let pieces = item.body.as_ref().and_then(|chunks| {
-            lay_out_flow(text, chunks, |chunk, end| {
+        let groups = item.body.as_ref().and_then(|chunks| {
+            lay_out_flow(text, chunks, |group, end| {
                 let (at, closes) = match end {
                     ChunkEnd::Newline(at) => (at, false),
                     ChunkEnd::Close(at) => (at, true),
                 };
-                ChunkHandle(chunk_parse(db, ChunkText::new(db, chunk, at, closes)).clone())
+                GroupHandle(group_parse(db, GroupText::new(db, group, at, closes)).clone())
             })
         });
-        match pieces {
-            Some(pieces) => {
-                for (offset, chunk) in &pieces {
-                    let diags = &chunk.0.parse.diagnostics;
+        match groups {
+            Some(groups) => {
+                for (offset, group) in &groups {
+                    let diags = &group.0.parse.diagnostics;
                     layout
                         .diagnostics
                         .extend(diags.iter().map(|d| d.shifted(*offset)));
@@ -389,9 +399,9 @@ pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
                     span: item.span,
                     name_span: item.name.span,
                     doc: item.doc.clone(),
-                    pieces: pieces
+                    groups: groups
                         .into_iter()
-                        .map(|(offset, chunk)| (offset, MemberList::Chunk(chunk.0)))
+                        .map(|(offset, group)| (offset, GroupMembers::Split(group.0)))
                         .collect(),
                 });
             }

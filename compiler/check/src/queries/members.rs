@@ -10,7 +10,7 @@ use rustc_hash::FxHashMap;
 use crate::db::{Db, SourceFile};
 use crate::declarations::MemberHead;
 
-use super::layout::{FlowLayout, MemberList, Shared, StepMentions, file_layout};
+use super::layout::{FlowLayout, GroupMembers, Shared, StepMentions, file_layout};
 
 /// A flow, by file and name.
 #[salsa::interned(debug, revisions = usize::MAX)]
@@ -55,12 +55,12 @@ pub fn flow_layout<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<&'db FlowL
         .find(|f| f.name == *name)
 }
 
-/// One piece of a flow body (a group of members parsed together), known across revisions by
+/// One group of a flow's members (parsed together, checked together), known across revisions by
 /// its flow and the name of its first step. Its fields are what an edit changes: `source` when
-/// anything in the piece changed, `heads` only when a member was added, removed or renamed,
+/// anything in the group changed, `heads` only when a member was added, removed or renamed,
 /// `mentions` only when a step's references changed, so each query reads only what it needs.
 #[salsa::tracked(debug)]
-pub struct PieceNode<'db> {
+pub struct MemberGroup<'db> {
     /// The flow.
     #[returns(copy)]
     pub flow: FlowId<'db>,
@@ -70,7 +70,7 @@ pub struct PieceNode<'db> {
     /// Its members.
     #[tracked]
     #[returns(ref)]
-    pub source: MemberList,
+    pub source: GroupMembers,
     /// What its members declare.
     #[tracked]
     #[returns(ref)]
@@ -86,27 +86,27 @@ pub struct PieceNode<'db> {
     pub steps: Shared<Vec<Option<ast::Step>>>,
 }
 
-/// The pieces of a flow body, in source order. Runs again on every edit (it reads the layout);
-/// equal, and so backdated, unless pieces were added or removed.
+/// The groups of a flow's members, in source order. Runs again on every edit (it reads the
+/// layout); equal, and so backdated, unless groups were added or removed.
 #[salsa::tracked(returns(ref))]
-pub fn flow_pieces<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PieceNode<'db>> {
+pub fn flow_groups<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<MemberGroup<'db>> {
     let Some(layout) = flow_layout(db, flow) else {
         return Vec::new();
     };
     layout
-        .pieces
+        .groups
         .iter()
-        .map(|(_, list)| {
-            let summary = list.summary();
+        .map(|(_, members)| {
+            let summary = members.summary();
             let key = summary
                 .heads
                 .iter()
                 .find_map(|h| h.step_name().map(str::to_string));
-            PieceNode::new(
+            MemberGroup::new(
                 db,
                 flow,
                 key,
-                list.clone(),
+                members.clone(),
                 summary.heads.clone(),
                 summary.mentions.clone(),
                 summary.steps.clone(),
@@ -115,19 +115,19 @@ pub fn flow_pieces<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PieceNode<'db
         .collect()
 }
 
-/// Where a member is: its piece and its index there.
+/// Where a member is: its group and its index there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, salsa::SalsaValue)]
 pub struct MemberAt<'db> {
-    /// The piece.
-    pub piece: PieceNode<'db>,
-    /// The index among the piece's members.
+    /// The group.
+    pub group: MemberGroup<'db>,
+    /// The index among the group's members.
     pub index: u32,
 }
 
 impl<'db> MemberAt<'db> {
-    /// The member's syntax (spans relative to its piece); reading it depends on the piece's source.
+    /// The member's syntax (spans relative to its group); reading it depends on the group's source.
     pub fn member(self, db: &'db dyn Db) -> Option<&'db Member> {
-        self.piece.source(db).members().get(self.index as usize)
+        self.group.source(db).members().get(self.index as usize)
     }
 }
 
@@ -146,15 +146,15 @@ pub struct FlowMembers<'db> {
     pub output: Option<MemberAt<'db>>,
 }
 
-/// The flow's member table, from the pieces' heads alone: an edit inside a step's body leaves
+/// The flow's member table, from the groups' heads alone: an edit inside a step's body leaves
 /// it alone, so it is not even re-run.
 #[salsa::tracked(returns(ref))]
 pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db> {
     let mut out = FlowMembers::default();
-    for &piece in flow_pieces(db, flow) {
-        for (index, head) in piece.heads(db).iter().enumerate() {
+    for &group in flow_groups(db, flow) {
+        for (index, head) in group.heads(db).iter().enumerate() {
             let at = MemberAt {
-                piece,
+                group,
                 index: index as u32,
             };
             match head {
@@ -175,9 +175,9 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
 }
 
 /// The syntax of a flow's step `step` (the first of its name), spans relative to its own start.
-/// Not a query: the piece's `steps` field already is what an edit elsewhere leaves equal, and a
+/// Not a query: the group's `steps` field already is what an edit elsewhere leaves equal, and a
 /// memo per step would be one more for every edit to verify.
 pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<&'db ast::Step> {
     let at = *flow_members(db, step.flow(db)).steps.get(&step)?;
-    at.piece.steps(db).get(at.index as usize)?.as_ref()
+    at.group.steps(db).get(at.index as usize)?.as_ref()
 }
