@@ -58,10 +58,7 @@ impl MemberHead {
     pub fn of(m: &Member) -> MemberHead {
         let rel = |id: &ast::Ident, start: u32| ast::Ident {
             name: id.name.clone(),
-            span: Span {
-                start: id.span.start.saturating_sub(start),
-                end: id.span.end.saturating_sub(start),
-            },
+            span: id.span.relative_to(start),
         };
         match m {
             Member::Input(i) => {
@@ -122,10 +119,7 @@ impl PlacedDiagnostic {
     /// The diagnostic with absolute spans, given where each member starts.
     pub fn placed(&self, start_of: impl Fn(Place) -> u32) -> Diagnostic {
         let mut d = self.diagnostic.clone();
-        let mv = |s: &mut Span, at: u32| {
-            s.start += at;
-            s.end += at;
-        };
+        let mv = |s: &mut Span, at: u32| *s = s.shifted(at);
         let primary = start_of(self.places[0]);
         mv(&mut d.primary.span, primary);
         d.fixes.iter_mut().for_each(|f| mv(&mut f.span, primary));

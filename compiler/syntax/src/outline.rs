@@ -29,6 +29,16 @@ pub enum ItemKind {
     Tool,
 }
 
+impl ItemKind {
+    /// The keyword that declares it, as messages name the item.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ItemKind::Flow => "flow",
+            ItemKind::Tool => "tool",
+        }
+    }
+}
+
 /// A file split into items, or the news that it must be parsed whole.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outline {
@@ -755,10 +765,7 @@ pub fn parse_outlined(src: &str) -> (Vec<crate::ast::Item>, Vec<crate::Diagnosti
                 for (offset, group) in groups {
                     let group = *group;
                     for mut m in group.members {
-                        crate::visit::member_spans_mut(&mut m, &mut |s| {
-                            s.start += offset;
-                            s.end += offset;
-                        });
+                        crate::visit::member_spans_mut(&mut m, &mut |s| *s = s.shifted(offset));
                         members.push(m);
                     }
                     diags.extend(group.diagnostics.iter().map(|d| d.shifted(offset)));
@@ -774,10 +781,7 @@ pub fn parse_outlined(src: &str) -> (Vec<crate::ast::Item>, Vec<crate::Diagnosti
                 let offset = item.span.start;
                 let p = crate::parse(&src[item.span.range()]);
                 for mut it in p.file.items {
-                    crate::visit::item_spans_mut(&mut it, &mut |s| {
-                        s.start += offset;
-                        s.end += offset;
-                    });
+                    crate::visit::item_spans_mut(&mut it, &mut |s| *s = s.shifted(offset));
                     match &mut it {
                         Item::Flow(f) => f.doc = item.doc.clone(),
                         Item::Tool(t) => t.doc = item.doc.clone(),

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use reel_flowspec::Type;
 use reel_syntax::ast::{self, Member};
+use reel_syntax::outline::ItemKind;
 use reel_syntax::visit::rebase_member;
 use reel_syntax::{Code, Diagnostic, Span};
 use rustc_hash::FxHashMap;
@@ -19,7 +20,7 @@ use crate::signature::FlowSignature;
 use crate::step::{StepCheck, check_step, syntactic_dependencies};
 use crate::tools::{UserTool, check_tool};
 
-use super::layout::{Shared, file_layout, moved};
+use super::layout::{Shared, file_layout};
 use super::members::{
     FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, flow_members,
     step_syntax,
@@ -67,23 +68,26 @@ pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
     let mut flows: FxHashMap<&str, Span> = FxHashMap::default();
     let mut tools: FxHashMap<&str, Span> = FxHashMap::default();
     let layout = file_layout(db, file);
-    for &(is_flow, i) in &layout.order {
-        let (name, span, list, what) = if is_flow {
-            let f = &layout.flows[i];
-            (f.name.as_str(), f.name_span, &mut flows, "flow")
-        } else {
-            let t = &layout.tools[i];
-            let mut local = Vec::new();
-            check_tool(&t.tool, &mut local);
-            diags.extend(local.iter().map(|d| d.shifted(t.offset)));
-            (
-                t.tool.name.name.as_str(),
-                moved(t.tool.name.span, t.offset),
-                &mut tools,
-                "tool",
-            )
+    for &(kind, i) in &layout.order {
+        let (name, span, seen) = match kind {
+            ItemKind::Flow => {
+                let f = &layout.flows[i];
+                (f.name.as_str(), f.name_span, &mut flows)
+            }
+            ItemKind::Tool => {
+                let t = &layout.tools[i];
+                let mut local = Vec::new();
+                check_tool(&t.tool, &mut local);
+                diags.extend(local.iter().map(|d| d.shifted(t.offset)));
+                (
+                    t.tool.name.name.as_str(),
+                    t.tool.name.span.shifted(t.offset),
+                    &mut tools,
+                )
+            }
         };
-        if let Some(first) = list.get(name) {
+        let what = kind.keyword();
+        if let Some(first) = seen.get(name) {
             diags.push(
                 Diagnostic::error(
                     Code::NameDuplicate,
@@ -95,7 +99,7 @@ pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
                 .with_help(format!("rename one of the two {what}s")),
             );
         } else {
-            list.insert(name, span);
+            seen.insert(name, span);
         }
     }
     diags
@@ -261,10 +265,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
             .unwrap_or_default();
         let mut d = Diagnostic::error(
             Code::DagCycle,
-            Span::new(
-                (first_name.start + step_offset(db, first)) as usize,
-                (first_name.end + step_offset(db, first)) as usize,
-            ),
+            first_name.shifted(step_offset(db, first)),
             if cycle.len() == 1 {
                 format!("the step `{}` depends on itself", cycle[0])
             } else {
@@ -280,7 +281,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
             let offset = step_offset(db, id);
             if let Some((_, span)) = step_dependencies(db, id).iter().find(|(n, _)| n == next) {
                 d = d.with_secondary(
-                    Span::new((span.start + offset) as usize, (span.end + offset) as usize),
+                    span.shifted(offset),
                     format!("`{name}` needs `{next}` here"),
                 );
             }

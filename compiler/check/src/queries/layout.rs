@@ -15,7 +15,7 @@
 use std::sync::Arc;
 
 use reel_syntax::ast::{self, Item, Member};
-use reel_syntax::outline::lay_out_flow;
+use reel_syntax::outline::{ItemKind, lay_out_flow};
 use reel_syntax::visit::step_spans_mut;
 use reel_syntax::{ChunkEnd, Diagnostic, GroupParse, LineIndex, Parsed, Span};
 
@@ -315,8 +315,8 @@ pub struct FileLayout {
     pub flows: Vec<FlowLayout>,
     /// Every tool, duplicates included, in source order.
     pub tools: Vec<ToolLayout>,
-    /// The items in source order: `true` for a flow, with its index in `flows` or `tools`.
-    pub order: Vec<(bool, usize)>,
+    /// The items in source order: what each is, and its index in `flows` or `tools`.
+    pub order: Vec<(ItemKind, usize)>,
     /// Lexical and syntax diagnostics (absolute spans), in source order.
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -331,17 +331,17 @@ impl FileLayout {
                     span,
                     members,
                 } => {
-                    self.order.push((true, self.flows.len()));
+                    self.order.push((ItemKind::Flow, self.flows.len()));
                     self.flows.push(FlowLayout {
                         name: name.name.clone(),
-                        span: moved(*span, offset),
-                        name_span: moved(name.span, offset),
+                        span: span.shifted(offset),
+                        name_span: name.span.shifted(offset),
                         doc: doc.clone(),
                         groups: vec![(offset, GroupMembers::Whole(members.clone()))],
                     });
                 }
                 PieceItem::Tool(tool) => {
-                    self.order.push((false, self.tools.len()));
+                    self.order.push((ItemKind::Tool, self.tools.len()));
                     self.tools.push(ToolLayout {
                         offset,
                         tool: tool.clone(),
@@ -351,14 +351,6 @@ impl FileLayout {
         }
         self.diagnostics
             .extend(piece.diagnostics.iter().map(|d| d.shifted(offset)));
-    }
-}
-
-/// `span` moved `offset` bytes later: from spans relative to a group or piece to the file's.
-pub(crate) fn moved(span: Span, offset: u32) -> Span {
-    Span {
-        start: span.start + offset,
-        end: span.end + offset,
     }
 }
 
@@ -393,7 +385,7 @@ pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
                         .diagnostics
                         .extend(diags.iter().map(|d| d.shifted(*offset)));
                 }
-                layout.order.push((true, layout.flows.len()));
+                layout.order.push((ItemKind::Flow, layout.flows.len()));
                 layout.flows.push(FlowLayout {
                     name: item.name.name.clone(),
                     span: item.span,
@@ -421,9 +413,6 @@ pub fn file_layout(db: &dyn Db, file: SourceFile) -> FileLayout {
 fn rebased_step(s: &ast::Step) -> ast::Step {
     let mut s = s.clone();
     let start = s.span.start;
-    step_spans_mut(&mut s, &mut |sp: &mut Span| {
-        sp.start = sp.start.saturating_sub(start);
-        sp.end = sp.end.saturating_sub(start);
-    });
+    step_spans_mut(&mut s, &mut |sp: &mut Span| *sp = sp.relative_to(start));
     s
 }
