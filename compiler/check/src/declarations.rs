@@ -54,14 +54,11 @@ pub enum MemberHead {
 }
 
 impl MemberHead {
-    /// The head of `m`, whose spans are relative to `m`'s piece.
+    /// The head of `m`, whose spans are relative to `m`'s group.
     pub fn of(m: &Member) -> MemberHead {
         let rel = |id: &ast::Ident, start: u32| ast::Ident {
             name: id.name.clone(),
-            span: Span {
-                start: id.span.start.saturating_sub(start),
-                end: id.span.end.saturating_sub(start),
-            },
+            span: id.span.relative_to(start),
         };
         match m {
             Member::Input(i) => {
@@ -104,7 +101,7 @@ impl MemberHead {
     }
 }
 
-/// Where a member is in its flow: the index of its piece, and its index in that piece.
+/// Where a member is in its flow: the index of its group, and its index in that group.
 pub type Place = (u32, u32);
 
 /// A problem with the declarations, its spans relative to the members they point at: `places[0]`
@@ -122,10 +119,7 @@ impl PlacedDiagnostic {
     /// The diagnostic with absolute spans, given where each member starts.
     pub fn placed(&self, start_of: impl Fn(Place) -> u32) -> Diagnostic {
         let mut d = self.diagnostic.clone();
-        let mv = |s: &mut Span, at: u32| {
-            s.start += at;
-            s.end += at;
-        };
+        let mv = |s: &mut Span, at: u32| *s = s.shifted(at);
         let primary = start_of(self.places[0]);
         mv(&mut d.primary.span, primary);
         d.fixes.iter_mut().for_each(|f| mv(&mut f.span, primary));

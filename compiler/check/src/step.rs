@@ -663,7 +663,7 @@ pub fn syntactic_dependencies(step: &ast::Step, sig: &FlowSignature) -> Vec<(Str
     let is_step = |n: &str| sig.step(n).is_some();
     let mut out = Vec::new();
     for e in step_exprs(step) {
-        collect_step_names(e, &is_step, &mut Vec::new(), &mut out);
+        collect_names(e, &is_step, &mut Vec::new(), &mut out);
     }
     out.extend(
         after_names(step)
@@ -679,7 +679,7 @@ pub fn syntactic_dependencies(step: &ast::Step, sig: &FlowSignature) -> Vec<(Str
 pub fn step_mentions(step: &ast::Step) -> (Vec<String>, Vec<String>) {
     let mut names = Vec::new();
     for e in step_exprs(step) {
-        collect_step_names(e, &|_| true, &mut Vec::new(), &mut names);
+        collect_names(e, &|_| true, &mut Vec::new(), &mut names);
     }
     let after = after_names(step).map(|id| id.name.clone()).collect();
     (names.into_iter().map(|(n, _)| n).collect(), after)
@@ -716,16 +716,17 @@ fn after_names(step: &ast::Step) -> impl Iterator<Item = &ast::Ident> {
     })
 }
 
-/// Names referred to by `e` that `is_step` accepts, comprehension variables excluded.
-pub fn collect_step_names(
+/// The free names `e` refers to that `keep` accepts, with their spans, comprehension variables
+/// excluded: the steps it reads when `keep` knows the steps, every free name when it accepts all.
+pub fn collect_names(
     e: &ast::Expr,
-    is_step: &dyn Fn(&str) -> bool,
+    keep: &dyn Fn(&str) -> bool,
     locals: &mut Vec<String>,
     out: &mut Vec<(String, Span)>,
 ) {
     match &e.kind {
         ExprKind::Name(id) => {
-            if !locals.contains(&id.name) && is_step(&id.name) {
+            if !locals.contains(&id.name) && keep(&id.name) {
                 out.push((id.name.clone(), id.span));
             }
         }
@@ -735,50 +736,50 @@ pub fn collect_step_names(
             cond,
             body,
         } => {
-            collect_step_names(iter, is_step, locals, out);
+            collect_names(iter, keep, locals, out);
             locals.push(var.name.clone());
             if let Some(c) = cond {
-                collect_step_names(c, is_step, locals, out);
+                collect_names(c, keep, locals, out);
             }
-            collect_step_names(body, is_step, locals, out);
+            collect_names(body, keep, locals, out);
             locals.pop();
         }
-        ExprKind::Member { base, .. } => collect_step_names(base, is_step, locals, out),
+        ExprKind::Member { base, .. } => collect_names(base, keep, locals, out),
         ExprKind::Index { base, index } => {
-            collect_step_names(base, is_step, locals, out);
-            collect_step_names(index, is_step, locals, out);
+            collect_names(base, keep, locals, out);
+            collect_names(index, keep, locals, out);
         }
         ExprKind::Str(parts) => {
             for p in parts {
                 if let ast::StrPart::Interp(e) = p {
-                    collect_step_names(e, is_step, locals, out);
+                    collect_names(e, keep, locals, out);
                 }
             }
         }
         ExprKind::List(items) => items
             .iter()
-            .for_each(|i| collect_step_names(i, is_step, locals, out)),
+            .for_each(|i| collect_names(i, keep, locals, out)),
         ExprKind::Record(fields) => fields
             .iter()
-            .for_each(|f| collect_step_names(&f.value, is_step, locals, out)),
+            .for_each(|f| collect_names(&f.value, keep, locals, out)),
         ExprKind::Call { args, .. } => args
             .iter()
-            .for_each(|a| collect_step_names(a, is_step, locals, out)),
+            .for_each(|a| collect_names(a, keep, locals, out)),
         ExprKind::Unary { expr, .. } | ExprKind::Paren(expr) => {
-            collect_step_names(expr, is_step, locals, out)
+            collect_names(expr, keep, locals, out)
         }
         ExprKind::Binary { lhs, rhs, .. } => {
-            collect_step_names(lhs, is_step, locals, out);
-            collect_step_names(rhs, is_step, locals, out);
+            collect_names(lhs, keep, locals, out);
+            collect_names(rhs, keep, locals, out);
         }
         ExprKind::If {
             cond,
             then,
             otherwise,
         } => {
-            collect_step_names(cond, is_step, locals, out);
-            collect_step_names(then, is_step, locals, out);
-            collect_step_names(otherwise, is_step, locals, out);
+            collect_names(cond, keep, locals, out);
+            collect_names(then, keep, locals, out);
+            collect_names(otherwise, keep, locals, out);
         }
         ExprKind::Int(_)
         | ExprKind::Float { .. }

@@ -338,7 +338,7 @@ pub enum ExprKind {
     Error,
 }
 
-/// A piece of an interpolated string.
+/// A part of an interpolated string.
 #[derive(Clone, Debug, PartialEq)]
 pub enum StrPart {
     /// Literal text, escapes already resolved.

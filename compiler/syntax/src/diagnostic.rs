@@ -142,13 +142,10 @@ impl Diagnostic {
         self
     }
 
-    /// The same diagnostic with every span moved `offset` bytes later (from a piece to its file).
+    /// The same diagnostic with every span moved `offset` bytes later (from text parsed alone to its file).
     pub fn shifted(&self, offset: u32) -> Diagnostic {
         let mut d = self.clone();
-        let mv = |s: &mut Span| {
-            s.start += offset;
-            s.end += offset;
-        };
+        let mv = |s: &mut Span| *s = s.shifted(offset);
         mv(&mut d.primary.span);
         d.secondary.iter_mut().for_each(|l| mv(&mut l.span));
         d.fixes.iter_mut().for_each(|f| mv(&mut f.span));

@@ -15,5 +15,5 @@ pub mod visit;
 
 pub use codes::Code;
 pub use diagnostic::{Diagnostic, Label, Severity};
-pub use parser::{ChunkEnd, ChunkParse, Parsed, parse, parse_chunk};
+pub use parser::{ChunkEnd, GroupParse, Parsed, parse, parse_group};
 pub use span::{LineCol, LineIndex, Span};

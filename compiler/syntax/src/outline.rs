@@ -1,17 +1,19 @@
-//! Splits a file into its top-level items, and each flow body into chunks of members that parse
-//! alone exactly as they do in the whole file, so that an edit re-parses one chunk, not the file.
+//! Splits a file into its top-level items, and each flow body into chunks (one member line with
+//! the `///` lines above it) that parse alone exactly as they do in the whole file.
+//! [`lay_out_flow`] then gathers a few chunks into each group, the unit that is parsed, so that
+//! an edit re-parses one group, not the file; it merges chunks whose boundary a line break does
+//! not really separate (an expression continuing on the next line) into the same group.
 //!
 //! The scan mirrors the lexer's string, comment and delimiter rules byte for byte but builds no
-//! tokens. Wherever it cannot be sure that a piece parses alone as it does in the file (a
+//! tokens. Wherever it cannot be sure that a chunk parses alone as it does in the file (a
 //! delimiter left open, a declaration inside a block, text outside any declaration, a flow body
-//! that does not start and end on lines of its own), it says so, and the caller parses a larger
-//! piece: the whole item, or the whole file. [`lay_out_flow`] then merges chunks whose boundary
-//! a line break does not really separate (an expression continuing on the next line).
+//! that does not start and end on lines of its own), it says so, and the caller parses more at
+//! once: the whole item, or the whole file.
 
 use crate::ast::{Comment, Ident};
 use crate::docs::doc_before;
 use crate::lexer::Delim;
-use crate::parser::{ChunkEnd, ChunkParse};
+use crate::parser::{ChunkEnd, GroupParse};
 use crate::span::Span;
 
 mod memo;
@@ -27,12 +29,22 @@ pub enum ItemKind {
     Tool,
 }
 
+impl ItemKind {
+    /// The keyword that declares it, as messages name the item.
+    pub fn keyword(self) -> &'static str {
+        match self {
+            ItemKind::Flow => "flow",
+            ItemKind::Tool => "tool",
+        }
+    }
+}
+
 /// A file split into items, or the news that it must be parsed whole.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outline {
     /// The items, in source order (empty when `whole` is set).
     pub items: Vec<OutlineItem>,
-    /// The split is not certain: parse the file as one piece.
+    /// The split is not certain: parse the file whole.
     pub whole: bool,
 }
 
@@ -103,7 +115,7 @@ fn ends_group(line: &[u8]) -> bool {
     (h >> 32).is_multiple_of(GROUP)
 }
 
-/// The chunks of one flow body as they are to be parsed: `(absolute start, parse)`, merging
+/// The groups of one flow body's chunks, parsed: `(absolute start, parse)`, merging
 /// neighbours a line break does not separate, and grouping a few members per parse. `parse` is
 /// given the group's text and what follows it (relative). `None` when the body must be parsed
 /// with its flow (the scan and the lexer disagree, or a doc comment on the flow's first line
@@ -114,7 +126,7 @@ pub fn lay_out_flow<P>(
     mut parse: impl FnMut(&str, ChunkEnd) -> P,
 ) -> Option<Vec<(u32, P)>>
 where
-    P: AsRef<ChunkParse>,
+    P: AsRef<GroupParse>,
 {
     let mut out = Vec::with_capacity(chunks.len() / GROUP as usize + 1);
     let mut i = 0;
@@ -134,12 +146,12 @@ where
             }
             let text = src.get(start as usize..chunks[j].end as usize)?;
             let parsed = parse(text, chunks[j].end_from(start));
-            let chunk = parsed.as_ref();
-            if !chunk.balanced {
+            let group = parsed.as_ref();
+            if !group.balanced {
                 return None;
             }
             // The line break after the group separates nothing: take the next chunk in too.
-            if chunk.open_end
+            if group.open_end
                 && matches!(chunks[j].next, ChunkEnd::Newline(_))
                 && j + 1 < chunks.len()
             {
@@ -729,9 +741,9 @@ fn chunks_of(lines: &[Line], close_line: u32, close: u32, trailing_docs: &[u32])
     chunks
 }
 
-/// The items and diagnostics of `src` parsed piece by piece as the outline says, with absolute
+/// The items and diagnostics of `src` parsed group by group as the outline says, with absolute
 /// spans: the same as [`crate::parse`] gives, which the tests check. The checker does the same
-/// with each piece memoized.
+/// with each group memoized.
 pub fn parse_outlined(src: &str) -> (Vec<crate::ast::Item>, Vec<crate::Diagnostic>) {
     use crate::ast::{Flow, Item};
     let outline = outline(src);
@@ -744,22 +756,19 @@ pub fn parse_outlined(src: &str) -> (Vec<crate::ast::Item>, Vec<crate::Diagnosti
     for item in &outline.items {
         let laid = item.body.as_ref().and_then(|chunks| {
             lay_out_flow(src, chunks, |text, end| {
-                Box::new(crate::parser::parse_chunk(text, end))
+                Box::new(crate::parser::parse_group(text, end))
             })
         });
         match laid {
-            Some(pieces) => {
+            Some(groups) => {
                 let mut members = Vec::new();
-                for (offset, piece) in pieces {
-                    let piece = *piece;
-                    for mut m in piece.members {
-                        crate::visit::member_spans_mut(&mut m, &mut |s| {
-                            s.start += offset;
-                            s.end += offset;
-                        });
+                for (offset, group) in groups {
+                    let group = *group;
+                    for mut m in group.members {
+                        crate::visit::member_spans_mut(&mut m, &mut |s| *s = s.shifted(offset));
                         members.push(m);
                     }
-                    diags.extend(piece.diagnostics.iter().map(|d| d.shifted(offset)));
+                    diags.extend(group.diagnostics.iter().map(|d| d.shifted(offset)));
                 }
                 items.push(Item::Flow(Flow {
                     name: item.name.clone(),
@@ -772,10 +781,7 @@ pub fn parse_outlined(src: &str) -> (Vec<crate::ast::Item>, Vec<crate::Diagnosti
                 let offset = item.span.start;
                 let p = crate::parse(&src[item.span.range()]);
                 for mut it in p.file.items {
-                    crate::visit::item_spans_mut(&mut it, &mut |s| {
-                        s.start += offset;
-                        s.end += offset;
-                    });
+                    crate::visit::item_spans_mut(&mut it, &mut |s| *s = s.shifted(offset));
                     match &mut it {
                         Item::Flow(f) => f.doc = item.doc.clone(),
                         Item::Tool(t) => t.doc = item.doc.clone(),

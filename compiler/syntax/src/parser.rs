@@ -50,7 +50,8 @@ pub fn parse(src: &str) -> Parsed {
     Parsed { file, diagnostics }
 }
 
-/// Which token follows a chunk of a flow body in its file (offsets relative to the chunk's start).
+/// Which token follows a chunk of a flow body in its file, and so the group that ends with it
+/// (offsets relative to the start of what is parsed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ChunkEnd {
     /// A separating line break at this offset: another member follows.
@@ -59,32 +60,34 @@ pub enum ChunkEnd {
     Close(u32),
 }
 
-/// One chunk of a flow body parsed alone: what [`parse`] would give for that stretch of the file.
+/// One group of chunks of a flow body parsed alone: what [`parse`] would give for that stretch
+/// of the file (see `outline` for chunks and groups).
 #[derive(Clone, Debug, PartialEq)]
-pub struct ChunkParse {
-    /// The members, spans relative to the chunk's start, doc comments attached.
+pub struct GroupParse {
+    /// The members, spans relative to the group's start, doc comments attached.
     pub members: Vec<Member>,
-    /// Lexical and syntax diagnostics, relative to the chunk's start, in source order.
+    /// Lexical and syntax diagnostics, relative to the group's start, in source order.
     pub diagnostics: Vec<Diagnostic>,
-    /// Whether the chunk's delimiters balance on their own (if not, the split was wrong).
+    /// Whether the group's delimiters balance on their own (if not, the split was wrong).
     pub balanced: bool,
-    /// Whether an expression continues after the chunk's last token, so that the line break
-    /// after it separates nothing and the chunk cannot be parsed apart from the next one.
+    /// Whether an expression continues after the group's last token, so that the line break
+    /// after it separates nothing and the group cannot be parsed apart from the next chunk.
     pub open_end: bool,
 }
 
-/// Parses one chunk of a flow body (members and the comments between them), given the token
-/// that follows it in the file, so that an error at its end reads as it does in the whole file.
-pub fn parse_chunk(src: &str, end: ChunkEnd) -> ChunkParse {
+/// Parses one group of chunks of a flow body (members and the comments between them), given
+/// the token that follows it in the file, so that an error at its end reads as it does in the
+/// whole file.
+pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
     let mut lexed = lex(src);
     let balanced = !lexed
         .diagnostics
         .iter()
         .any(|d| d.code == crate::Code::SyntaxUnclosedDelimiter);
     let open_end = !crate::lexer::ends_entry(&lexed.tokens);
-    // Entries are the chunk's top level; whether one continues is decided before any is cut.
+    // Entries are the group's top level; whether one continues is decided before any is cut.
     let limited = limit_nesting(lexed.tokens, 0, &mut lexed.diagnostics);
-    // The file's separating line break is the first one after the chunk's last token (text
+    // The file's separating line break is the first one after the group's last token (text
     // that makes no token, such as a stray character, may stand between).
     let last_end = limited.last().map(|(_, s)| s.end as usize);
     let mut tokens: Vec<(Token, Sp)> = Vec::with_capacity(limited.len() + 1);
@@ -106,13 +109,13 @@ pub fn parse_chunk(src: &str, end: ChunkEnd) -> ChunkParse {
             Sp::from(at + 1..at + 1)
         }
     };
-    let (members, errors) = chunk_parser()
+    let (members, errors) = group_parser()
         .parse(tokens[..].split_token_span(eoi))
         .into_output_errors();
     let diagnostics = merge_diagnostics(lexed.diagnostics, &errors);
     let mut members = members.unwrap_or_default();
     crate::docs::attach_member_docs(&mut members, &lexed.comments, src);
-    ChunkParse {
+    GroupParse {
         members,
         diagnostics,
         balanced,
@@ -851,8 +854,8 @@ where
         .collect::<Vec<_>>()
 }
 
-/// One chunk of a flow body: its members, then the flow's `}` when the chunk is the last one.
-fn chunk_parser<'t, I>() -> impl Parser<'t, I, Vec<Member>, Extra<'t>>
+/// One group of chunks of a flow body: its members, then the flow's `}` when it ends the body.
+fn group_parser<'t, I>() -> impl Parser<'t, I, Vec<Member>, Extra<'t>>
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
 {

@@ -20,6 +20,26 @@ impl Span {
         }
     }
 
+    /// The same span `offset` bytes later: from text parsed alone to its place in the file.
+    #[inline]
+    pub fn shifted(self, offset: u32) -> Span {
+        Span {
+            start: self.start + offset,
+            end: self.end + offset,
+        }
+    }
+
+    /// The same span counted from `start` instead of the file's first byte (what lies before
+    /// `start` clamps to 0): the inverse of [`Span::shifted`], to compare or memoize a subtree
+    /// wherever it stands.
+    #[inline]
+    pub fn relative_to(self, start: u32) -> Span {
+        Span {
+            start: self.start.saturating_sub(start),
+            end: self.end.saturating_sub(start),
+        }
+    }
+
     /// The smallest span that covers both.
     pub fn cover(self, other: Span) -> Span {
         Span {

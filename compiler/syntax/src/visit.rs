@@ -233,8 +233,5 @@ pub fn expr_spans_mut(e: &mut Expr, f: &mut impl FnMut(&mut Span)) {
 
 /// Moves every span of `member` by `-offset`, making them relative to the member's start.
 pub fn rebase_member(member: &mut Member, offset: u32) {
-    member_spans_mut(member, &mut |s: &mut Span| {
-        s.start = s.start.saturating_sub(offset);
-        s.end = s.end.saturating_sub(offset);
-    });
+    member_spans_mut(member, &mut |s: &mut Span| *s = s.relative_to(offset));
 }

@@ -1,4 +1,4 @@
-//! The piecewise parse (outline, chunks, merged chunks, whole items) gives exactly what the
+//! The outlined parse (outline, chunks, groups of chunks, whole items) gives exactly what the
 //! whole-file parse gives: the same items and the same diagnostics, for valid files and for
 //! every kind of breakage an edit can leave behind.
 
@@ -10,7 +10,7 @@ use reel_syntax::outline::{OutlineMemo, outline, parse_outlined};
 use reel_syntax::parse;
 use std::sync::Arc;
 
-/// Checks that the piecewise parse of `src` equals the whole parse.
+/// Checks that the outlined parse of `src` equals the whole parse.
 fn same(src: &str) {
     let whole = parse(src);
     let (items, diags) = parse_outlined(src);

@@ -1,4 +1,4 @@
-//! What an edit recomputes: the steps parsed with the edited one (its piece), the steps that
+//! What an edit recomputes: the steps parsed with the edited one (its group), the steps that
 //! read it (whose checks stop there when they come out equal), and the steps whose inputs'
 //! types it changed.
 
@@ -10,12 +10,12 @@ use salsa::Setter;
 use crate::queries::{file_flows, flow_members};
 use crate::{RootDb, SourceFile, file_diagnostics};
 
-/// The names of the steps parsed together with step `name` (its piece), in the file's first flow.
-fn piece_of(db: &RootDb, file: SourceFile, name: &str) -> Vec<String> {
+/// The names of the steps parsed together with step `name` (its group), in the file's first flow.
+fn group_of(db: &RootDb, file: SourceFile, name: &str) -> Vec<String> {
     let flow = file_flows(db, file)[0];
     let members = flow_members(db, flow);
     let at = members.steps[&members.ids[name]];
-    at.piece
+    at.group
         .source(db)
         .members()
         .iter()
@@ -27,11 +27,11 @@ fn piece_of(db: &RootDb, file: SourceFile, name: &str) -> Vec<String> {
 }
 
 /// How many step checks an edit of step `edited`, read by step `reader`, runs again: the steps
-/// of the edited step's piece, and the reader when it is not among them.
+/// of the edited step's group, and the reader when it is not among them.
 fn rechecked(db: &RootDb, file: SourceFile, edited: &str, reader: &str) -> usize {
-    let piece = piece_of(db, file, edited);
-    assert!(piece.len() <= 32, "{piece:?}");
-    piece.len() + usize::from(!piece.iter().any(|s| s == reader))
+    let group = group_of(db, file, edited);
+    assert!(group.len() <= 32, "{group:?}");
+    group.len() + usize::from(!group.iter().any(|s| s == reader))
 }
 
 fn flow(middle: &str) -> String {
@@ -102,7 +102,7 @@ fn an_edit_that_changes_a_type_rechecks_the_steps_that_read_it() {
     assert!(file_diagnostics(&db, file).is_empty());
     let mut expected: std::collections::BTreeSet<String> =
         (10..20).map(|i| format!("s{i}")).collect();
-    expected.extend(piece_of(&db, file, "s10"));
+    expected.extend(group_of(&db, file, "s10"));
     assert_eq!(
         executions(&log, "step_check"),
         expected.len(),
@@ -163,7 +163,7 @@ fn count(log: &[String], query: &str) -> usize {
 }
 
 #[test]
-fn a_literal_edit_reparses_one_chunk_and_reruns_a_constant_number_of_queries() {
+fn a_literal_edit_reparses_one_group_and_reruns_a_constant_number_of_queries() {
     for n in [50, 500, 2000] {
         let (edited, reader) = (format!("s{}", n / 2), format!("s{}", n / 2 + 1));
         let (log, diags, rechecks) = edit_of_step(
@@ -173,12 +173,12 @@ fn a_literal_edit_reparses_one_chunk_and_reruns_a_constant_number_of_queries() {
         );
         assert_eq!(diags, 0);
         // One parse: the group of a few members the edited step is parsed with.
-        assert_eq!(count(&log, "chunk_parse"), 1, "{log:?}");
+        assert_eq!(count(&log, "group_parse"), 1, "{log:?}");
         assert_eq!(count(&log, "piece_parse"), 0, "{log:?}");
         assert_eq!(count(&log, "parse_file"), 0, "{log:?}");
-        // Only the steps of that group are checked again (a group is at most 32 chunks, and a
-        // chunk a few members that cannot be parsed apart), and the one that reads the edited
-        // step.
+        // Only the steps of that group are checked again (a group is at most 32 chunks, one
+        // member each, more only where members cannot be parsed apart), and the one that reads
+        // the edited step.
         let checks = count(&log, "step_check");
         assert!(
             rechecks > 1 && checks == rechecks,
@@ -209,7 +209,7 @@ fn comments_and_blank_lines_between_steps_recheck_nothing() {
         assert_eq!(diags, 0);
         // At most the group of members around the new lines is parsed again; each step's
         // syntax, relative to its own start, is the same, so nothing is checked again.
-        assert!(count(&log, "chunk_parse") <= 1, "{log:?}");
+        assert!(count(&log, "group_parse") <= 1, "{log:?}");
         for query in [
             "piece_parse",
             "step_dependencies",
@@ -223,7 +223,7 @@ fn comments_and_blank_lines_between_steps_recheck_nothing() {
     let trailing = before.replacen("value: s9 }", "value: s9 }   ", 1);
     assert_ne!(trailing, before);
     let (log, _) = executed_by_edit(&before, &trailing);
-    assert_eq!(count(&log, "chunk_parse"), 1, "{log:?}");
+    assert_eq!(count(&log, "group_parse"), 1, "{log:?}");
     assert_eq!(count(&log, "step_check"), 0, "{log:?}");
 }
 
@@ -236,8 +236,8 @@ fn a_syntax_error_in_one_step_is_reported_there_and_the_rest_is_still_checked() 
         1,
     );
     let (log, _) = executed_by_edit(&before, &broken);
-    // Only the broken step's chunk is parsed again.
-    assert_eq!(count(&log, "chunk_parse"), 1, "{log:?}");
+    // Only the broken step's group is parsed again.
+    assert_eq!(count(&log, "group_parse"), 1, "{log:?}");
     let (db, file) = super::db_with("f.reel", &broken);
     let diags = file_diagnostics(&db, file);
     let at = broken.find("value: }").unwrap() + "value: ".len();
@@ -249,11 +249,11 @@ fn a_syntax_error_in_one_step_is_reported_there_and_the_rest_is_still_checked() 
     assert_eq!(file_diagnostics(&db, file).len(), 2);
 }
 
-/// Diagnostics that point into two pieces of a long flow (declarations are placed by member,
-/// warnings by piece) land on the same bytes as in a flow short enough to be one piece, and stay
+/// Diagnostics that point into two groups of a long flow (declarations are placed by member,
+/// warnings by group) land on the same bytes as in a flow short enough to be one group, and stay
 /// right after an edit moves everything below it.
 #[test]
-fn diagnostics_across_pieces_point_at_the_right_members() {
+fn diagnostics_across_groups_point_at_the_right_members() {
     let mut src = long_flow(200, "abc", "");
     // A second `s150` far below the first, an unused input, and an unused pure step.
     src = src.replacen(

@@ -1,0 +1,486 @@
+//! The checking queries over a flow's members: declarations and the signature, user tools, the
+//! step graph, each step's and the output's check, unused-name warnings, and every diagnostic of
+//! a file, made absolute from the layout's offsets.
+
+use std::collections::BTreeMap;
+
+use reel_flowspec::Type;
+use reel_syntax::ast::{self, Member};
+use reel_syntax::outline::ItemKind;
+use reel_syntax::visit::rebase_member;
+use reel_syntax::{Code, Diagnostic, Span};
+use rustc_hash::FxHashMap;
+
+use crate::contracts::Contract;
+use crate::dag::{Dag, find_cycles};
+use crate::db::{Db, SourceFile};
+use crate::declarations::{Declarations, MemberHead, PlacedDiagnostic, check_declarations};
+use crate::infer::{Checker, ItemScope, Refs};
+use crate::signature::FlowSignature;
+use crate::step::{StepCheck, check_step, syntactic_dependencies};
+use crate::tools::{UserTool, check_tool};
+
+use super::layout::{Shared, file_layout};
+use super::members::{
+    FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, flow_members,
+    step_syntax,
+};
+
+/// The flow's declarations, checked from its members' heads: an edit inside a step's body does
+/// not re-run it.
+#[salsa::tracked(returns(ref))]
+pub fn flow_declarations<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Declarations {
+    let groups = flow_groups(db, flow);
+    let heads: Vec<&Shared<Vec<MemberHead>>> = groups.iter().map(|g| g.heads(db)).collect();
+    let count = heads.iter().map(|h| h.len()).sum();
+    let placed = heads.iter().enumerate().flat_map(|(g, heads)| {
+        heads
+            .iter()
+            .enumerate()
+            .map(move |(m, head)| ((g as u32, m as u32), head))
+    });
+    check_declarations(placed, count)
+}
+
+/// The names and types a flow's expressions resolve against: free of spans, so most edits keep it equal.
+#[salsa::tracked(returns(ref))]
+pub fn flow_signature<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowSignature {
+    flow_declarations(db, flow).signature.clone()
+}
+
+/// The file's user tools that checked well enough to call, by name.
+#[salsa::tracked(returns(ref))]
+pub fn user_tools(db: &dyn Db, file: SourceFile) -> BTreeMap<String, UserTool> {
+    let mut out = BTreeMap::new();
+    let mut sink = Vec::new();
+    for t in &file_layout(db, file).tools {
+        if let Some(tool) = check_tool(&t.tool, &mut sink) {
+            out.entry(t.tool.name.name.clone()).or_insert(tool);
+        }
+    }
+    out
+}
+
+/// Diagnostics of the file's tool declarations and of duplicate top-level names.
+#[salsa::tracked(returns(ref))]
+pub fn item_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    let mut flows: FxHashMap<&str, Span> = FxHashMap::default();
+    let mut tools: FxHashMap<&str, Span> = FxHashMap::default();
+    let layout = file_layout(db, file);
+    for &(kind, i) in &layout.order {
+        let (name, span, seen) = match kind {
+            ItemKind::Flow => {
+                let f = &layout.flows[i];
+                (f.name.as_str(), f.name_span, &mut flows)
+            }
+            ItemKind::Tool => {
+                let t = &layout.tools[i];
+                let mut local = Vec::new();
+                check_tool(&t.tool, &mut local);
+                diags.extend(local.iter().map(|d| d.shifted(t.offset)));
+                (
+                    t.tool.name.name.as_str(),
+                    t.tool.name.span.shifted(t.offset),
+                    &mut tools,
+                )
+            }
+        };
+        let what = kind.keyword();
+        if let Some(first) = seen.get(name) {
+            diags.push(
+                Diagnostic::error(
+                    Code::NameDuplicate,
+                    span,
+                    format!("the {what} `{name}` is declared twice in this file"),
+                )
+                .with_label("declared again here")
+                .with_secondary(*first, "first declared here")
+                .with_help(format!("rename one of the two {what}s")),
+            );
+        } else {
+            seen.insert(name, span);
+        }
+    }
+    diags
+}
+
+/// The steps a step depends on, from its syntax alone (relative spans).
+#[salsa::tracked(returns(ref))]
+pub fn step_dependencies<'db>(db: &'db dyn Db, step: StepId<'db>) -> Vec<(String, Span)> {
+    let sig = flow_signature(db, step.flow(db));
+    match step_syntax(db, step) {
+        Some(s) => syntactic_dependencies(s, sig),
+        None => Vec::new(),
+    }
+}
+
+/// The flow's step graph and its cycles. Built before any type is inferred, from what each
+/// group's steps mention: an edit that keeps every step's references does not re-run it.
+#[salsa::tracked(returns(ref))]
+pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
+    let sig = flow_signature(db, flow);
+    let is_step = |n: &str| sig.step(n).is_some();
+    let mut edges = BTreeMap::new();
+    for &group in flow_groups(db, flow) {
+        for m in group.mentions(db).iter() {
+            // The first step of each name is the one in the graph (a duplicate is an error).
+            if !is_step(&m.name) || edges.contains_key(&m.name) {
+                continue;
+            }
+            let names = m.names.iter().filter(|n| is_step(n));
+            let after = m.after.iter().filter(|n| is_step(n) && **n != m.name);
+            edges.insert(m.name.clone(), names.chain(after).cloned().collect());
+        }
+    }
+    find_cycles(&edges)
+}
+
+/// The full check of one step (relative spans). It reads its group's `steps`, which an edit of
+/// any of the group's steps changes: the steps of the edited group are checked again (a few), an
+/// edit that only moves them (a blank line, a comment, a longer step above) checks none.
+#[salsa::tracked(returns(ref))]
+pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> {
+    let syntax = step_syntax(db, step)?;
+    let flow = step.flow(db);
+    let file = flow.file(db);
+    let sig = flow_signature(db, flow);
+    let tools = |name: &str| -> Option<Contract> {
+        user_tools(db, file).get(name).map(|t| t.contract.clone())
+    };
+    let types = |name: &str| dep_type(db, flow, name);
+    Some(check_step(syntax, sig, &tools, &types))
+}
+
+/// The type of step `name` as the expressions that read it see it. Read from its check rather
+/// than from `step_type`: one memo fewer per step for every edit to verify, and an edit that
+/// re-runs a check to an equal result stops there all the same.
+fn dep_type<'db>(db: &'db dyn Db, flow: FlowId<'db>, name: &str) -> Type {
+    if flow_dag(db, flow).in_cycle.contains(name) {
+        return Type::Error;
+    }
+    let Some(&id) = flow_members(db, flow).ids.get(name) else {
+        return Type::Error;
+    };
+    step_check(db, id)
+        .as_ref()
+        .map_or(Type::Error, |c| c.ty.clone())
+}
+
+/// The type of a step's value; the error type for a step on a cycle (which is reported once, as the cycle).
+#[salsa::tracked(returns(ref))]
+pub fn step_type<'db>(db: &'db dyn Db, step: StepId<'db>) -> Type {
+    if flow_dag(db, step.flow(db)).in_cycle.contains(step.name(db)) {
+        return Type::Error;
+    }
+    step_check(db, step)
+        .as_ref()
+        .map_or(Type::Error, |c| c.ty.clone())
+}
+
+/// The checked output of a flow (relative spans).
+#[derive(Clone, Debug, PartialEq)]
+pub struct OutputCheck {
+    /// The lowered expression.
+    pub expr: reel_flowspec::Expr,
+    /// What it refers to.
+    pub refs: Refs,
+    /// Problems, relative to the output's start.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// The output member, relative to its start.
+#[salsa::tracked(returns(ref))]
+pub fn output_syntax<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<ast::Output> {
+    let at = flow_members(db, flow).output?;
+    match at.member(db)? {
+        Member::Output(o) => {
+            let mut m = Member::Output(o.clone());
+            rebase_member(&mut m, o.span.start);
+            match m {
+                Member::Output(o) => Some(o),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// The checked output of a flow.
+#[salsa::tracked(returns(ref))]
+pub fn output_check<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<OutputCheck> {
+    let out = output_syntax(db, flow).as_ref()?;
+    let sig = flow_signature(db, flow);
+    let types = |name: &str| dep_type(db, flow, name);
+    let mut cx = Checker::new(sig, &types, ItemScope::Outside);
+    let expr = cx.expr(&out.expr);
+    Some(OutputCheck {
+        expr,
+        refs: cx.refs,
+        diagnostics: cx.diags,
+    })
+}
+
+/// Every diagnostic of one flow (absolute spans).
+#[salsa::tracked(returns(ref))]
+pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnostic> {
+    let Some(layout) = flow_layout(db, flow) else {
+        return Vec::new();
+    };
+    let decls = flow_declarations(db, flow);
+    let start_of = |(g, m): crate::declarations::Place| -> u32 {
+        layout.groups.get(g as usize).map_or(0, |(offset, group)| {
+            offset
+                + group
+                    .members()
+                    .get(m as usize)
+                    .map_or(0, |m| m.span().start)
+        })
+    };
+    let mut diags: Vec<Diagnostic> = decls
+        .diagnostics
+        .iter()
+        .map(|d| d.placed(start_of))
+        .collect();
+    let dag = flow_dag(db, flow);
+    // The layout's groups and the flow's `MemberGroup`s are built one from the other, in order.
+    let groups = flow_groups(db, flow);
+    let members = flow_members(db, flow);
+    // Where a member starts in the file: a scan of the groups, for the output and cycles only.
+    let start_at = |at: MemberAt<'db>| -> u32 {
+        groups
+            .iter()
+            .position(|g| *g == at.group)
+            .map_or(0, |g| start_of((g as u32, at.index)))
+    };
+    let step_offset = |_: &dyn Db, id: StepId<'db>| -> u32 {
+        members.steps.get(&id).map_or(0, |&at| start_at(at))
+    };
+
+    // Cycles: one diagnostic each, a label on every edge's reference.
+    for cycle in &dag.cycles {
+        let first = StepId::new(db, flow, cycle[0].clone());
+        let first_name = step_syntax(db, first)
+            .map(|s| s.name.span)
+            .unwrap_or_default();
+        let mut d = Diagnostic::error(
+            Code::DagCycle,
+            first_name.shifted(step_offset(db, first)),
+            if cycle.len() == 1 {
+                format!("the step `{}` depends on itself", cycle[0])
+            } else {
+                let mut path = cycle.clone();
+                path.push(cycle[0].clone());
+                format!("these steps depend on each other: {}", path.join(" → "))
+            },
+        )
+        .with_label("this step is on the cycle");
+        for (i, name) in cycle.iter().enumerate() {
+            let next = &cycle[(i + 1) % cycle.len()];
+            let id = StepId::new(db, flow, name.clone());
+            let offset = step_offset(db, id);
+            if let Some((_, span)) = step_dependencies(db, id).iter().find(|(n, _)| n == next) {
+                d = d.with_secondary(
+                    span.shifted(offset),
+                    format!("`{name}` needs `{next}` here"),
+                );
+            }
+        }
+        diags.push(d.with_help("a step can only use steps that finish before it: break the cycle by removing one of these references"));
+    }
+
+    // Per-step diagnostics, a group at a time.
+    for ((offset, _), &group) in layout.groups.iter().zip(groups) {
+        let report = group_report(db, group);
+        diags.extend(report.diagnostics.iter().map(|d| d.shifted(*offset)));
+    }
+    let output_at = members.output.map(start_at);
+    if let (Some(check), Some(at)) = (output_check(db, flow), output_at) {
+        diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
+    }
+
+    // Warnings for what nothing uses. They are held back while the flow has errors, syntax
+    // errors inside it included: a mistyped or broken reference is often the use they would
+    // complain about.
+    let syntax_errors = file_layout(db, flow.file(db)).diagnostics.iter().any(|d| {
+        d.is_error()
+            && d.primary.span.start >= layout.span.start
+            && d.primary.span.start <= layout.span.end
+    });
+    if !syntax_errors && !diags.iter().any(Diagnostic::is_error) {
+        diags.extend(flow_unused(db, flow).iter().map(|d| d.placed(start_of)));
+    }
+    diags
+}
+
+/// What the steps of one group report: their diagnostics (relative to the group) and the names
+/// they use. Re-run when the group or one of its steps' checks changed, and equal unless what
+/// they report changed, so the flow-wide usage is not recomputed for an edit that keeps it.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct GroupReport {
+    /// Diagnostics of its steps, relative to the group's start.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The steps, inputs, environment variables and secrets its steps use (`after` included).
+    pub uses: Uses,
+}
+
+/// Names used, each once, sorted.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct Uses {
+    /// Steps read or waited for.
+    pub steps: Vec<String>,
+    /// Inputs read.
+    pub inputs: Vec<String>,
+    /// Environment variables read.
+    pub env: Vec<String>,
+    /// Secrets passed.
+    pub secrets: Vec<String>,
+}
+
+impl Uses {
+    fn add(&mut self, refs: &Refs) {
+        self.steps.extend(refs.steps.iter().map(|(n, _)| n.clone()));
+        self.inputs.extend(refs.inputs.iter().cloned());
+        self.env.extend(refs.env.iter().cloned());
+        self.secrets.extend(refs.secrets.iter().cloned());
+    }
+
+    fn tidy(&mut self) {
+        for v in [
+            &mut self.steps,
+            &mut self.inputs,
+            &mut self.env,
+            &mut self.secrets,
+        ] {
+            v.sort_unstable();
+            v.dedup();
+        }
+    }
+}
+
+/// The report of one group's steps: the steps the signature holds (the first of each name,
+/// reserved names left out), checked.
+#[salsa::tracked(returns(ref))]
+pub fn group_report<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> GroupReport {
+    let flow = group.flow(db);
+    let sig = flow_signature(db, flow);
+    let members = flow_members(db, flow);
+    let mut out = GroupReport::default();
+    for (index, m) in group.source(db).members().iter().enumerate() {
+        let Member::Step(s) = m else { continue };
+        if sig.step(&s.name.name).is_none() {
+            continue;
+        }
+        let Some(&id) = members.ids.get(&s.name.name) else {
+            continue;
+        };
+        let here = MemberAt {
+            group,
+            index: index as u32,
+        };
+        if members.steps.get(&id) != Some(&here) {
+            continue;
+        }
+        if let Some(check) = step_check(db, id) {
+            let at = s.span.start;
+            out.diagnostics
+                .extend(check.diagnostics.iter().map(|d| d.shifted(at)));
+            out.uses.add(&check.refs);
+            out.uses
+                .steps
+                .extend(check.after.iter().map(|(n, _)| n.clone()));
+        }
+    }
+    out.uses.tidy();
+    out
+}
+
+/// Warnings for the inputs, secrets, env names and effect-free steps nothing uses, placed by
+/// member. Reads the groups' reports and heads, so an edit that changes no use does not re-run it.
+#[salsa::tracked(returns(ref))]
+pub fn flow_unused<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<PlacedDiagnostic> {
+    let groups = flow_groups(db, flow);
+    let mut uses = Uses::default();
+    for &group in groups {
+        let u = &group_report(db, group).uses;
+        uses.steps.extend(u.steps.iter().cloned());
+        uses.inputs.extend(u.inputs.iter().cloned());
+        uses.env.extend(u.env.iter().cloned());
+        uses.secrets.extend(u.secrets.iter().cloned());
+    }
+    if let Some(check) = output_check(db, flow) {
+        uses.add(&check.refs);
+    }
+    uses.tidy();
+    let used =
+        |list: &[String], name: &str| list.binary_search_by(|n| n.as_str().cmp(name)).is_ok();
+    let mut out = Vec::new();
+    for (g, &group) in groups.iter().enumerate() {
+        for (m, head) in group.heads(db).iter().enumerate() {
+            let place = (g as u32, m as u32);
+            let warning = match head {
+                MemberHead::Input(i) if !used(&uses.inputs, &i.name.name) => Diagnostic::warning(
+                    Code::LintUnusedInput,
+                    i.name.span,
+                    format!("the input `{}` is never read", i.name.name),
+                )
+                .with_label("unused input")
+                .with_help(format!("read it as `input.{}`, or remove it", i.name.name)),
+                MemberHead::Secret(name) if !used(&uses.secrets, &name.name) => {
+                    Diagnostic::warning(
+                        Code::LintUnusedSecret,
+                        name.span,
+                        format!("the secret `{}` is never passed to a tool", name.name),
+                    )
+                    .with_label("unused secret")
+                    .with_help("remove it, so runs do not need it set")
+                }
+                MemberHead::Env(name) if !used(&uses.env, &name.name) => Diagnostic::warning(
+                    Code::LintUnusedEnv,
+                    name.span,
+                    format!("the environment variable `{}` is never read", name.name),
+                )
+                .with_label("unused")
+                .with_help(format!("read it as `env.{}`, or remove it", name.name)),
+                MemberHead::Step { name, .. } if !used(&uses.steps, &name.name) => {
+                    let id = StepId::new(db, flow, name.name.as_str());
+                    let kind = step_check(db, id).as_ref().map(|c| c.lowered.kind);
+                    if !matches!(
+                        kind,
+                        Some(reel_flowspec::ToolKind::Pure | reel_flowspec::ToolKind::Read)
+                    ) {
+                        continue;
+                    }
+                    Diagnostic::warning(Code::LintUnusedStep, name.span, format!("nothing uses the value of `{}`", name.name))
+                        .with_label("unused step")
+                        .with_help("it has no effect, so it only costs time: use its value in the output or another step, or remove it")
+                }
+                _ => continue,
+            };
+            out.push(PlacedDiagnostic {
+                diagnostic: warning,
+                places: vec![place],
+            });
+        }
+    }
+    out
+}
+
+/// Every diagnostic of a file, sorted by position.
+#[salsa::tracked(returns(ref))]
+pub fn file_diagnostics(db: &dyn Db, file: SourceFile) -> Vec<Diagnostic> {
+    let mut diags = file_layout(db, file).diagnostics.clone();
+    diags.extend(item_diagnostics(db, file).iter().cloned());
+    for &flow in file_flows(db, file) {
+        diags.extend(flow_diagnostics(db, flow).iter().cloned());
+    }
+    diags.sort_by(|a, b| {
+        (a.primary.span.start, a.primary.span.end, a.code).cmp(&(
+            b.primary.span.start,
+            b.primary.span.end,
+            b.code,
+        ))
+    });
+    diags.dedup();
+    diags
+}
