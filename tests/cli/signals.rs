@@ -114,3 +114,48 @@ fn a_worker_facing_a_run_it_cannot_continue_waits_it_out_and_until_idle_names_it
         "the run is left as it was: {runs}"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_run_canceled_while_a_call_was_in_flight_is_redriven_to_its_end() {
+    let dir = temp();
+    write(
+        dir.path(),
+        "slow.reel",
+        "flow slow {\n  step effect = exec { cmd: [\"sh\", \"-c\", \"touch started; sleep 1; echo done\"] }\n  output effect.stdout\n}\n",
+    );
+    let home = dir.path().join(".reel");
+    let home = home.to_str().unwrap();
+    let mut command = reel(dir.path(), &["run", "slow.reel", "--json"]);
+    command
+        .env("REEL_HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = command.spawn().unwrap();
+    assert!(
+        wait_for(&dir.path().join("started"), Duration::from_secs(20)),
+        "the tool never started"
+    );
+    let runs = json(&reel_env(
+        dir.path(),
+        &["runs", "--json"],
+        &[("REEL_HOME", home)],
+    ));
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let c = reel_env(dir.path(), &["cancel", &id], &[("REEL_HOME", home)]);
+    assert_eq!(c.status, 0, "{c:?}");
+    let out = child.wait_with_output().unwrap();
+    let ran: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ran["status"], "canceled", "{ran}");
+
+    // The redrive runs the call again and is not canceled by the request that ended the run.
+    let r = reel_env(
+        dir.path(),
+        &["resume", &id, "--json"],
+        &[("REEL_HOME", home)],
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    let resumed = json(&r);
+    assert_eq!(resumed["status"], "succeeded", "{resumed}");
+    assert_eq!(resumed["output"], "done\n", "{resumed}");
+}

@@ -304,7 +304,13 @@ impl Writer {
                         ELSE signal_pending END,
                     ended_at = COALESCE(?8, ended_at),
                     output_digest = COALESCE(?9, output_digest),
-                    error = COALESCE(?10, error)
+                    error = COALESCE(?10, error),
+                    -- A cancel request is fulfilled when the run ends, and one left by an older
+                    -- reel is dropped when the run is redriven: else a redrive cancels itself.
+                    cancel_requested = CASE
+                        WHEN ?3 IN ('succeeded', 'failed', 'canceled') THEN 0
+                        WHEN ?3 = 'running' AND status IN ('failed', 'canceled') THEN 0
+                        ELSE cancel_requested END
                  WHERE id = ?1 AND lease_token = ?2",
             )
             .and_then(|mut s| {
