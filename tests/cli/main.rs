@@ -8,6 +8,7 @@ mod crash;
 mod deep;
 mod fmt;
 mod holes;
+mod numbers;
 mod replay;
 mod runs;
 mod signals;

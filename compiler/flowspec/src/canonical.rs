@@ -24,21 +24,99 @@ impl std::error::Error for CanonicalError {
     }
 }
 
-/// The RFC 8785 text of any serialisable value.
+/// The canonical text of any serialisable value: that of its JSON value (see [`canonical_json`]).
 ///
-/// Fails when `value`'s `Serialize` fails, has a map with non-string keys, repeats a key, or
-/// holds a non-finite float: none of which a [`Value`] can do (see [`canonical_json`]).
+/// Fails when `value`'s `Serialize` fails or has a map with non-string keys, which a [`Value`]
+/// cannot hold.
 pub fn to_canonical_string<T: Serialize>(value: &T) -> Result<String, CanonicalError> {
-    serde_json_canonicalizer::to_string(value).map_err(CanonicalError)
+    let value = serde_json::to_value(value).map_err(CanonicalError)?;
+    Ok(canonical_json(&value))
 }
 
-/// The RFC 8785 text of a JSON value.
+/// Integers of at most this magnitude are written alike by RFC 8785 (as doubles) and by their
+/// digits: 2^53, beyond which a double no longer holds every integer.
+const EXACT_DOUBLE: u64 = 1 << 53;
+
+/// The canonical text of a JSON value: RFC 8785 (JCS), except that an integer beyond 2^53 is
+/// written with all its digits instead of as the nearest double.
+///
+/// Reel's integers are 64-bit: `1234567890123456789` must come back as it went in, and RFC 8785
+/// would write it `1234567890123456800`. Every value without such an integer is written exactly
+/// as RFC 8785 says (the published vectors pass), so digests of everything else are the ones
+/// RFC 8785 gives; floats keep RFC 8785's form (`1e+21`, `0`).
 pub fn canonical_json(value: &Value) -> String {
+    if !has_big_integer(value) {
+        return rfc8785(value);
+    }
+    let mut out = String::new();
+    write_exact(value, &mut out);
+    out
+}
+
+/// RFC 8785 as the canonicaliser writes it.
+fn rfc8785(value: &Value) -> String {
     // A `Value` has string keys, no duplicate keys (it is a map), no raw fragments and only
     // finite numbers (serde_json refuses to build a non-finite `Number`), which are exactly the
     // canonicaliser's failure cases; so this cannot fail.
     serde_json_canonicalizer::to_string(value)
         .expect("a serde_json::Value always has a canonical form")
+}
+
+/// Whether `value` holds an integer that a double cannot hold exactly.
+fn has_big_integer(value: &Value) -> bool {
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Number(n) => {
+                let big = match (n.as_u64(), n.as_i64()) {
+                    (Some(u), _) => u > EXACT_DOUBLE,
+                    (None, Some(i)) => i.unsigned_abs() > EXACT_DOUBLE,
+                    (None, None) => false,
+                };
+                if big {
+                    return true;
+                }
+            }
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    false
+}
+
+/// RFC 8785's layout (keys sorted by UTF-16 code units, its string escapes and float form), with
+/// integers written by their digits.
+fn write_exact(value: &Value, out: &mut String) {
+    match value {
+        Value::Number(n) if n.is_i64() || n.is_u64() => out.push_str(&n.to_string()),
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_exact(item, out);
+            }
+            out.push(']');
+        }
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+            out.push('{');
+            for (i, (key, item)) in entries.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&rfc8785(&Value::String(key.clone())));
+                out.push(':');
+                write_exact(item, out);
+            }
+            out.push('}');
+        }
+        // Strings, floats, booleans and null: as RFC 8785 writes them.
+        other => out.push_str(&rfc8785(other)),
+    }
 }
 
 /// Lowercase hex SHA-256 of `bytes` (64 characters).
@@ -71,6 +149,61 @@ mod tests {
             canonical_json(&value),
             r#"{"a":{"c":true,"d":null},"b":[1,2,"x"]}"#
         );
+    }
+
+    #[test]
+    fn integers_beyond_two_to_the_53_keep_every_digit() {
+        let big: i64 = 1_234_567_890_123_456_789;
+        assert_eq!(canonical_json(&json!(big)), "1234567890123456789");
+        assert_eq!(canonical_json(&json!(-big)), "-1234567890123456789");
+        assert_eq!(canonical_json(&json!(u64::MAX)), "18446744073709551615");
+        assert_eq!(canonical_json(&json!(i64::MIN)), "-9223372036854775808");
+        // Inside a document, the rest is laid out as RFC 8785 says.
+        assert_eq!(
+            canonical_json(&json!({"b": [big, 1.5, 1e21, "\u{1f}é"], "a": null, "\u{e9}": -0.0})),
+            "{\"a\":null,\"b\":[1234567890123456789,1.5,1e+21,\"\\u001fé\"],\"é\":0}"
+        );
+        // At 2^53 and below both forms agree, so such values keep their RFC 8785 digests.
+        let edge = 9_007_199_254_740_992_i64;
+        assert_eq!(canonical_json(&json!(edge)), rfc8785(&json!(edge)));
+        assert_eq!(canonical_json(&json!(edge + 1)), "9007199254740993");
+    }
+
+    #[test]
+    fn the_published_rfc_8785_vectors_pass() {
+        // RFC 8785, section 3.2.2 and appendix B (numbers), and the sorting example of 3.2.3.
+        let doc = json!({
+            "numbers": [333333333.33333329, 1E30, 4.50, 2e-3, 0.000000000000000000000000001],
+            "string": "\u{20ac}$\u{000F}\u{000a}A'\u{0042}\u{0022}\u{005c}\\\"/",
+            "literals": [null, true, false]
+        });
+        assert_eq!(
+            canonical_json(&doc),
+            r#"{"literals":[null,true,false],"numbers":[333333333.3333333,1e+30,4.5,0.002,1e-27],"string":"€$\u000f\nA'B\"\\\\\"/"}"#
+        );
+        let sorting = json!({
+            "\u{20ac}": "Euro Sign", "\r": "Carriage Return", "\u{fb33}": "Hebrew Letter Dalet With Dagesh",
+            "1": "One", "\u{1f600}": "Emoji: Grinning Face", "\u{0080}": "Control",
+            "\u{00f6}": "Latin Small Letter O With Diaeresis"
+        });
+        let text = canonical_json(&sorting);
+        let keys: Vec<&str> = ["\r", "1", "\u{80}", "ö", "€", "\u{1f600}", "\u{fb33}"].to_vec();
+        let mut at = 0;
+        for key in keys {
+            let quoted = serde_json::to_string(key).unwrap();
+            let found = text[at..].find(&quoted).expect(key) + at;
+            at = found + quoted.len();
+        }
+        for (n, written) in [
+            (0.0, "0"),
+            (-0.0, "0"),
+            (5e-324, "5e-324"),
+            (1e21, "1e+21"),
+            (1e20, "100000000000000000000"),
+            (9007199254740994.0, "9007199254740994"),
+        ] {
+            assert_eq!(canonical_json(&json!(n)), written, "{n}");
+        }
     }
 
     #[test]
