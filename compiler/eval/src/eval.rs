@@ -79,42 +79,7 @@ pub fn is_constant(expr: &Expr) -> bool {
         Node::Call { func, args } => {
             builtin(func).is_none_or(|b| b.pure) && args.iter().all(is_constant)
         }
-        _ => children(expr).into_iter().all(is_constant),
-    }
-}
-
-/// The direct subexpressions of `expr`.
-fn children(expr: &Expr) -> Vec<&Expr> {
-    match &expr.node {
-        Node::Lit { .. }
-        | Node::Input { .. }
-        | Node::Env { .. }
-        | Node::Secret { .. }
-        | Node::Step { .. }
-        | Node::Item
-        | Node::Index
-        | Node::Var { .. } => Vec::new(),
-        Node::Interp { parts: items } | Node::List { items } | Node::Call { args: items, .. } => {
-            items.iter().collect()
-        }
-        Node::Record { fields } => fields.iter().map(|f| &f.value).collect(),
-        Node::Member { base, .. } => vec![base],
-        Node::At { base, index } => vec![base, index],
-        Node::Unary { expr, .. } => vec![expr],
-        Node::Binary { lhs, rhs, .. } => vec![lhs, rhs],
-        Node::If {
-            cond,
-            then,
-            otherwise,
-        } => vec![cond, then, otherwise],
-        Node::For {
-            iter, cond, body, ..
-        } => {
-            let mut out: Vec<&Expr> = vec![iter];
-            out.extend(cond.as_deref());
-            out.push(body);
-            out
-        }
+        _ => expr.node.children().into_iter().all(is_constant),
     }
 }
 

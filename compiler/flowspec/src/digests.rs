@@ -13,7 +13,7 @@ use serde_json::Value;
 use crate::args::Args;
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::spec::{
-    Duration, Expr, FORMAT_VERSION, FlowSpec, Node, OLDEST_VERSION, RetrySpec, StepSpec, ToolKind,
+    Duration, Expr, FORMAT_VERSION, FlowSpec, OLDEST_VERSION, RetrySpec, StepSpec, ToolKind,
     ToolSpec, writing_implied_types,
 };
 use crate::types::Type;
@@ -56,44 +56,9 @@ fn implies_a_type(expr: &Expr) -> bool {
         if e.type_is_implied() {
             return true;
         }
-        todo.extend(children(&e.node));
+        todo.extend(e.node.children());
     }
     false
-}
-
-/// The expressions directly inside `node`.
-fn children(node: &Node) -> Vec<&Expr> {
-    match node {
-        Node::Lit { .. }
-        | Node::Input { .. }
-        | Node::Env { .. }
-        | Node::Secret { .. }
-        | Node::Step { .. }
-        | Node::Item
-        | Node::Index
-        | Node::Var { .. } => Vec::new(),
-        Node::Interp { parts } => parts.iter().collect(),
-        Node::List { items } => items.iter().collect(),
-        Node::Record { fields } => fields.iter().map(|f| &f.value).collect(),
-        Node::Call { args, .. } => args.iter().collect(),
-        Node::Member { base, .. } => vec![base],
-        Node::At { base, index } => vec![base, index],
-        Node::Unary { expr, .. } => vec![expr],
-        Node::Binary { lhs, rhs, .. } => vec![lhs, rhs],
-        Node::If {
-            cond,
-            then,
-            otherwise,
-        } => vec![cond, then, otherwise],
-        Node::For {
-            iter, cond, body, ..
-        } => {
-            let mut out: Vec<&Expr> = vec![iter];
-            out.extend(cond.as_deref());
-            out.push(body);
-            out
-        }
-    }
 }
 
 /// The JSON form of data this crate defines.

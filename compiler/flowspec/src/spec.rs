@@ -616,6 +616,43 @@ impl BinaryOp {
     }
 }
 
+impl Node {
+    /// The expressions directly inside this node, in source order.
+    pub fn children(&self) -> Vec<&Expr> {
+        match self {
+            Node::Lit { .. }
+            | Node::Input { .. }
+            | Node::Env { .. }
+            | Node::Secret { .. }
+            | Node::Step { .. }
+            | Node::Item
+            | Node::Index
+            | Node::Var { .. } => Vec::new(),
+            Node::Interp { parts } => parts.iter().collect(),
+            Node::List { items } => items.iter().collect(),
+            Node::Record { fields } => fields.iter().map(|f| &f.value).collect(),
+            Node::Call { args, .. } => args.iter().collect(),
+            Node::Member { base, .. } => vec![base],
+            Node::At { base, index } => vec![base, index],
+            Node::Unary { expr, .. } => vec![expr],
+            Node::Binary { lhs, rhs, .. } => vec![lhs, rhs],
+            Node::If {
+                cond,
+                then,
+                otherwise,
+            } => vec![cond, then, otherwise],
+            Node::For {
+                iter, cond, body, ..
+            } => {
+                let mut out: Vec<&Expr> = vec![iter];
+                out.extend(cond.as_deref());
+                out.push(body);
+                out
+            }
+        }
+    }
+}
+
 impl Expr {
     /// A node with its type.
     pub fn new(node: Node, ty: Type) -> Self {

@@ -67,20 +67,7 @@ impl Recording {
         let row = store
             .run(run)?
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
-        let mut parsed = None;
-        store.read_spec(&row.flow_digest, &mut |json| {
-            parsed = Some(FlowSpec::from_json(json));
-        })?;
-        let spec = match parsed {
-            Some(Ok(spec)) => Arc::new(spec),
-            Some(Err(e)) => return Err(Refusal::Spec(e.to_string())),
-            None => {
-                return Err(Refusal::Spec(format!(
-                    "the FlowSpec {} is missing from the store",
-                    row.flow_digest
-                )));
-            }
-        };
+        let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
         let mut events = Vec::new();
         let mut hole = None;
         store.read_journal(run, 0, &mut |r| match Event::from_row(&r) {

@@ -241,22 +241,7 @@ pub async fn resume(
         RunStatus::Quarantined => return Err(Refusal::Quarantined(row.id)),
         _ => {}
     }
-    // Parsed where the store holds the text, so the text is not copied first: for a flow of
-    // many steps the JSON is tens of MiB.
-    let mut parsed = None;
-    store.read_spec(&row.flow_digest, &mut |json| {
-        parsed = Some(FlowSpec::from_json(json));
-    })?;
-    let spec = match parsed {
-        Some(Ok(spec)) => Arc::new(spec),
-        Some(Err(e)) => return Err(Refusal::Spec(e.to_string())),
-        None => {
-            return Err(Refusal::Spec(format!(
-                "the FlowSpec {} is missing from the store",
-                row.flow_digest
-            )));
-        }
-    };
+    let spec = recorded_spec(store.as_ref(), &row.flow_digest)?;
     let secrets = resolve_secrets(deps, &spec)?;
     let owner = deps.owner.clone();
     let lease_ms = cfg.lease_ms;
@@ -457,5 +442,26 @@ pub async fn cancel(
             store.release(&lease).await?;
             Ok(CancelOutcome::Canceled)
         }
+    }
+}
+
+/// The FlowSpec a run recorded, by its digest: a run resumes and replays against the program it
+/// started with, never the file as edited since.
+pub(crate) fn recorded_spec(
+    store: &dyn reel_store::StoreRead,
+    digest: &str,
+) -> Result<Arc<FlowSpec>, Refusal> {
+    // Parsed where the store holds the text, so the text is not copied first: for a flow of
+    // many steps the JSON is tens of MiB.
+    let mut parsed = None;
+    store.read_spec(digest, &mut |json| {
+        parsed = Some(FlowSpec::from_json(json));
+    })?;
+    match parsed {
+        Some(Ok(spec)) => Ok(Arc::new(spec)),
+        Some(Err(e)) => Err(Refusal::Spec(e.to_string())),
+        None => Err(Refusal::Spec(format!(
+            "the FlowSpec {digest} is missing from the store"
+        ))),
     }
 }
