@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use proptest::prelude::*;
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
-use reel_flowspec::FlowSpec;
 use reel_flowspec::canonical::digest_value;
+use reel_flowspec::{FlowSpec, Type};
 use reel_runtime::scope::rfc3339;
 use reel_runtime::{
     BoxFuture, Clock, EnvSecrets, Environment, NoProgress, RiderConfig, RunDeps, RunOutcome,
@@ -44,8 +44,29 @@ impl Clock for VirtualClock {
 }
 
 /// Tools that answer at once: `echo` its value; `http.get` of `http://fake/fail-until/T`
-/// fails (retryably) before virtual time T, then answers; anything else fails for good.
+/// fails (retryably) before virtual time T, then answers (other urls answer a small JSON
+/// body); `exec`, `fs.*` and other `http.*` answer fixed results of their shape, and a user
+/// tool a value of its declared output type.
 struct FakeTools(Arc<VirtualClock>);
+
+/// A value of type `ty`, the same every time.
+fn fake_of(ty: &Type) -> Value {
+    match ty {
+        Type::String => json!("fake"),
+        Type::Int => json!(3),
+        Type::Float => json!(1.5),
+        Type::Bool => json!(true),
+        Type::Duration => json!("1s"),
+        Type::List { item } => json!([fake_of(item), fake_of(item)]),
+        Type::Record { fields } => Value::Object(
+            fields
+                .iter()
+                .map(|f| (f.name.clone(), fake_of(&f.ty)))
+                .collect(),
+        ),
+        _ => Value::Null,
+    }
+}
 
 impl Tools for FakeTools {
     fn call(
@@ -69,11 +90,39 @@ impl Tools for FakeTools {
                 if now < START + until {
                     Err(ToolError::new("tool.http.status", "503 (fake)", true))
                 } else {
+                    let body = if url.starts_with("http://fake/") {
+                        json!(url)
+                    } else {
+                        json!({ "items": [{ "name": "a", "value": 1 }, { "name": "b", "value": 2 }] })
+                    };
                     Ok(ToolOutput {
-                        value: json!({ "status": 200, "headers": {}, "body": url }),
+                        value: json!({ "status": 200, "headers": {}, "body": body }),
                         log: String::new(),
                     })
                 }
+            }
+            _ if call.user.is_some() => Ok(ToolOutput {
+                value: fake_of(&call.user.as_ref().expect("a user tool").output),
+                log: String::new(),
+            }),
+            "http.post" | "http.put" | "http.delete" => Ok(ToolOutput {
+                value: json!({ "status": 200, "headers": {}, "body": call.args.get("body") }),
+                log: String::new(),
+            }),
+            "exec" => Ok(ToolOutput {
+                value: json!({ "stdout": "fake\n", "stderr": "", "json": null }),
+                log: String::new(),
+            }),
+            "fs.read" => Ok(ToolOutput {
+                value: json!({ "text": "one two three" }),
+                log: String::new(),
+            }),
+            "fs.write" => {
+                let text = call.args.get("text").and_then(Value::as_str).unwrap_or("");
+                Ok(ToolOutput {
+                    value: json!({ "bytes": text.len() }),
+                    log: String::new(),
+                })
             }
             other => Err(ToolError::new(
                 "tool.args",
@@ -101,7 +150,10 @@ fn deps(store: Arc<dyn Store>, clock: Arc<VirtualClock>) -> RunDeps {
         store,
         tools: Arc::new(FakeTools(clock.clone())),
         clock,
-        secrets: Arc::new(EnvSecrets::from_pairs([])),
+        secrets: Arc::new(EnvSecrets::from_pairs([(
+            "api_token".into(),
+            "t0ken".into(),
+        )])),
         env: Arc::new(NoEnv),
         progress: Arc::new(NoProgress),
         shutdown: CancellationToken::new(),
@@ -279,6 +331,11 @@ async fn prefix_store(
 
 /// Runs `source` uninterrupted, then from every prefix of its journal, and compares.
 async fn check(source: &str, durability: Durability) {
+    check_with(source, durability, serde_json::Map::new()).await;
+}
+
+/// [`check`] with the run's inputs.
+async fn check_with(source: &str, durability: Durability, inputs: serde_json::Map<String, Value>) {
     let spec = Arc::new(compile(source));
     // In memory where the system offers it: a store per prefix, and fsyncs cost nothing there.
     let shm = Path::new("/dev/shm");
@@ -295,7 +352,7 @@ async fn check(source: &str, durability: Durability) {
     let req = StartRequest {
         run_id: "r1".into(),
         spec,
-        inputs: serde_json::Map::new(),
+        inputs,
         cwd: dir.path().to_path_buf(),
         source: None,
         source_abs: None,
@@ -458,54 +515,33 @@ proptest! {
     }
 }
 
-/// The examples that run without a network or files, as users write them.
+/// Every example flow of the repository, as users write them, with the fakes answering their
+/// tools: a run resumed from any prefix of its journal ends as the whole run.
 #[test]
-fn resuming_the_examples_from_any_prefix_ends_as_the_whole_run() {
-    for source in [HELLO, WAIT] {
-        block_on(check(source, Durability::Fast));
-        block_on(check(source, Durability::Durable));
+fn resuming_every_example_from_any_prefix_ends_as_the_whole_run() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut files: Vec<_> = [root.clone(), root.join("reference")]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).expect("the examples are readable"))
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "reel"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 7, "the examples are there: {files:?}");
+    for file in files {
+        let source = std::fs::read_to_string(&file).expect("an example reads");
+        let mut inputs = serde_json::Map::new();
+        match file.file_name().and_then(|n| n.to_str()) {
+            Some("approval.reel") => {
+                inputs.insert("request".into(), json!("a day off"));
+            }
+            Some("files.reel") => {
+                inputs.insert("files".into(), json!(["a.txt", "b.txt"]));
+            }
+            _ => {}
+        }
+        for durability in [Durability::Fast, Durability::Durable] {
+            block_on(check_with(&source, durability, inputs.clone()));
+        }
     }
 }
-
-const HELLO: &str = r#"flow hello {
-  input name: string = "world"
-  input times: int = 3
-
-  step greeting = "hello, ${input.name}"
-
-  step shout = echo {
-    value: upper(greeting)
-  }
-
-  step repeated = echo {
-    foreach: range(input.times)
-    value: { n: index, text: "${shout} #${item}" }
-  }
-
-  output {
-    greeting: greeting
-    lines: [for r in repeated: r.text]
-    count: len(repeated)
-  }
-}
-"#;
-
-const WAIT: &str = r#"flow wait_for_go {
-  input nap: duration = 1s
-
-  step go = signal {
-    name: "go"
-    timeout: 1d
-  }
-
-  step rest = sleep {
-    for: input.nap
-    after: [go]
-  }
-
-  output {
-    payload: go
-    woke_at: rest.woke_at
-  }
-}
-"#;
