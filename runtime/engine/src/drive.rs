@@ -123,8 +123,8 @@ impl Driver<'_> {
     ) -> Result<Next, Refusal> {
         let store = &self.deps.store;
         match cmd {
-            Command::PutValue { value, .. } => {
-                store.put_value(&value)?;
+            Command::PutValue { digest, text, .. } => {
+                store.put_canonical(&digest, text)?;
             }
             Command::Append(events) => {
                 let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
@@ -305,8 +305,8 @@ impl Driver<'_> {
                                 let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
                                 self.deps.store.append(&self.lease, rows)
                             }
-                            Command::PutValue { value, .. } => {
-                                self.deps.store.put_value(&value).map(|_| ())
+                            Command::PutValue { digest, text, .. } => {
+                                self.deps.store.put_canonical(&digest, text)
                             }
                             Command::Sync => self.deps.store.sync(&self.lease).await,
                             _ => Ok(()),

@@ -682,7 +682,7 @@ impl<'a> Replayer<'a> {
                 return Ok(None);
             };
             match cmd {
-                Command::PutValue { digest, value } => {
+                Command::PutValue { digest, value, .. } => {
                     self.values.insert(digest, value);
                 }
                 Command::Append(events) => {

@@ -553,6 +553,14 @@ pub trait Store: StoreRead {
     /// Stores a value by the SHA-256 of its canonical JSON; returns the digest. Written once,
     /// however often stored; over 64 KiB it is kept apart from the database, by digest.
     fn put_value(&self, value: &Value) -> Result<String, StoreError>;
+    /// Stores a value given as its canonical JSON `text` and that text's `digest` (what
+    /// `reel_flowspec::canonical` gives), for a caller that has both already: the value is not
+    /// written out again. The default reads the text back and stores it as [`Self::put_value`].
+    fn put_canonical(&self, digest: &str, text: String) -> Result<(), StoreError> {
+        let value: Value = serde_json::from_str(&text)
+            .map_err(|e| StoreError::Sqlite(format!("value {digest} is not JSON: {e}")))?;
+        self.put_value(&value).map(|_| ())
+    }
     /// Stores a FlowSpec's JSON by its digest.
     fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError>;
 

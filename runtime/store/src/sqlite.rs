@@ -336,11 +336,17 @@ impl StoreRead for SqliteStore {
 
 impl Store for SqliteStore {
     fn put_value(&self, value: &Value) -> Result<String, StoreError> {
+        let text = canonical_json(value);
+        let digest = sha256_hex(text.as_bytes());
+        self.put_canonical(&digest, text)?;
+        Ok(digest)
+    }
+
+    fn put_canonical(&self, digest: &str, text: String) -> Result<(), StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);
         }
-        let text = canonical_json(value);
-        let digest = sha256_hex(text.as_bytes());
+        let digest = digest.to_string();
         let Some(key) = blobs::digest_key(&digest) else {
             return Err(StoreError::Sqlite(format!("malformed digest {digest}")));
         };
@@ -350,7 +356,7 @@ impl Store for SqliteStore {
             // Written before its row is enqueued (and outside the lock, being slow), so no
             // row ever points at a file that is not there yet.
             if lock(&self.shared.seen).contains(&key) {
-                return Ok(digest);
+                return Ok(());
             }
             blobs::write_blob(&self.blobs, &digest, &text)?;
         }
@@ -366,7 +372,7 @@ impl Store for SqliteStore {
             seen.clear();
         }
         if !seen.insert(key) {
-            return Ok(digest);
+            return Ok(());
         }
         lock(&self.shared.pending).insert(digest.clone(), text.clone());
         let sent = self.send(Cmd::Value {
@@ -379,7 +385,7 @@ impl Store for SqliteStore {
             lock(&self.shared.pending).remove(&digest);
             return Err(e);
         }
-        Ok(digest)
+        Ok(())
     }
 
     fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {

@@ -94,14 +94,29 @@ pub(crate) fn hidden_vars(inherited: impl Iterator<Item = OsString>) -> Vec<OsSt
 }
 
 /// The program to start: a relative path with a slash is taken relative to `dir`, because
-/// what the OS would resolve it against is not fixed (see `std::process::Command::new`).
-fn program(argv0: &str, dir: &Path) -> PathBuf {
+/// what the OS would resolve it against is not fixed (see `std::process::Command::new`); a bare
+/// name is looked up on the base's `PATH`, the one the command itself sees.
+///
+/// Looking it up here, not in the child, also keeps spawning cheap: with a `PATH` of its own in
+/// the child's environment, std cannot use `posix_spawn` for a bare name and forks the whole
+/// process instead (twice as slow for a short command). A name not found is left as it is, so
+/// the spawn fails with the system's own error.
+fn program(argv0: &str, dir: &Path, base: &BaseEnvironment) -> PathBuf {
     let path = Path::new(argv0);
     if path.is_relative() && argv0.contains('/') {
-        dir.join(path)
-    } else {
-        path.to_path_buf()
+        return dir.join(path);
     }
+    if path.is_absolute() {
+        return path.to_path_buf();
+    }
+    let search = base
+        .0
+        .iter()
+        .find(|(name, _)| name == "PATH")
+        .map(|(_, v)| v);
+    search
+        .and_then(|paths| which::which_in(argv0, Some(paths), dir).ok())
+        .unwrap_or_else(|| path.to_path_buf())
 }
 
 /// Runs the command to its end, or until the timeout or the token stops it.
@@ -127,7 +142,7 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
             false,
         ));
     }
-    let mut command = Command::new(program(argv0, &spawn.dir));
+    let mut command = Command::new(program(argv0, &spawn.dir, &spawn.base));
     command
         .args(rest)
         .current_dir(&spawn.dir)
@@ -389,13 +404,36 @@ mod tests {
     #[test]
     fn relative_programs_with_a_slash_resolve_in_the_working_directory() {
         let dir = Path::new("/srv/flows");
-        assert_eq!(program("./t.sh", dir), PathBuf::from("/srv/flows/./t.sh"));
+        let none = BaseEnvironment::default();
         assert_eq!(
-            program("tools/t.py", dir),
+            program("./t.sh", dir, &none),
+            PathBuf::from("/srv/flows/./t.sh")
+        );
+        assert_eq!(
+            program("tools/t.py", dir, &none),
             PathBuf::from("/srv/flows/tools/t.py")
         );
-        assert_eq!(program("python3", dir), PathBuf::from("python3"));
-        assert_eq!(program("/bin/sh", dir), PathBuf::from("/bin/sh"));
+        assert_eq!(program("python3", dir, &none), PathBuf::from("python3"));
+        assert_eq!(program("/bin/sh", dir, &none), PathBuf::from("/bin/sh"));
+    }
+
+    #[test]
+    fn bare_names_are_found_on_the_base_path_the_command_sees() {
+        let bin = tempfile::tempdir().unwrap();
+        let tool = bin.path().join("only-here");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let base = BaseEnvironment::from_pairs([("PATH".into(), bin.path().as_os_str().into())]);
+        assert_eq!(program("only-here", Path::new("/"), &base), tool);
+        // Not on that PATH: left as it is, for the spawn to fail with the system's error.
+        assert_eq!(
+            program("not-anywhere-zz", Path::new("/"), &base),
+            PathBuf::from("not-anywhere-zz")
+        );
     }
 
     #[tokio::test]

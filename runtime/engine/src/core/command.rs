@@ -58,6 +58,8 @@ pub enum Command {
     PutValue {
         /// Its digest (`canonical::digest_value`).
         digest: String,
+        /// Its canonical JSON, which the digest is of: written out once, here.
+        text: String,
         /// The value.
         value: Value,
     },
@@ -140,7 +142,7 @@ fn short(digest: &str) -> &str {
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Command::PutValue { digest, value } => write!(f, "put {} = {value}", short(digest)),
+            Command::PutValue { digest, value, .. } => write!(f, "put {} = {value}", short(digest)),
             Command::Append(events) => {
                 write!(f, "append")?;
                 for e in events {

@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use reel_flowspec::canonical::digest_value;
+use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use reel_flowspec::{Backoff, FlowSpec, Node, StepSpec, ToolKind};
 use reel_store::Durability;
 use reel_tools::{ToolCall, UserTool, scrub};
@@ -477,9 +477,11 @@ impl Machine {
 
     /// The digest of `value`, which the driver is told to keep.
     fn put(&mut self, value: Value) -> String {
-        let digest = digest_value(&value);
+        let text = canonical_json(&value);
+        let digest = sha256_hex(text.as_bytes());
         self.commands.push_back(Command::PutValue {
             digest: digest.clone(),
+            text,
             value,
         });
         digest

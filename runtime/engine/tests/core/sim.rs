@@ -169,7 +169,7 @@ impl Sim {
             };
             let _ = writeln!(self.transcript, "  {}", shorten(&cmd.to_string()));
             match cmd {
-                Command::PutValue { digest, value } => {
+                Command::PutValue { digest, value, .. } => {
                     self.values.insert(digest, value);
                 }
                 Command::Append(events) => self.journal.extend(events),
