@@ -121,7 +121,11 @@ fn write_exact(value: &Value, out: &mut String) {
 
 /// Lowercase hex SHA-256 of `bytes` (64 characters).
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex::encode(Sha256::digest(bytes))
+    // Into a fixed buffer at once: `hex::encode` pushes one char at a time, and a run digests
+    // every value it stores.
+    let mut text = [0u8; 64];
+    hex::encode_to_slice(Sha256::digest(bytes), &mut text).expect("32 bytes are 64 hex digits");
+    String::from_utf8(text.to_vec()).expect("hex digits are ASCII")
 }
 
 /// SHA-256 (lowercase hex) of the canonical JSON of any serialisable value.

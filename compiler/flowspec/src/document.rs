@@ -74,21 +74,31 @@ pub const MAX_JSON_DEPTH: usize = 512;
 /// Whether `text` nests arrays and objects at most `max` deep (brackets in strings do not count;
 /// the text need not be valid JSON).
 fn nests_within(text: &str, max: usize) -> bool {
+    let bytes = text.as_bytes();
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for &b in text.as_bytes() {
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // Strings are most of a spec's bytes: jump through each to its closing quote.
+                i += 1;
+                loop {
+                    let Some(k) = bytes
+                        .get(i..)
+                        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                    else {
+                        // Unterminated: the reader reports it.
+                        return true;
+                    };
+                    if bytes[i + k] == b'\\' {
+                        i += k + 2;
+                    } else {
+                        i += k + 1;
+                        break;
+                    }
+                }
+                continue;
             }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
             b'[' | b'{' => {
                 depth += 1;
                 if depth > max {
@@ -98,6 +108,7 @@ fn nests_within(text: &str, max: usize) -> bool {
             b']' | b'}' => depth = depth.saturating_sub(1),
             _ => {}
         }
+        i += 1;
     }
     true
 }
@@ -121,23 +132,29 @@ impl FlowSpec {
         // its `format` or `version` is not ours. Only a text that does not read is looked at
         // again, as a plain value, so that a newer or foreign document is reported as such
         // rather than by the first member this reader does not understand.
+        let accept = |spec: FlowSpec| {
+            if spec.format != FORMAT {
+                return Err(SpecError::Format {
+                    found: Some(spec.format),
+                });
+            }
+            if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&spec.version) {
+                return Err(SpecError::Version {
+                    found: spec.version.into(),
+                });
+            }
+            Ok(spec)
+        };
+        // Nearly every spec nests far less than serde_json's own limit of 128 levels: read with
+        // that limit, it needs no scan of its depth first (a spec of many steps is tens of MiB).
+        if let Ok(spec) = serde_json::from_str::<FlowSpec>(text) {
+            return accept(spec);
+        }
         if !nests_within(text, MAX_JSON_DEPTH) {
             return Err(SpecError::TooDeep);
         }
         match read_deep::<FlowSpec>(text) {
-            Ok(spec) => {
-                if spec.format != FORMAT {
-                    return Err(SpecError::Format {
-                        found: Some(spec.format),
-                    });
-                }
-                if !(OLDEST_VERSION..=FORMAT_VERSION).contains(&spec.version) {
-                    return Err(SpecError::Version {
-                        found: spec.version.into(),
-                    });
-                }
-                Ok(spec)
-            }
+            Ok(spec) => accept(spec),
             Err(shape) => {
                 let value: Value = read_deep(text).map_err(SpecError::Json)?;
                 let format = value.get("format").and_then(Value::as_str);
