@@ -5,6 +5,7 @@ use std::sync::Mutex;
 
 use rusqlite::types::Value as SqlValue;
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::{
@@ -455,7 +456,14 @@ pub(crate) fn parse_value(digest: &str, text: &str) -> Result<Value, StoreError>
             digest: digest.to_string(),
         });
     }
-    serde_json::from_str(text).map_err(|_| StoreError::CorruptValue {
+    // A run builds values deeper than serde_json's fixed limit of 128 levels (a step that wraps
+    // another's value, a tool's result around what it parsed): what was stored must read back,
+    // so the limit is off and the stack grows as the reading needs.
+    let mut de = serde_json::Deserializer::from_str(text);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(serde_stacker::Deserializer::new(&mut de))
+        .and_then(|value| de.end().map(|()| value));
+    value.map_err(|_| StoreError::CorruptValue {
         digest: digest.to_string(),
     })
 }
