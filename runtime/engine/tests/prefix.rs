@@ -15,9 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use proptest::prelude::*;
-use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
+use reel_flowspec::Type;
 use reel_flowspec::canonical::digest_value;
-use reel_flowspec::{FlowSpec, Type};
 use reel_runtime::scope::rfc3339;
 use reel_runtime::{
     BoxFuture, Clock, EnvSecrets, Environment, NoProgress, RiderConfig, RunDeps, RunOutcome,
@@ -29,6 +28,9 @@ use reel_store::{
 use reel_tools::{ToolCall, ToolError, ToolOutput};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+mod support;
+use support::compile;
 
 /// Virtual time: it moves only when the engine waits, straight to what it waits for.
 struct VirtualClock(AtomicI64);
@@ -159,23 +161,6 @@ fn deps(store: Arc<dyn Store>, clock: Arc<VirtualClock>) -> RunDeps {
         shutdown: CancellationToken::new(),
         owner: Owner::this_process(),
     }
-}
-
-fn compile(source: &str) -> FlowSpec {
-    let db = RootDb::default();
-    let file = SourceFile::new(&db, "t.reel".into(), "/".into(), Arc::from(source));
-    let errors: Vec<_> = file_diagnostics(&db, file)
-        .iter()
-        .filter(|d| d.is_error())
-        .cloned()
-        .collect();
-    assert!(errors.is_empty(), "{errors:?}\n{source}");
-    let name = source
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("flow "))
-        .and_then(|l| l.split_whitespace().next())
-        .expect("a flow");
-    build_flow(&db, file, name).expect("the flow builds")
 }
 
 /// Resumes a parked run until it ends: the clock goes to its timer, a signal it waits for is

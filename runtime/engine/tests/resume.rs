@@ -5,7 +5,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
 use reel_runtime::{
     EnvSecrets, Environment, ManualClock, NoProgress, RiderConfig, RunDeps, StartRequest, resume,
@@ -19,6 +18,9 @@ use reel_store::{
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
+
+mod support;
+use support::compile;
 
 /// What a read of a spec returns instead of the stored text (`None`: no spec).
 type Spoil = fn(String) -> Option<String>;
@@ -165,18 +167,6 @@ fn deps(store: Arc<dyn Store>) -> RunDeps {
         shutdown: CancellationToken::new(),
         owner: Owner::this_process(),
     }
-}
-
-fn compile(source: &str) -> FlowSpec {
-    let db = RootDb::default();
-    let file = SourceFile::new(&db, "t.reel".into(), "/".into(), Arc::from(source));
-    let errors: Vec<_> = file_diagnostics(&db, file)
-        .iter()
-        .filter(|d| d.is_error())
-        .cloned()
-        .collect();
-    assert!(errors.is_empty(), "{errors:?}");
-    build_flow(&db, file, "t").expect("the flow builds")
 }
 
 fn request(id: &str, spec: FlowSpec, durability: Durability, cwd: &Path) -> StartRequest {

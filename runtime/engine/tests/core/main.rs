@@ -5,29 +5,11 @@
 
 mod sim;
 
-use std::sync::Arc;
-
-use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
-use reel_flowspec::FlowSpec;
-
 use sim::{Script, Sim};
 
-fn compile(source: &str) -> FlowSpec {
-    let db = RootDb::default();
-    let file = SourceFile::new(&db, "t.reel".into(), "/".into(), Arc::from(source));
-    let errors: Vec<_> = file_diagnostics(&db, file)
-        .iter()
-        .filter(|d| d.is_error())
-        .cloned()
-        .collect();
-    assert!(errors.is_empty(), "{errors:?}");
-    let name = source
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("flow "))
-        .and_then(|l| l.split_whitespace().next())
-        .expect("a flow");
-    build_flow(&db, file, name).expect("the flow builds")
-}
+#[path = "../support/mod.rs"]
+mod support;
+use support::compile;
 
 /// Runs fixture `name` and compares its transcript with the snapshot of the same name.
 fn fixture(name: &str) {
