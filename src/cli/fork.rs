@@ -14,6 +14,7 @@ use super::project::{Project, resolve_run};
 use super::run::{DurabilityArg, compile_correction, parse_inputs};
 use super::runtime::{
     new_run_id, refused, report_with, rider_config, run_deps, stop_on_ctrl_c, tokio_runtime,
+    where_it_starts,
 };
 use super::ui::Ui;
 use super::{Failure, Status};
@@ -75,11 +76,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     parse_inputs(&spec, &args.inputs, &mut overrides)?;
     let durability = project.durability(args.durability.map(Durability::from))?;
     let keep_for = project.keep_for(args.keep_for.as_deref())?;
-    let cwd = std::env::current_dir()
-        .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
-    let source_abs = std::fs::canonicalize(&source.path)
-        .ok()
-        .map(|p| p.display().to_string());
+    let (cwd, source_abs) = where_it_starts(&source.path)?;
     let request = StartRequest {
         run_id: new_run_id(),
         spec: Arc::new(spec),

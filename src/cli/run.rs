@@ -13,6 +13,7 @@ use super::progress::StderrProgress;
 use super::project::Project;
 use super::runtime::{
     new_run_id, refused, report, rider_config, run_deps, stop_on_ctrl_c, tokio_runtime,
+    where_it_starts,
 };
 use super::ui::{Ui, plural};
 use super::{Failure, Status, flows, sources};
@@ -190,11 +191,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let project = Project::current()?;
     let durability = project.durability(args.durability.map(Durability::from))?;
     let keep_for = project.keep_for(args.keep_for.as_deref())?;
-    let cwd = std::env::current_dir()
-        .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
-    let source_abs = std::fs::canonicalize(&source.path)
-        .ok()
-        .map(|p| p.display().to_string());
+    let (cwd, source_abs) = where_it_starts(&source.path)?;
     let store = project.open_store()?;
     let seed = args.seed.unwrap_or_else(rand::random);
     let request = StartRequest {

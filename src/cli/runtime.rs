@@ -72,6 +72,19 @@ pub fn rider_config() -> RiderConfig {
     RiderConfig::default()
 }
 
+/// Where a new run starts: the current directory (its tools and paths resolve there, on every
+/// resume too) and the absolute path of its source file, for the editor to find its runs.
+pub fn where_it_starts(
+    source: &std::path::Path,
+) -> Result<(std::path::PathBuf, Option<String>), Failure> {
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
+    let source_abs = std::fs::canonicalize(source)
+        .ok()
+        .map(|p| p.display().to_string());
+    Ok((cwd, source_abs))
+}
+
 /// A new run id: sortable by time, lowercase.
 pub fn new_run_id() -> String {
     ulid::Ulid::new().to_string().to_lowercase()
