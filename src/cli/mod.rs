@@ -3,6 +3,7 @@
 mod build;
 mod cancel;
 mod capabilities;
+mod cassette;
 mod check;
 mod clean;
 mod events;
@@ -20,6 +21,7 @@ mod runs;
 mod runtime;
 mod signal;
 mod sources;
+mod test;
 mod ui;
 mod worker;
 
@@ -58,6 +60,8 @@ enum Command {
     Resume(resume::Args),
     Replay(replay::Args),
     Fork(fork::Args),
+    Cassette(cassette::Args),
+    Test(test::Args),
     Runs(runs::Args),
     Events(events::Args),
     Logs(logs::Args),
@@ -113,6 +117,11 @@ pub struct Failure {
 }
 
 impl Failure {
+    /// Its messages as one line.
+    pub fn message(&self) -> String {
+        self.messages.join("; ")
+    }
+
     /// Bad usage or input (exit 2) with one message.
     pub fn usage(message: impl Into<String>) -> Self {
         Failure {
@@ -151,6 +160,8 @@ pub fn main() -> ExitCode {
         Command::Resume(args) => resume::run(args, &ui),
         Command::Replay(args) => replay::run(args, &ui),
         Command::Fork(args) => fork::run(args, &ui),
+        Command::Cassette(args) => cassette::run(args, &ui),
+        Command::Test(args) => test::run(args, &ui),
         Command::Runs(args) => runs::run(args, &ui),
         Command::Events(args) => events::run(args, &ui),
         Command::Logs(args) => logs::run(args, &ui),

@@ -75,7 +75,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
 /// debug builds, read here at the edge and handed to the engine as a value.
 // edge: a test's fault injection, read where the program starts; absent from release builds.
 #[allow(clippy::disallowed_methods)]
-fn test_faults() -> Vec<String> {
+pub fn test_faults() -> Vec<String> {
     #[cfg(debug_assertions)]
     {
         std::env::var("REEL_TEST_FAULT")
@@ -143,7 +143,11 @@ fn replay_run(
             Ok(Status::Success)
         }
         Some(d) => {
-            ui.error(&divergence_text(id, d));
+            ui.error(&divergence_text(
+                &format!("replay of run {id} diverged"),
+                "replayed",
+                d,
+            ));
             Ok(Status::Failed)
         }
     }
@@ -153,7 +157,8 @@ fn pretty(v: &Value) -> String {
     serde_json::to_string_pretty(v).unwrap_or_else(|_| "null".into())
 }
 
-fn divergence_json(d: &Divergence) -> Value {
+/// A divergence as `--json` gives it.
+pub fn divergence_json(d: &Divergence) -> Value {
     json!({
         "step": d.step,
         "index": d.index,
@@ -164,9 +169,10 @@ fn divergence_json(d: &Divergence) -> Value {
     })
 }
 
-/// How a divergence is told: where, what, and both values (a line diff when they are long).
-fn divergence_text(id: &str, d: &Divergence) -> String {
-    let mut out = format!("replay of run {id} diverged");
+/// How a divergence is told after `head`: where, what, and both values (a line diff when they
+/// are long). `then` names the recorded side's counterpart (`replayed`, `now`).
+pub fn divergence_text(head: &str, then: &str, d: &Divergence) -> String {
+    let mut out = head.to_string();
     if let Some(step) = &d.step {
         out.push_str(&format!(" at step `{step}`"));
         if let Some(i) = d.index {
@@ -180,7 +186,7 @@ fn divergence_text(id: &str, d: &Divergence) -> String {
     let shown = |v: &Option<Value>| v.as_ref().map_or("(none)".to_string(), pretty);
     let (recorded, replayed) = (shown(&d.recorded), shown(&d.replayed));
     if recorded.lines().count() + replayed.lines().count() > 8 {
-        out.push_str("\n  --- recorded\n  +++ replayed");
+        out.push_str(&format!("\n  --- recorded\n  +++ {then}"));
         let diff = similar::TextDiff::from_lines(&recorded, &replayed);
         for change in diff.iter_all_changes() {
             let sign = match change.tag() {
@@ -193,7 +199,7 @@ fn divergence_text(id: &str, d: &Divergence) -> String {
     } else if d.recorded.is_some() || d.replayed.is_some() {
         let indent = |s: &str| s.replace('\n', "\n            ");
         out.push_str(&format!("\n  recorded: {}", indent(&recorded)));
-        out.push_str(&format!("\n  replayed: {}", indent(&replayed)));
+        out.push_str(&format!("\n  {then:>8}: {}", indent(&replayed)));
     }
     out
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use reel_compiler::{RootDb, build_flow, file_diagnostics, flow_names};
-use reel_runtime::{StartRequest, parse_input_value, start};
+use reel_runtime::{Refusal, RunOutcome, StartRequest, parse_input_value, start};
 use reel_store::Durability;
 use serde_json::{Map, Value};
 
@@ -206,8 +206,21 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         seed,
         parent: None,
     };
-    let rt = tokio_runtime()?;
     ui.line(&format!("run {} of `{name}`", request.run_id));
+    match start_live(store, request, ui)? {
+        Ok(outcome) => report(ui, &outcome, args.json, began.elapsed()),
+        Err(refusal) => Err(refused(refusal)),
+    }
+}
+
+/// Starts the run `request` asks for and follows it, progress on stderr, to its end or until
+/// it parks: what `reel run` and `reel test --update` do.
+pub fn start_live(
+    store: Arc<dyn reel_store::Store>,
+    request: StartRequest,
+    ui: &Ui,
+) -> Result<Result<RunOutcome, Refusal>, Failure> {
+    let rt = tokio_runtime()?;
     let progress = Arc::new(StderrProgress::new(
         ui.colored(),
         Some(request.spec.steps.len()),
@@ -218,8 +231,5 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         start(&deps, &rider_config(), request).await
     });
     progress.finish();
-    match outcome {
-        Ok(outcome) => report(ui, &outcome, args.json, began.elapsed()),
-        Err(refusal) => Err(refused(refusal)),
-    }
+    Ok(outcome)
 }

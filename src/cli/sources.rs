@@ -52,12 +52,34 @@ fn tool_dir(path: &Path) -> String {
         .into_owned()
 }
 
+/// A kind of file a command looks for in the paths it is given.
+pub struct FileKind {
+    /// How people call it (`.reel`, `.cassette.json`).
+    pub name: &'static str,
+    /// What such files hold, for the hint of an error (`Reel flows`).
+    pub holds: &'static str,
+    /// Whether a path's name is of this kind.
+    pub matches: fn(&Path) -> bool,
+}
+
+/// Reel flows.
+pub const FLOWS: FileKind = FileKind {
+    name: ".reel",
+    holds: "Reel flows",
+    matches: has_reel_extension,
+};
+
 /// The `.reel` files `paths` name: files as given, directories searched recursively (sorted).
 ///
 /// Below a given directory, hidden entries (`.git`, the `.reel` store) and symbolic links to
 /// directories are skipped. A path given twice is checked once. Every path that is missing,
 /// unreadable, not a `.reel` file, or a directory without `.reel` files is reported (exit 2).
 pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    collect_kind(paths, &FLOWS)
+}
+
+/// As [`collect`], for files of `kind`.
+pub fn collect_kind(paths: &[PathBuf], kind: &FileKind) -> Result<Vec<PathBuf>, Failure> {
     let mut files = Vec::new();
     let mut problems = Vec::new();
     for path in paths {
@@ -65,11 +87,13 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
             Err(e) => problems.push(cannot_read(path, &e)),
             Ok(meta) if meta.is_dir() => {
                 let mut found = Vec::new();
-                match walk(path, &mut found) {
+                match walk(path, kind, &mut found) {
                     Err(e) => problems.push(e),
                     Ok(()) if found.is_empty() => problems.push(format!(
-                        "no .reel files in directory `{}`; give a directory that holds Reel flows",
-                        path.display()
+                        "no {} files in directory `{}`; give a directory that holds {}",
+                        kind.name,
+                        path.display(),
+                        kind.holds
                     )),
                     Ok(()) => {
                         found.sort();
@@ -78,18 +102,20 @@ pub fn collect(paths: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
                 }
             }
             Ok(meta) if meta.is_file() => {
-                if has_reel_extension(path) {
+                if (kind.matches)(path) {
                     files.push(path.clone());
                 } else {
                     problems.push(format!(
-                        "`{}` is not a .reel file; give .reel files or directories that hold them",
-                        path.display()
+                        "`{}` is not a {name} file; give {name} files or directories that hold them",
+                        path.display(),
+                        name = kind.name
                     ));
                 }
             }
             Ok(_) => problems.push(format!(
-                "`{}` is neither a .reel file nor a directory",
-                path.display()
+                "`{}` is neither a {} file nor a directory",
+                path.display(),
+                kind.name
             )),
         }
     }
@@ -105,7 +131,7 @@ fn has_reel_extension(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == EXTENSION)
 }
 
-fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
+fn walk(dir: &Path, kind: &FileKind, found: &mut Vec<PathBuf>) -> Result<(), String> {
     let entries = fs::read_dir(dir).map_err(|e| cannot_read(dir, &e))?;
     for entry in entries {
         let entry = entry.map_err(|e| cannot_read(dir, &e))?;
@@ -113,12 +139,10 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
             continue;
         }
         let path = entry.path();
-        let kind = entry.file_type().map_err(|e| cannot_read(&path, &e))?;
-        if kind.is_dir() {
-            walk(&path, found)?;
-        } else if has_reel_extension(&path)
-            && (kind.is_file() || (kind.is_symlink() && path.is_file()))
-        {
+        let ty = entry.file_type().map_err(|e| cannot_read(&path, &e))?;
+        if ty.is_dir() {
+            walk(&path, kind, found)?;
+        } else if (kind.matches)(&path) && (ty.is_file() || (ty.is_symlink() && path.is_file())) {
             found.push(path);
         }
     }

@@ -2,6 +2,7 @@
 //! and checks its exit status, stdout and stderr against `docs/cli.md`.
 
 mod build;
+mod cassette;
 mod check;
 mod clean;
 mod crash;

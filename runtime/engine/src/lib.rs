@@ -6,6 +6,7 @@
 //! A run's decisions are made by [`crate::core::Machine`], which does no I/O; `drive` carries them
 //! out live, `replay` answers them from a journal, and `fork` does both.
 
+pub mod cassette;
 pub mod core;
 pub mod deps;
 mod drive;
@@ -29,7 +30,7 @@ pub use fork::{ForkOutcome, fork};
 pub use inputs::{parse_input_value, resolve_inputs};
 pub use replay::{
     Divergence, ForkPlan, History, Recording, ReplayOptions, ReplayReport, StepPlan, plan_fork,
-    replay,
+    replay, test_against,
 };
 pub use rider::{
     CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, cancel, resume, start,

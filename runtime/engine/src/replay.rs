@@ -327,10 +327,33 @@ pub fn replay(
     let spec = rec.spec.clone();
     let mut r = Replayer::new(store, &rec, spec, Mode::Replay(opts.verify), progress);
     r.setup.faults = opts.faults.clone();
+    finish(r, opts.verify)
+}
+
+/// Runs `spec` against a recording that stands for a cassette (`reel test`): every call is
+/// answered from it by step, `foreach` index and attempt when its inputs are the recorded
+/// ones, in the recorded time; a call it does not hold, a recorded call never made, or an
+/// ending other than the recorded one is the [`Divergence`]. Pure steps are not compared:
+/// only what the flow asks of the world and what it returns.
+pub fn test_against(
+    store: &dyn StoreRead,
+    rec: &Recording,
+    spec: Arc<FlowSpec>,
+    faults: &[String],
+    progress: &dyn ProgressSink,
+) -> Result<ReplayReport, Refusal> {
+    let mut r = Replayer::new(store, rec, spec, Mode::Test, progress);
+    r.setup.faults = faults.to_vec();
+    finish(r, true)
+}
+
+/// Drives `r` to its end and compares the ending (and, when `strict`, the calls never made)
+/// with the record.
+fn finish(mut r: Replayer<'_>, strict: bool) -> Result<ReplayReport, Refusal> {
     let ending = r.drive()?;
     let calls = r.answered;
     let mut divergence = r.divergence.take();
-    if divergence.is_none() && opts.verify {
+    if divergence.is_none() && strict {
         divergence = r.unmade_call();
     }
     let (status, output, error) = match ending {
@@ -536,6 +559,8 @@ enum Mode {
     Replay(bool),
     /// A fork's dry run against the parent's history.
     Plan(Box<History>),
+    /// A flow tested against a cassette: calls and the ending are compared, pure steps not.
+    Test,
 }
 
 /// An answer waiting to be delivered at the time the record gives.
@@ -621,7 +646,7 @@ impl<'a> Replayer<'a> {
     }
 
     fn verify(&self) -> bool {
-        matches!(self.mode, Mode::Replay(true))
+        matches!(self.mode, Mode::Replay(true) | Mode::Test)
     }
 
     fn value(&self, digest: &str) -> Result<Value, Refusal> {
@@ -855,12 +880,16 @@ impl<'a> Replayer<'a> {
         let id = step.id.clone();
         let index = step.foreach.as_ref().map(|_| c.index as u32);
         match &self.mode {
-            Mode::Replay(_) => {
+            Mode::Replay(_) | Mode::Test => {
                 let key = (id.clone(), index, c.attempt);
                 let Some(result) = self.idx.calls.get_mut(&key).and_then(|r| {
                     r.made = true;
                     r.result.clone()
                 }) else {
+                    if matches!(self.mode, Mode::Test) {
+                        self.miss(&id, index, c.attempt, &c.inputs);
+                        return Ok(());
+                    }
                     let what = if self.idx.calls.contains_key(&key) {
                         format!(
                             "the record has no result for attempt {} of this call (it was in flight when the recorded run stopped)",
@@ -995,6 +1024,9 @@ impl<'a> Replayer<'a> {
                     .and_then(|c| c.inputs.clone());
                 match recorded {
                     Some(r) if r == *inputs => {}
+                    _ if matches!(self.mode, Mode::Test) => {
+                        self.miss(step, *index, *attempt, inputs)
+                    }
                     Some(r) => {
                         let (rv, pv) = (self.shown(&r), self.shown(inputs));
                         self.diverge(
@@ -1019,6 +1051,9 @@ impl<'a> Replayer<'a> {
                     }
                 }
             }
+            // A test compares what the flow asks of the world and what it returns, not how.
+            Event::StepSucceeded { .. } | Event::StepSkipped { .. } | Event::StepFailed { .. }
+                if matches!(self.mode, Mode::Test) => {}
             Event::StepSucceeded { step, output, .. } => match self.idx.steps.get(step).cloned() {
                 Some(RecStep::Succeeded(r)) if r == *output => {}
                 Some(RecStep::Succeeded(r)) => {
@@ -1074,6 +1109,75 @@ impl<'a> Replayer<'a> {
     }
 
     /// With `verify`: a call the record holds a result of that the replay never made.
+    /// A test's call that the cassette does not hold: named with its inputs beside the nearest
+    /// recorded call (the same element's attempt, else another element of the step, else a
+    /// call of the same tool), so that the report shows what changed.
+    fn miss(&mut self, step: &str, index: Option<u32>, attempt: u32, inputs: &str) {
+        let tool = self
+            .spec
+            .steps
+            .iter()
+            .find(|s| s.id == step)
+            .and_then(|s| s.tool.clone());
+        let tool_of = |id: &str| {
+            self.rec
+                .spec
+                .steps
+                .iter()
+                .find(|s| s.id == id)
+                .and_then(|s| s.tool.clone())
+        };
+        let mut near: Vec<(u8, &CallKey, &RecCall)> = self
+            .idx
+            .calls
+            .iter()
+            .filter(|(_, c)| c.inputs.is_some())
+            .filter_map(|(k, c)| {
+                let rank = if k.0 == step && k.1 == index {
+                    0
+                } else if k.0 == step {
+                    1
+                } else if tool.is_some() && tool_of(&k.0) == tool {
+                    2
+                } else {
+                    return None;
+                };
+                Some((rank, k, c))
+            })
+            .collect();
+        near.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        let nearest = near.first().map(|(_, k, c)| {
+            let name = match k.1 {
+                Some(i) => format!("`{}`[{i}] attempt {}", k.0, k.2),
+                None => format!("`{}` attempt {}", k.0, k.2),
+            };
+            (name, c.inputs.clone().unwrap_or_default())
+        });
+        let same = near.first().is_some_and(|(rank, _, _)| *rank == 0);
+        let what = match &nearest {
+            Some(_) if same => format!(
+                "the flow makes a call the cassette does not hold: its inputs differ from the recorded attempt {attempt}"
+            ),
+            Some((name, _)) => format!(
+                "the flow makes a call the cassette does not hold (attempt {attempt}); the nearest recorded call is {name}"
+            ),
+            None => format!(
+                "the flow makes a call the cassette does not hold (attempt {attempt}), and none of the step's or its tool's"
+            ),
+        };
+        let recorded = nearest.and_then(|(_, d)| self.shown(&d));
+        let replayed = self.shown(inputs);
+        self.diverge(Some(step), index, what, recorded, replayed);
+    }
+
+    /// What the recorded side is called in messages.
+    fn record_name(&self) -> &'static str {
+        match self.mode {
+            Mode::Test => "cassette",
+            _ => "record",
+        }
+    }
+
     fn unmade_call(&self) -> Option<Divergence> {
         let mut unmade: Vec<(&CallKey, &RecCall)> = self
             .idx
@@ -1089,7 +1193,11 @@ impl<'a> Replayer<'a> {
         Some(Divergence {
             step: Some(step.clone()),
             index: *index,
-            what: format!("the record has a call (attempt {attempt}) that the replay never made"),
+            what: if matches!(self.mode, Mode::Test) {
+                format!("the cassette has a call (attempt {attempt}) that the flow never makes")
+            } else {
+                format!("the record has a call (attempt {attempt}) that the replay never made")
+            },
             span: self.span(step),
             recorded: c.inputs.as_deref().and_then(|d| self.shown(d)),
             replayed: None,
@@ -1125,7 +1233,7 @@ impl<'a> Replayer<'a> {
                     None
                 } else {
                     differs(
-                        "the run's output differs from the record".into(),
+                        format!("the run's output differs from the {}", self.record_name()),
                         Some(rv),
                         output.cloned(),
                     )

@@ -6,6 +6,7 @@
 //! project's store lives. The engine, the CLI and the language server all read journals through
 //! this crate, so a journal means the same thing to each of them.
 
+pub mod cassette;
 pub mod discover;
 pub mod error;
 pub mod fold;
