@@ -10,6 +10,7 @@ import {
 
 import { resolveReelPath, findExecutable, ResolvedPath } from './reelPath';
 import { commandLine } from './shell';
+import { TraceChannel } from './trace';
 
 /** One run of a flow, as `reel.server.listRuns` returns it (newest first). */
 interface RunSummary {
@@ -29,6 +30,8 @@ const SHOW_RUN = 'reel.server.showRun';
 
 let client: LanguageClient | undefined;
 let output: vscode.LogOutputChannel;
+/** Where the protocol is traced: on as soon as `reel.trace.server` is, with no level to raise. */
+let traceOutput: TraceChannel;
 /** Start and stop requests run one after another, never interleaved. */
 let lifecycle: Promise<void> = Promise.resolve();
 
@@ -37,6 +40,12 @@ export function activate(context: vscode.ExtensionContext): void {
   // with an error that hides the real cause.
   output = vscode.window.createOutputChannel('Reel', { log: true });
   context.subscriptions.push(output);
+  traceOutput = new TraceChannel(
+    vscode.window.createOutputChannel('Reel Trace'),
+    () => vscode.workspace.getConfiguration('reel').get<string>('trace.server'),
+    new vscode.EventEmitter<vscode.LogLevel>(),
+  );
+  context.subscriptions.push(traceOutput);
 
   context.subscriptions.push(
     vscode.commands.registerCommand('reel.restartServer', () => restart()),
@@ -50,6 +59,9 @@ export function activate(context: vscode.ExtensionContext): void {
       if (e.affectsConfiguration('reel.path')) {
         output.info('reel.path changed: restarting the language server');
         void restart();
+      }
+      if (e.affectsConfiguration('reel.trace.server')) {
+        traceOutput.settingChanged();
       }
     }),
     vscode.workspace.onDidChangeWorkspaceFolders(() => {
@@ -111,10 +123,12 @@ async function startClient(): Promise<void> {
       { language: 'reel', scheme: 'untitled' },
     ],
     outputChannel: output,
-    traceOutputChannel: output,
+    traceOutputChannel: traceOutput,
   };
 
-  // The id `reel` makes the client read its trace level from `reel.trace.server`.
+  // The id `reel` makes the client read how much to trace (`messages`, `verbose`) from
+  // `reel.trace.server`; the trace channel's level, which decides whether it traces at all,
+  // follows the same setting.
   const next = new LanguageClient('reel', 'Reel Language Server', serverOptions, clientOptions);
   output.info(`starting ${command} lsp`);
   try {

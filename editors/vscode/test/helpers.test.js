@@ -78,3 +78,43 @@ test('the executable is found on PATH or at its path, and not when it is not the
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('reel.trace.server alone turns the trace on: the trace channel’s level follows it', () => {
+  const { TraceChannel, traceLevel } = require('../out/trace.js');
+  // vscode.LogLevel: Off = 0, Trace = 1. The language client traces only at Trace.
+  assert.equal(traceLevel('off'), 0);
+  assert.equal(traceLevel(undefined), 0);
+  assert.equal(traceLevel('messages'), 1);
+  assert.equal(traceLevel('verbose'), 1);
+
+  const lines = [];
+  const channel = {
+    name: 'Reel Trace',
+    appendLine: (l) => lines.push(l),
+    append: (t) => lines.push(t),
+    dispose: () => lines.push('<disposed>'),
+  };
+  const listeners = [];
+  const emitter = {
+    event: (f) => listeners.push(f),
+    fire: (v) => listeners.forEach((f) => f(v)),
+    dispose: () => {},
+  };
+  let setting = 'off';
+  const trace = new TraceChannel(channel, () => setting, emitter);
+  const seen = [];
+  trace.onDidChangeLogLevel((level) => seen.push(level));
+  assert.equal(trace.name, 'Reel Trace');
+  assert.equal(trace.logLevel, 0);
+  setting = 'verbose';
+  trace.settingChanged();
+  assert.equal(trace.logLevel, 1);
+  setting = 'off';
+  trace.settingChanged();
+  assert.deepEqual(seen, [1, 0]);
+  // Whatever the client hands it is written, at any level: the level only says whether to trace.
+  trace.trace("[Trace - 10:00:00] Sending request 'initialize - (0)'.");
+  trace.error(new Error('boom'));
+  trace.dispose();
+  assert.deepEqual(lines, ["[Trace - 10:00:00] Sending request 'initialize - (0)'.", 'boom', '<disposed>']);
+});
