@@ -7,8 +7,8 @@
 //! reached yet show `pending`.
 //!
 //! Stale results are marked by comparing each step's `semantic_digest` in the spec the run
-//! executed with the one the open text compiles to, and a step that depends on a stale one is
-//! stale too (its inputs changed). When the text has errors, each step that checks on its own is
+//! executed with the one the open text compiles to, and a step that reads a stale one is stale
+//! too (its inputs changed; a step it only waits for with `after` gives it no input). When the text has errors, each step that checks on its own is
 //! digested alone, as the spec would digest it, and only a step that does not check is marked
 //! unverified (`(?)`).
 
@@ -16,8 +16,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use reel_compiler::queries::{flow_dag, flow_members, step_check, step_dependencies, user_tools};
-use reel_compiler::{Db, FlowId, StepId, file_flows};
+use reel_compiler::queries::{flow_dag, flow_members, step_check, step_syntax, user_tools};
+use reel_compiler::step::step_mentions;
+use reel_compiler::{Db, FlowId, file_flows};
 use reel_flowspec::{FORMAT, FORMAT_VERSION, FlowSpec, SourceSpan, StepSpec, ToolSpec};
 use reel_syntax::ast::{Item, Member};
 use tower_lsp_server::lsp_types::{
@@ -206,19 +207,20 @@ impl<'c, 'a> Standings<'c, 'a> {
         self.known.get(name).cloned().unwrap_or(Standing::Current)
     }
 
-    /// The steps `step` reads or waits for, as the open text says.
+    /// The steps whose values `step` reads, as the open text says: its inputs. A step it only
+    /// waits for (`after`) gives it nothing, so a change there leaves its result as it was.
     fn dependencies(&self, step: &str) -> Vec<String> {
         let Some(flow) = self.flow else {
             return Vec::new();
         };
         let db = self.cx.db;
         let ids = &flow_members(db, flow).ids;
-        if !ids.contains_key(step) {
+        let Some(syntax) = ids.get(step).and_then(|&id| step_syntax(db, id)) else {
             return Vec::new();
-        }
-        let mut deps: Vec<String> = step_dependencies(db, StepId::new(db, flow, step))
-            .iter()
-            .map(|(n, _)| n.clone())
+        };
+        let mut deps: Vec<String> = step_mentions(syntax)
+            .0
+            .into_iter()
             .filter(|n| n != step && ids.contains_key(n))
             .collect();
         deps.sort();

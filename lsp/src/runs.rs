@@ -515,15 +515,22 @@ pub fn hint(step: StepRun<'_>, tool: Option<&str>, standing: &Standing) -> Strin
         tail.push(duration(took));
     }
     let head = format!("{}{glyph} ", standing.mark());
-    let tail = if tail.is_empty() {
-        String::new()
-    } else {
-        format!(" · {}", tail.join(" · "))
-    };
+    let joined = |tail: &[String]| -> String { tail.iter().map(|t| format!(" · {t}")).collect() };
+    // The result keeps room for a dozen characters: the counts at the end go first (the
+    // tooltip has them all).
+    while !tail.is_empty()
+        && head.chars().count() + joined(&tail).chars().count() + MIN_RESULT > HINT_WIDTH
+    {
+        tail.pop();
+    }
+    let tail = joined(&tail);
     let room = HINT_WIDTH.saturating_sub(head.chars().count() + tail.chars().count());
     // `cut` adds its `…` past the room it is given.
-    format!("{head}{}{tail}", cut(&main, room.max(12) - 1))
+    format!("{head}{}{tail}", cut(&main, room.saturating_sub(1)))
 }
+
+/// The fewest characters of a step's result that its label keeps.
+const MIN_RESULT: usize = 12;
 
 /// A `foreach` step's calls (`3 calls`, `1 failed`) and any step's retries (`2 retries`), told
 /// apart: a call is one element, a retry another attempt of a call.
@@ -713,10 +720,22 @@ mod tests {
         s.starts = vec![(Some(0), 1, 0), (Some(1), 1, 0), (Some(2), 1, 0)];
         s.calls = Some((3, 0));
         s.last_at = 0;
+        let list = serde_json::json!([1, 2, 3]);
         assert_eq!(
-            label(&s, Some(&serde_json::json!([1, 2, 3])), &Standing::Current),
+            label(&s, Some(&list), &Standing::Current),
             "✓ [1,2,3] · 3 calls"
         );
+        // Many counts and a long mark: the last counts give way to the result.
+        s.starts.extend((0..3).map(|i| (Some(i), 2, 5)));
+        s.calls = Some((2, 1));
+        s.state = StepState::Failed(reel_journal::error::RunError::new(
+            "tool.exec.exit",
+            "`test` exited with status 1",
+        ));
+        let upstream = Standing::Stale(Some("a".into()));
+        let h = label(&s, None, &upstream);
+        assert!(h.chars().count() <= HINT_WIDTH, "{h}");
+        assert_eq!(h, "(stale) ✗ tool.exec.e… · 3 calls · 1 failed");
     }
 
     /// A store with one run whose step `a` started and waits for the signal `go`.
