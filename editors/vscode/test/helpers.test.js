@@ -118,3 +118,29 @@ test('reel.trace.server alone turns the trace on: the trace channel’s level fo
   trace.dispose();
   assert.deepEqual(lines, ["[Trace - 10:00:00] Sending request 'initialize - (0)'.", 'boom', '<disposed>']);
 });
+
+test('hint colours: what a label says, and lines kept across requests for parts of a file', () => {
+  const { classify, HintLines } = require('../out/decorations.js');
+  assert.equal(classify('✓ 200 {"items":[1,2,3]} · 340ms'), undefined);
+  assert.equal(classify('↷ skipped: `when` was false'), undefined);
+  assert.equal(classify('✗ tool.http.status: HTTP 404 f… · 2 retries'), 'failed');
+  assert.equal(classify('(stale) ✗ tool.exec.exit: …'), 'failed');
+  assert.equal(classify('(stale) ✓ 3'), 'stale');
+  assert.equal(classify('(?) ✓ 30'), 'stale');
+  assert.equal(classify('⏸ waiting for signal `go`'), 'waiting');
+  assert.equal(classify('◌ pending'), 'waiting');
+  assert.equal(classify('… running · 2 calls'), 'waiting');
+
+  const lines = new HintLines();
+  lines.update(0, 50, [
+    { line: 3, label: '✗ boom' },
+    { line: 9, label: '(stale) ✓ 3' },
+    { line: 40, label: '✓ fine' },
+    { line: 45, label: '◌ pending' },
+  ]);
+  // A request for lines 30..60 replaces what was known there, and only there.
+  lines.update(30, 60, [{ line: 55, label: '✗ later' }]);
+  assert.deepEqual(lines.linesOf('failed'), [3, 55]);
+  assert.deepEqual(lines.linesOf('stale'), [9]);
+  assert.deepEqual(lines.linesOf('waiting'), []);
+});
