@@ -183,23 +183,26 @@ impl<'c, 'a> Standings<'c, 'a> {
     /// The standing of step `name`. Dependencies are walked with a stack of their own (a chain
     /// of ten thousand steps must not take ten thousand frames); a cycle counts as current.
     fn of(&mut self, name: &str) -> Standing {
-        let mut todo = vec![(name.to_string(), false)];
+        // Each step is on the stack first without its dependencies, then again with them, once
+        // they have been decided.
+        let mut todo: Vec<(String, Option<Vec<String>>)> = vec![(name.to_string(), None)];
         let mut visiting = HashSet::new();
-        while let Some((step, deps_done)) = todo.pop() {
+        while let Some((step, deps)) = todo.pop() {
             if self.known.contains_key(&step) {
                 continue;
             }
-            let deps = self.dependencies(&step);
-            if !deps_done {
+            let Some(deps) = deps else {
+                let deps = self.dependencies(&step);
                 visiting.insert(step.clone());
-                todo.push((step, true));
-                for dep in deps {
-                    if !self.known.contains_key(&dep) && !visiting.contains(&dep) {
-                        todo.push((dep, false));
-                    }
-                }
+                let next: Vec<String> = deps
+                    .iter()
+                    .filter(|d| !self.known.contains_key(*d) && !visiting.contains(*d))
+                    .cloned()
+                    .collect();
+                todo.push((step, Some(deps)));
+                todo.extend(next.into_iter().map(|d| (d, None)));
                 continue;
-            }
+            };
             let standing = self.decide(&step, &deps);
             visiting.remove(&step);
             self.known.insert(step, standing);
@@ -455,6 +458,52 @@ mod tests {
             }
         }
         assert!(seen > 10, "{seen} steps");
+    }
+
+    /// Staleness reaches the end of a long chain (walked without recursion) and names the step
+    /// that changed; a cycle in a broken text ends the walk.
+    #[test]
+    fn staleness_flows_down_a_long_chain_to_its_end() {
+        let n = 3_000;
+        let mut text = String::from("flow f {\n  step s0 = 1\n");
+        for i in 1..n {
+            text.push_str(&format!("  step s{i} = s{} + 1\n", i - 1));
+        }
+        text.push_str("}\n");
+        let db = reel_compiler::RootDb::default();
+        let file = reel_compiler::SourceFile::new(&db, "/f.reel".into(), "/".into(), text.into());
+        let cx = Ctx::new(&db, file);
+        let flow = file_flows(&db, file)[0];
+        let spec = reel_compiler::flow_spec(&db, flow)
+            .clone()
+            .expect("it builds");
+        let mut recorded: Recorded = spec
+            .steps
+            .iter()
+            .map(|s| {
+                let step = runs::RecordedStep {
+                    digest: s.semantic_digest.clone(),
+                    tool: None,
+                };
+                (s.id.clone(), step)
+            })
+            .collect();
+        let mut standings = Standings::new(&cx, Some(flow), &recorded);
+        assert_eq!(standings.of(&format!("s{}", n - 1)), Standing::Current);
+        recorded.get_mut("s0").unwrap().digest = "changed".into();
+        let mut standings = Standings::new(&cx, Some(flow), &recorded);
+        assert_eq!(
+            standings.of(&format!("s{}", n - 1)),
+            Standing::Stale(Some("s0".into()))
+        );
+        assert_eq!(standings.of("s0"), Standing::Stale(None));
+
+        let cycle = "flow f {\n  step a = b + 1\n  step b = a + 1\n}\n";
+        let file = reel_compiler::SourceFile::new(&db, "/c.reel".into(), "/".into(), cycle.into());
+        let cx = Ctx::new(&db, file);
+        let flow = file_flows(&db, file)[0];
+        let mut standings = Standings::new(&cx, Some(flow), &recorded);
+        assert_eq!(standings.of("a"), Standing::Unverified);
     }
 
     #[test]
