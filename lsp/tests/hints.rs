@@ -18,7 +18,8 @@
 //! An event line is `MS STEP[INDEX] VERB REST`, at `MS` milliseconds into the run: `started
 //! [ATTEMPT]`, `call-ok JSON`, `call-failed CODE MESSAGE`, `call-retried CODE MESSAGE` (a
 //! failed attempt that is tried again), `succeeded JSON`, `failed CODE MESSAGE`, `skipped
-//! REASON`, `awaits SIGNAL`, `received JSON`, `sleeps UNTIL_MS`.
+//! REASON`, `awaits SIGNAL`, `received JSON`, `sleeps UNTIL_MS`; `[INDEX]` is a `foreach` call's
+//! index, and `\n` in a message a line break.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -103,9 +104,10 @@ fn event(line: &str, store: &SqliteStore) -> (i64, Event) {
     let mut words = line.splitn(4, ' ');
     let mut next = || words.next().unwrap_or("");
     let at: i64 = next().parse().expect("a time in ms");
-    let (step, index) = match next().split_once('[') {
+    let word = next();
+    let (step, index) = match word.split_once('[') {
         Some((step, index)) => (step.to_string(), index.trim_end_matches(']').parse().ok()),
-        None => (line.split(' ').nth(1).unwrap().to_string(), None),
+        None => (word.to_string(), None),
     };
     let verb = next().to_string();
     let rest = next().to_string();
