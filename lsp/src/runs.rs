@@ -466,7 +466,7 @@ impl Standing {
                 "**Stale:** step `{up}`, which this step depends on, changed since the run.\n\n"
             ),
             Standing::Unverified => {
-                "**Unverified:** this step has an error, so it cannot be compared with the run.\n\n"
+                "**Unverified:** this step, or a step it reads, has an error: it cannot be compared with the run.\n\n"
                     .to_string()
             }
         }
