@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine and runs every test: the Rust workspace
-# (cargo nextest), the VS Code extension (build, grammar tests, .vsix), and the extension in a
+# (cargo nextest), the language server in Neovim 0.11 (headless, installed with pip under
+# target/neovim/), the VS Code extension (build, grammar tests, .vsix), and the extension in a
 # real VS Code (code-server + headless Chromium; screenshots in target/vscode-e2e/screenshots/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +20,11 @@ fi
 export INSTA_UPDATE=no
 cargo nextest run --workspace --no-fail-fast "$@"
 
+target="${CARGO_TARGET_DIR:-target}"
+# The language server in Neovim 0.11, against the reel binary the tests above built.
+REEL_BIN="$target/debug/reel" bash tests/neovim/run.sh
+
 # The extension: npm ci, TypeScript build, tokenization tests, editors/vscode/reel.vsix.
 bash editors/vscode/ci.sh
 # The extension in a real VS Code, against the reel binary the tests above built.
-target="${CARGO_TARGET_DIR:-target}"
 REEL_BIN="$target/debug/reel" REEL_VSIX=editors/vscode/reel.vsix bash tests/vscode/run.sh

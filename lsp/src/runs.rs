@@ -193,10 +193,21 @@ pub struct RunView {
     pub folded: Folded,
     /// The values of succeeded steps, by digest (`None`: not stored).
     pub values: HashMap<String, Option<Value>>,
-    /// The semantic digest of each step of the spec it ran, by step name (shared by the runs of
-    /// one spec).
-    pub digests: Arc<BTreeMap<String, String>>,
+    /// What the spec it ran says of each step, by step name (shared by the runs of one spec).
+    pub spec: Arc<Recorded>,
 }
+
+/// What the hints need of one step of the spec a run executed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedStep {
+    /// Its semantic digest, compared with the open text's.
+    pub digest: String,
+    /// The tool it called (`None`: an expression step), which decides how its result is shown.
+    pub tool: Option<String>,
+}
+
+/// The steps of the spec a run executed, by name (empty when the spec is missing or unreadable).
+pub type Recorded = BTreeMap<String, RecordedStep>;
 
 impl RunView {
     /// How many journal events were folded.
@@ -226,23 +237,23 @@ pub fn latest(store: &dyn StoreRead, source_abs: &str, flow: &str) -> Option<Run
     store.list_runs(&filter).ok()?.into_iter().next()
 }
 
-/// Folds the whole journal of `run` into per-step views, reading its spec for the digests.
+/// Folds the whole journal of `run` into per-step views, reading its spec for its steps.
 /// Requests go through [`Views`], which keeps the result while the run does not change.
 pub fn view(store: &dyn StoreRead, run: RunRow) -> RunView {
-    let digests = Arc::new(spec_digests(store, &run.flow_digest));
+    let spec = Arc::new(recorded(store, &run.flow_digest));
     let mut view = RunView {
         run,
         folded: Folded::with_views(),
         values: HashMap::new(),
-        digests,
+        spec,
     };
     let _ = fold(store, &mut view);
     view
 }
 
-/// The semantic digest of each step of the spec with `flow_digest`, by step name (empty when the
+/// The steps of the spec with `flow_digest`: each one's semantic digest and tool (empty when the
 /// spec is missing or unreadable).
-fn spec_digests(store: &dyn StoreRead, flow_digest: &str) -> BTreeMap<String, String> {
+fn recorded(store: &dyn StoreRead, flow_digest: &str) -> Recorded {
     let mut spec = None;
     // Read in place: the spec of a long flow is tens of MiB of JSON.
     let _ = store.read_spec(flow_digest, &mut |json| {
@@ -251,7 +262,13 @@ fn spec_digests(store: &dyn StoreRead, flow_digest: &str) -> BTreeMap<String, St
     spec.map(|spec| {
         spec.steps
             .into_iter()
-            .map(|s| (s.id, s.semantic_digest))
+            .map(|s| {
+                let step = RecordedStep {
+                    digest: s.semantic_digest,
+                    tool: s.tool,
+                };
+                (s.id, step)
+            })
             .collect()
     })
     .unwrap_or_default()
@@ -282,7 +299,7 @@ fn fold(store: &dyn StoreRead, view: &mut RunView) -> bool {
     read.is_ok()
 }
 
-/// How many folded views [`Views`] keeps, and how many specs' digests: enough for the flows of
+/// How many folded views [`Views`] keeps, and how many specs' steps: enough for the flows of
 /// the open documents and a few pinned runs, without growing with every run looked at.
 const VIEWS_KEPT: usize = 32;
 
@@ -301,7 +318,7 @@ struct ViewCache {
     /// By (store directory, run id).
     views: Kept<Arc<RunView>>,
     /// By (store directory, flow digest): a spec never changes, and runs of one flow share it.
-    digests: Kept<Arc<BTreeMap<String, String>>>,
+    specs: Kept<Arc<Recorded>>,
 }
 
 /// The entry of `key` in `map`, stamped as used now.
@@ -334,13 +351,13 @@ impl Views {
     pub fn get(&self, dir: &Path, store: &dyn StoreRead, run: RunRow) -> Arc<RunView> {
         let key = (dir.to_path_buf(), run.id.clone());
         let spec_key = (dir.to_path_buf(), run.flow_digest.clone());
-        let (old, digests) = {
+        let (old, spec) = {
             let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
             cache.clock += 1;
             let now = cache.clock;
             (
                 touch(&mut cache.views, &key, now),
-                touch(&mut cache.digests, &spec_key, now),
+                touch(&mut cache.specs, &spec_key, now),
             )
         };
         if let Some(old) = &old
@@ -351,24 +368,24 @@ impl Views {
         }
         // The fold runs without the lock: a long journal must not hold up other requests. Two
         // requests may then fold the same change; the later insert wins, both are right.
-        let digests = digests
+        let spec = spec
             .or_else(|| {
                 old.as_ref()
-                    .map(|o| o.digests.clone())
+                    .map(|o| o.spec.clone())
                     .filter(|d| !d.is_empty())
             })
-            .unwrap_or_else(|| Arc::new(spec_digests(store, &run.flow_digest)));
+            .unwrap_or_else(|| Arc::new(recorded(store, &run.flow_digest)));
         let mut view = match old {
             Some(old) => RunView {
                 run,
-                digests: digests.clone(),
+                spec: spec.clone(),
                 ..Arc::unwrap_or_clone(old)
             },
             None => RunView {
                 run,
                 folded: Folded::with_views(),
                 values: HashMap::new(),
-                digests: digests.clone(),
+                spec: spec.clone(),
             },
         };
         let whole = fold(store, &mut view);
@@ -377,8 +394,8 @@ impl Views {
         cache.clock += 1;
         let now = cache.clock;
         // An empty map may be a spec not readable yet; it is asked for again next time.
-        if !digests.is_empty() {
-            put(&mut cache.digests, spec_key, digests, now);
+        if !spec.is_empty() {
+            put(&mut cache.specs, spec_key, spec, now);
         }
         if whole {
             put(&mut cache.views, key, view.clone(), now);
@@ -408,34 +425,187 @@ pub fn cut(text: &str, max: usize) -> String {
     }
 }
 
-/// The one-line hint for a step: mark, duration, attempts and a short result.
-pub fn hint(step: StepRun<'_>) -> String {
-    let StepRun { view: step, value } = step;
-    let took = duration(step.last_at - step.first_at);
-    let tries = if step.attempts > 1 {
-        format!(" ×{}", step.attempts)
-    } else {
-        String::new()
-    };
-    let calls = match step.calls {
-        Some((ok, 0)) => format!(" {ok} calls"),
-        Some((ok, failed)) => format!(" {ok} ok, {failed} failed"),
-        None => String::new(),
-    };
-    match &step.state {
-        StepState::Succeeded { .. } => {
-            let shown = value.map_or_else(
-                || "(value not stored)".to_string(),
-                |v| cut(&v.to_string(), 40),
-            );
-            format!("✓ {took}{tries}{calls} {shown}")
+/// How many characters a hint's label may take: VS Code cuts a longer one
+/// (`editor.inlayHints.maximumLength`, 43), so the label says the most useful thing first and
+/// fits in this.
+pub const HINT_WIDTH: usize = 43;
+
+/// A step's duration is shown in its label from this long (ms): shorter is noise.
+const SHOWN_DURATION_MS: i64 = 100;
+
+/// How a step's recorded result stands against the open text, as its hint marks it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Standing {
+    /// The text still computes what the run computed.
+    Current,
+    /// The step changed since the run (`None`), or a step it reads did (that step's name).
+    Stale(Option<String>),
+    /// The step does not check, so what it computes now is not known.
+    Unverified,
+}
+
+impl Standing {
+    /// The label's prefix: nothing, `(stale) ` or the short `(?) `.
+    pub fn mark(&self) -> &'static str {
+        match self {
+            Standing::Current => "",
+            Standing::Stale(_) => "(stale) ",
+            Standing::Unverified => "(?) ",
         }
-        StepState::Failed(e) => format!("✗ {took}{tries}{calls} {}", e.code),
-        StepState::Skipped(reason) => format!("↷ skipped: {}", cut(reason, 40)),
-        StepState::WaitingSignal(name) => format!("⏸ waiting for signal `{name}`"),
-        StepState::Sleeping(until) => format!("⏸ sleeping until {}", time(*until)),
-        StepState::Running => format!("… running{calls}"),
     }
+
+    /// What the mark means, for the tooltip (empty when there is no mark).
+    pub fn note(&self) -> String {
+        match self {
+            Standing::Current => String::new(),
+            Standing::Stale(None) => {
+                "**Stale:** this step changed since the run; the result is what the run computed.\n\n"
+                    .to_string()
+            }
+            Standing::Stale(Some(up)) => format!(
+                "**Stale:** step `{up}`, which this step depends on, changed since the run.\n\n"
+            ),
+            Standing::Unverified => {
+                "**Unverified:** this step, or a step it reads, has an error: it cannot be compared with the run.\n\n"
+                    .to_string()
+            }
+        }
+    }
+}
+
+/// The label of a step the shown run has not reached yet (it waits, or runs, upstream).
+pub fn pending_hint(standing: &Standing) -> String {
+    format!("{}◌ pending", standing.mark())
+}
+
+/// The tooltip of a step the shown run has not reached yet.
+pub fn pending_details(run: &RunRow, standing: &Standing) -> String {
+    format!(
+        "{}**Run `{}`** ({})\n\nNot started yet: the run has not reached this step.\n",
+        standing.note(),
+        run.id,
+        run.status.as_str()
+    )
+}
+
+/// A step's label: its mark, a glyph for its state, then what matters most for its tool (an
+/// `http.*` result's status and body, an `exec` result's JSON or stdout, a failure's code and
+/// first line), then calls, retries and a success's duration when it matters, all within
+/// [`HINT_WIDTH`].
+pub fn hint(step: StepRun<'_>, tool: Option<&str>, standing: &Standing) -> String {
+    let StepRun { view: step, value } = step;
+    let (glyph, main) = match &step.state {
+        StepState::Succeeded { .. } => (
+            "✓",
+            value.map_or_else(|| "(value not stored)".to_string(), |v| result(tool, v)),
+        ),
+        StepState::Failed(e) => (
+            "✗",
+            format!("{}: {}", e.code, e.message.lines().next().unwrap_or("")),
+        ),
+        StepState::Skipped(reason) => ("↷", format!("skipped: {reason}")),
+        StepState::WaitingSignal(name) => ("⏸", format!("waiting for signal `{name}`")),
+        StepState::Sleeping(until) => ("⏸", format!("sleeping until {}", time(*until))),
+        StepState::Running => ("…", "running".to_string()),
+    };
+    let mut tail = counts(step);
+    let took = step.last_at - step.first_at;
+    // A failure's message needs the room more than its duration (the tooltip has both).
+    if matches!(step.state, StepState::Succeeded { .. }) && took >= SHOWN_DURATION_MS {
+        tail.push(duration(took));
+    }
+    let head = format!("{}{glyph} ", standing.mark());
+    let joined = |tail: &[String]| -> String { tail.iter().map(|t| format!(" · {t}")).collect() };
+    // The result keeps room for a dozen characters: the counts at the end go first (the
+    // tooltip has them all).
+    while !tail.is_empty()
+        && head.chars().count() + joined(&tail).chars().count() + MIN_RESULT > HINT_WIDTH
+    {
+        tail.pop();
+    }
+    let tail = joined(&tail);
+    let room = HINT_WIDTH.saturating_sub(head.chars().count() + tail.chars().count());
+    // `cut` adds its `…` past the room it is given.
+    format!("{head}{}{tail}", cut(&main, room.saturating_sub(1)))
+}
+
+/// The fewest characters of a step's result that its label keeps.
+const MIN_RESULT: usize = 12;
+
+/// A `foreach` step's calls (`3 calls`, `1 failed`) and any step's retries (`2 retries`), told
+/// apart: a call is one element, a retry another attempt of a call.
+fn counts(step: &StepView) -> Vec<String> {
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut out = Vec::new();
+    if let Some((ok, failed)) = step.calls {
+        out.push(plural((ok + failed) as usize, "call", "calls"));
+        if failed > 0 {
+            out.push(format!("{failed} failed"));
+        }
+    }
+    let retries = step
+        .starts
+        .iter()
+        .filter(|(_, attempt, _)| *attempt > 1)
+        .count();
+    if retries > 0 {
+        out.push(plural(retries, "retry", "retries"));
+    }
+    out
+}
+
+/// The most useful part of a step's value for its tool, on one line (cut later to fit): an
+/// `http.*` result's status and body, an `exec` result's JSON or else its stdout, else the value.
+fn result(tool: Option<&str>, v: &Value) -> String {
+    let fields = v.as_object();
+    let field = |name: &str| fields.and_then(|f| f.get(name));
+    match tool {
+        Some(t) if t.starts_with("http.") => {
+            if let (Some(status), Some(body)) = (field("status"), field("body")) {
+                return format!("{status} {}", json_head(body));
+            }
+        }
+        Some("exec") => {
+            if let Some(json) = field("json").filter(|j| !j.is_null()) {
+                return json_head(json);
+            }
+            if let Some(Value::String(out)) = field("stdout") {
+                return json_head(&Value::String(out.trim_end().to_string()));
+            }
+        }
+        _ => {}
+    }
+    json_head(v)
+}
+
+/// The compact JSON of `v`, stopping soon after a hint's width: a value may be megabytes, and a
+/// hint shows its first few dozen characters.
+fn json_head(v: &Value) -> String {
+    /// Keeps written bytes up to a bound, then refuses more (which ends the writing).
+    struct Head(Vec<u8>);
+    impl std::io::Write for Head {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            // Four bytes a character at most: past this there are more than a hint can show.
+            if self.0.len() > 4 * HINT_WIDTH + 8 {
+                return Err(std::io::Error::other("enough for a hint"));
+            }
+            self.0.extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut head = Head(Vec::new());
+    // Stopping early is the point; what was written so far is the head.
+    let _ = serde_json::to_writer(&mut head, v);
+    String::from_utf8_lossy(&head.0).into_owned()
+}
+
+/// A step's tooltip: what its mark means, then its recorded result in full ([`details`]).
+pub fn tooltip(run: &RunRow, step: StepRun<'_>, standing: &Standing) -> String {
+    format!("{}{}", standing.note(), details(run, step))
 }
 
 /// A time as `YYYY-MM-DD HH:MM:SS` UTC.
@@ -469,6 +639,20 @@ pub fn details(run: &RunRow, step: StepRun<'_>) -> String {
         (StepState::WaitingSignal(n), _) => out.push_str(&format!("Waiting for signal `{n}`\n")),
         (StepState::Sleeping(u), _) => out.push_str(&format!("Sleeping until {}\n", time(*u))),
         (StepState::Running, _) => out.push_str("Running\n"),
+    }
+    // Here every duration is told, short ones too: the tooltip is where the whole story goes.
+    let mut facts = counts(step);
+    if matches!(
+        step.state,
+        StepState::Succeeded { .. } | StepState::Failed(_)
+    ) {
+        facts.insert(
+            0,
+            format!("Took {}", duration(step.last_at - step.first_at)),
+        );
+    }
+    if !facts.is_empty() {
+        out.push_str(&format!("\n{}\n", facts.join(" · ")));
     }
     if !step.starts.is_empty() {
         out.push_str("\nAttempts:\n");
@@ -511,8 +695,8 @@ mod tests {
     }
 
     #[test]
-    fn hints_say_status_time_attempts_and_value() {
-        let value = serde_json::json!({ "a": "x".repeat(60) });
+    fn a_label_fits_the_width_and_tells_calls_from_retries() {
+        let value = serde_json::json!({ "a": "x".repeat(600) });
         let mut s = StepView {
             state: StepState::Succeeded {
                 output: "d".repeat(64),
@@ -521,35 +705,37 @@ mod tests {
             last_at: 1500,
             attempts: 2,
             calls: None,
-            starts: Vec::new(),
+            starts: vec![(None, 1, 0), (None, 2, 700)],
             keys: Vec::new(),
             effects: Vec::new(),
         };
-        let h = hint(StepRun {
-            view: &s,
-            value: Some(&value),
-        });
-        assert!(
-            h.starts_with("✓ 1.5s ×2 {\"a\":\"xxx") && h.ends_with('…'),
-            "{h}"
-        );
-        assert!(
-            hint(StepRun {
-                view: &s,
-                value: None
-            })
-            .ends_with("(value not stored)")
-        );
-        let shown = |s: &StepView| {
-            hint(StepRun {
-                view: s,
-                value: None,
-            })
+        let label = |s: &StepView, value, standing: &Standing| {
+            hint(StepRun { view: s, value }, Some("echo"), standing)
         };
-        s.state = StepState::WaitingSignal("go".into());
-        assert_eq!(shown(&s), "⏸ waiting for signal `go`");
-        s.state = StepState::Skipped("`when` was false".into());
-        assert_eq!(shown(&s), "↷ skipped: `when` was false");
+        let h = label(&s, Some(&value), &Standing::Unverified);
+        assert_eq!(h.chars().count(), HINT_WIDTH, "{h}");
+        assert!(h.starts_with("(?) ✓ {\"a\":\"xxx"), "{h}");
+        assert!(h.ends_with("… · 1 retry · 1.5s"), "{h}");
+        assert!(label(&s, None, &Standing::Current).starts_with("✓ (value not stored)"));
+        s.starts = vec![(Some(0), 1, 0), (Some(1), 1, 0), (Some(2), 1, 0)];
+        s.calls = Some((3, 0));
+        s.last_at = 0;
+        let list = serde_json::json!([1, 2, 3]);
+        assert_eq!(
+            label(&s, Some(&list), &Standing::Current),
+            "✓ [1,2,3] · 3 calls"
+        );
+        // Many counts and a long mark: the last counts give way to the result.
+        s.starts.extend((0..3).map(|i| (Some(i), 2, 5)));
+        s.calls = Some((2, 1));
+        s.state = StepState::Failed(reel_journal::error::RunError::new(
+            "tool.exec.exit",
+            "`test` exited with status 1",
+        ));
+        let upstream = Standing::Stale(Some("a".into()));
+        let h = label(&s, None, &upstream);
+        assert!(h.chars().count() <= HINT_WIDTH, "{h}");
+        assert_eq!(h, "(stale) ✗ tool.exec.e… · 3 calls · 1 failed");
     }
 
     /// A store with one run whose step `a` started and waits for the signal `go`.

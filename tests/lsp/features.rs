@@ -91,7 +91,9 @@ fn hover_definition_and_references() {
         step greeting: { line: string, size: int }
         ```
 
-        `echo (effect) { value: json } -> the type of `value``
+        ```reel
+        echo (effect) { value: json } -> the type of `value`
+        ```
 
         Records a value as an effect and returns it unchanged.
         "#);
@@ -288,7 +290,9 @@ fn rapid_edits_are_applied_in_order() {
         step g40: { line: string, size: int }
         ```
 
-        `echo (effect) { value: json } -> the type of `value``
+        ```reel
+        echo (effect) { value: json } -> the type of `value`
+        ```
 
         Records a value as an effect and returns it unchanged.
         "#);

@@ -10,6 +10,8 @@ import {
 
 import { resolveReelPath, findExecutable, ResolvedPath } from './reelPath';
 import { commandLine } from './shell';
+import { TraceChannel } from './trace';
+import { HintLines, STANDINGS, Standing } from './decorations';
 
 /** One run of a flow, as `reel.server.listRuns` returns it (newest first). */
 interface RunSummary {
@@ -29,6 +31,12 @@ const SHOW_RUN = 'reel.server.showRun';
 
 let client: LanguageClient | undefined;
 let output: vscode.LogOutputChannel;
+/** Where the protocol is traced: on as soon as `reel.trace.server` is, with no level to raise. */
+let traceOutput: TraceChannel;
+/** The colourable lines of each document with hints, by URI. */
+const hintLines = new Map<string, HintLines>();
+/** How each standing is drawn: a mark in the overview ruler and the gutter's edge. */
+let hintDecorations: Map<Standing, vscode.TextEditorDecorationType>;
 /** Start and stop requests run one after another, never interleaved. */
 let lifecycle: Promise<void> = Promise.resolve();
 
@@ -37,6 +45,35 @@ export function activate(context: vscode.ExtensionContext): void {
   // with an error that hides the real cause.
   output = vscode.window.createOutputChannel('Reel', { log: true });
   context.subscriptions.push(output);
+  traceOutput = new TraceChannel(
+    vscode.window.createOutputChannel('Reel Trace'),
+    () => vscode.workspace.getConfiguration('reel').get<string>('trace.server'),
+    new vscode.EventEmitter<vscode.LogLevel>(),
+  );
+  context.subscriptions.push(traceOutput);
+  const colours: Record<Standing, string> = {
+    failed: 'editorError.foreground',
+    stale: 'editorWarning.foreground',
+    waiting: 'editorInfo.foreground',
+  };
+  hintDecorations = new Map(
+    STANDINGS.map((s) => {
+      const colour = new vscode.ThemeColor(colours[s]);
+      const type = vscode.window.createTextEditorDecorationType({
+        overviewRulerColor: colour,
+        overviewRulerLane: vscode.OverviewRulerLane.Right,
+        borderColor: colour,
+        borderStyle: 'solid',
+        borderWidth: '0 0 0 2px',
+      });
+      context.subscriptions.push(type);
+      return [s, type];
+    }),
+  );
+  context.subscriptions.push(
+    vscode.window.onDidChangeVisibleTextEditors((editors) => editors.forEach(decorate)),
+    vscode.workspace.onDidCloseTextDocument((d) => hintLines.delete(d.uri.toString())),
+  );
 
   context.subscriptions.push(
     vscode.commands.registerCommand('reel.restartServer', () => restart()),
@@ -50,6 +87,9 @@ export function activate(context: vscode.ExtensionContext): void {
       if (e.affectsConfiguration('reel.path')) {
         output.info('reel.path changed: restarting the language server');
         void restart();
+      }
+      if (e.affectsConfiguration('reel.trace.server')) {
+        traceOutput.settingChanged();
       }
     }),
     vscode.workspace.onDidChangeWorkspaceFolders(() => {
@@ -111,10 +151,20 @@ async function startClient(): Promise<void> {
       { language: 'reel', scheme: 'untitled' },
     ],
     outputChannel: output,
-    traceOutputChannel: output,
+    traceOutputChannel: traceOutput,
+    middleware: {
+      // The hints as they arrive colour their lines: no request of its own.
+      provideInlayHints: async (document, viewPort, token, next) => {
+        const hints = await next(document, viewPort, token);
+        noteHints(document, viewPort, hints ?? []);
+        return hints;
+      },
+    },
   };
 
-  // The id `reel` makes the client read its trace level from `reel.trace.server`.
+  // The id `reel` makes the client read how much to trace (`messages`, `verbose`) from
+  // `reel.trace.server`; the trace channel's level, which decides whether it traces at all,
+  // follows the same setting.
   const next = new LanguageClient('reel', 'Reel Language Server', serverOptions, clientOptions);
   output.info(`starting ${command} lsp`);
   try {
@@ -367,5 +417,31 @@ async function pickRun(uriArg: unknown, flowArg: unknown): Promise<void> {
     const message = err instanceof Error ? err.message : String(err);
     output.error(`${SHOW_RUN}: ${message}`);
     void vscode.window.showErrorMessage(`Reel: could not show that run: ${message}`);
+  }
+}
+
+/** Records the hints of `range` of `document` and colours the editors showing it. */
+function noteHints(document: vscode.TextDocument, range: vscode.Range, hints: vscode.InlayHint[]): void {
+  const key = document.uri.toString();
+  const lines = hintLines.get(key) ?? new HintLines();
+  hintLines.set(key, lines);
+  const label = (h: vscode.InlayHint) =>
+    typeof h.label === 'string' ? h.label : h.label.map((p) => p.value).join('');
+  lines.update(
+    range.start.line,
+    range.end.line,
+    hints.map((h) => ({ line: h.position.line, label: label(h) })),
+  );
+  vscode.window.visibleTextEditors.filter((e) => e.document === document).forEach(decorate);
+}
+
+/** Draws the colour marks of the editor's document. */
+function decorate(editor: vscode.TextEditor): void {
+  const lines = hintLines.get(editor.document.uri.toString());
+  for (const [standing, type] of hintDecorations) {
+    const ranges = (lines?.linesOf(standing) ?? [])
+      .filter((line) => line < editor.document.lineCount)
+      .map((line) => editor.document.lineAt(line).range);
+    editor.setDecorations(type, ranges);
   }
 }

@@ -78,3 +78,69 @@ test('the executable is found on PATH or at its path, and not when it is not the
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('reel.trace.server alone turns the trace on: the trace channel’s level follows it', () => {
+  const { TraceChannel, traceLevel } = require('../out/trace.js');
+  // vscode.LogLevel: Off = 0, Trace = 1. The language client traces only at Trace.
+  assert.equal(traceLevel('off'), 0);
+  assert.equal(traceLevel(undefined), 0);
+  assert.equal(traceLevel('messages'), 1);
+  assert.equal(traceLevel('verbose'), 1);
+
+  const lines = [];
+  const channel = {
+    name: 'Reel Trace',
+    appendLine: (l) => lines.push(l),
+    append: (t) => lines.push(t),
+    dispose: () => lines.push('<disposed>'),
+  };
+  const listeners = [];
+  const emitter = {
+    event: (f) => listeners.push(f),
+    fire: (v) => listeners.forEach((f) => f(v)),
+    dispose: () => {},
+  };
+  let setting = 'off';
+  const trace = new TraceChannel(channel, () => setting, emitter);
+  const seen = [];
+  trace.onDidChangeLogLevel((level) => seen.push(level));
+  assert.equal(trace.name, 'Reel Trace');
+  assert.equal(trace.logLevel, 0);
+  setting = 'verbose';
+  trace.settingChanged();
+  assert.equal(trace.logLevel, 1);
+  setting = 'off';
+  trace.settingChanged();
+  assert.deepEqual(seen, [1, 0]);
+  // Whatever the client hands it is written, at any level: the level only says whether to trace.
+  trace.trace("[Trace - 10:00:00] Sending request 'initialize - (0)'.");
+  trace.error(new Error('boom'));
+  trace.dispose();
+  assert.deepEqual(lines, ["[Trace - 10:00:00] Sending request 'initialize - (0)'.", 'boom', '<disposed>']);
+});
+
+test('hint colours: what a label says, and lines kept across requests for parts of a file', () => {
+  const { classify, HintLines } = require('../out/decorations.js');
+  assert.equal(classify('✓ 200 {"items":[1,2,3]} · 340ms'), undefined);
+  assert.equal(classify('↷ skipped: `when` was false'), undefined);
+  assert.equal(classify('✗ tool.http.status: HTTP 404 f… · 2 retries'), 'failed');
+  assert.equal(classify('(stale) ✗ tool.exec.exit: …'), 'failed');
+  assert.equal(classify('(stale) ✓ 3'), 'stale');
+  assert.equal(classify('(?) ✓ 30'), 'stale');
+  assert.equal(classify('⏸ waiting for signal `go`'), 'waiting');
+  assert.equal(classify('◌ pending'), 'waiting');
+  assert.equal(classify('… running · 2 calls'), 'waiting');
+
+  const lines = new HintLines();
+  lines.update(0, 50, [
+    { line: 3, label: '✗ boom' },
+    { line: 9, label: '(stale) ✓ 3' },
+    { line: 40, label: '✓ fine' },
+    { line: 45, label: '◌ pending' },
+  ]);
+  // A request for lines 30..60 replaces what was known there, and only there.
+  lines.update(30, 60, [{ line: 55, label: '✗ later' }]);
+  assert.deepEqual(lines.linesOf('failed'), [3, 55]);
+  assert.deepEqual(lines.linesOf('stale'), [9]);
+  assert.deepEqual(lines.linesOf('waiting'), []);
+});

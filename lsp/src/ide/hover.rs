@@ -43,8 +43,9 @@ pub fn describe(cx: &Ctx<'_>, symbol: &names::Symbol) -> Option<String> {
             if let StepBody::Call(c) = &step.body
                 && let Some(contract) = cx.contract(&c.tool.name)
             {
+                // A block, as the tool's own hover shows it: a signature holds backticks.
                 out.push_str(&format!(
-                    "\n\n`{}`\n\n{}",
+                    "\n\n```reel\n{}\n```\n\n{}",
                     contract.signature(),
                     contract.doc
                 ));
