@@ -1,7 +1,7 @@
 //! One run's state and its transitions: which steps run, which calls start, what is recorded,
 //! when the run waits, parks or ends. Pure: every effect is a [`Command`] for the driver.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -67,6 +67,16 @@ enum CallState {
     Failed,
 }
 
+impl CallState {
+    /// The state without its value: what the schedule keys on.
+    fn clone_shape(&self) -> CallState {
+        match self {
+            CallState::Done(_) => CallState::Done(Value::Null),
+            other => other.clone(),
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct CallRt {
     state: CallState,
@@ -92,6 +102,31 @@ struct StepRt {
     items: Vec<Value>,
     foreach: bool,
     in_flight: usize,
+    /// Its calls that are ready to start, in call order (kept by `Machine::set_call`).
+    ready_calls: BTreeSet<usize>,
+    /// How many of its calls are done (kept by `Machine::set_call`).
+    done: usize,
+}
+
+/// Where the calls of active steps stand, kept up to date by every change of a call's state
+/// (`Machine::set_call`), so that each round, wait and completion looks only at what can
+/// move: no scan of all steps or all calls per event. Only calls of active steps are in it.
+#[derive(Default)]
+struct Schedule {
+    /// Active steps, in step order.
+    active: BTreeSet<usize>,
+    /// Ready calls, over all active steps.
+    ready: usize,
+    /// Calls waiting out a retry's backoff: (due, step, call).
+    backoffs: BTreeSet<(i64, usize, usize)>,
+    /// Sleeping calls: (due, step, call).
+    timers: BTreeSet<(i64, usize, usize)>,
+    /// Signal waits, in step and call order.
+    signals: BTreeSet<(usize, usize)>,
+    /// Signal waits with a deadline: (deadline, step, call).
+    deadlines: BTreeSet<(i64, usize, usize)>,
+    /// Steps that succeeded or were skipped.
+    finished: usize,
 }
 
 /// Where the machine is in its loop; the stages that wait name the input they wait for.
@@ -165,6 +200,8 @@ pub struct Machine {
     restored_calls: HashMap<(String, Option<u32>), CallRecord>,
     /// The idempotency key of each effect call in flight, by step and call.
     keys: HashMap<(usize, usize), String>,
+    /// The calls of active steps by state.
+    sched: Schedule,
 }
 
 impl Machine {
@@ -195,6 +232,8 @@ impl Machine {
                 items: Vec::new(),
                 foreach: s.foreach.is_some(),
                 in_flight: 0,
+                ready_calls: BTreeSet::new(),
+                done: 0,
             })
             .collect();
         for (i, s) in spec.steps.iter().enumerate() {
@@ -232,6 +271,7 @@ impl Machine {
             loaded: HashMap::new(),
             restored_calls: HashMap::new(),
             keys: HashMap::new(),
+            sched: Schedule::default(),
         }
     }
 
@@ -410,11 +450,7 @@ impl Machine {
                 self.finish_failed(err);
                 return true;
             }
-            if self
-                .steps
-                .iter()
-                .all(|s| matches!(s.status, StepStatus::Succeeded | StepStatus::Skipped))
-            {
+            if self.sched.finished == self.steps.len() {
                 self.finish_succeeded();
                 return true;
             }
@@ -514,17 +550,17 @@ impl Machine {
                     attempts,
                 }) => {
                     self.values.succeeded(i, output, None);
-                    self.steps[i].status = StepStatus::Succeeded;
+                    self.set_inactive(i, StepStatus::Succeeded);
                     self.steps[i].finished_at = at;
                     self.steps[i].attempts = attempts;
                 }
                 Some(StepRecord::Skipped { at }) => {
                     self.values.skipped(i);
-                    self.steps[i].status = StepStatus::Skipped;
+                    self.set_inactive(i, StepStatus::Skipped);
                     self.steps[i].finished_at = at;
                 }
                 Some(StepRecord::Failed { error }) if !redrive => {
-                    self.steps[i].status = StepStatus::Failed;
+                    self.set_inactive(i, StepStatus::Failed);
                     self.failure.get_or_insert(error);
                 }
                 Some(StepRecord::Failed { .. }) | None => {}
@@ -561,55 +597,142 @@ impl Machine {
     }
 
     fn has_ready_work(&self) -> bool {
-        !self.ready.is_empty()
-            || self.steps.iter().any(|s| {
-                s.status == StepStatus::Active
-                    && s.calls.iter().any(|c| matches!(c.state, CallState::Ready))
-            })
+        !self.ready.is_empty() || self.sched.ready > 0
     }
 
     fn earliest_backoff(&self) -> Option<i64> {
-        self.active_calls()
-            .filter_map(|(_, _, c)| match c.state {
-                CallState::Backoff(t) => Some(t),
-                _ => None,
-            })
-            .min()
+        self.sched.backoffs.first().map(|b| b.0)
     }
 
     fn earliest_timer(&self) -> Option<i64> {
-        self.active_calls()
-            .filter_map(|(_, _, c)| match c.state {
-                CallState::Timer(t) => Some(t),
-                CallState::Signal {
-                    deadline: Some(d), ..
-                } => Some(d),
-                _ => None,
-            })
-            .min()
+        let timer = self.sched.timers.first().map(|t| t.0);
+        let deadline = self.sched.deadlines.first().map(|d| d.0);
+        match (timer, deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    fn active_calls(&self) -> impl Iterator<Item = (usize, usize, &CallRt)> {
-        self.steps
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.status == StepStatus::Active)
-            .flat_map(|(i, s)| {
-                s.calls
-                    .iter()
-                    .enumerate()
-                    .map(move |(c, call)| (i, c, call))
-            })
+    /// The name a signal wait waits for.
+    fn signal_name(&self, i: usize, c: usize) -> String {
+        match &self.steps[i].calls[c].state {
+            CallState::Signal { name, .. } => name.clone(),
+            _ => String::new(),
+        }
     }
 
     /// The names waiting calls wait for, one per call, in the order they are served.
     fn signals_waited_for(&self) -> Vec<String> {
-        self.active_calls()
-            .filter_map(|(_, _, call)| match &call.state {
-                CallState::Signal { name, .. } => Some(name.clone()),
-                _ => None,
-            })
+        self.sched
+            .signals
+            .iter()
+            .map(|&(i, c)| self.signal_name(i, c))
             .collect()
+    }
+
+    /// Sets call `c` of step `i` to `state`, keeping the schedule's indexes: every change of
+    /// a call's state goes through here.
+    fn set_call(&mut self, i: usize, c: usize, state: CallState) {
+        let old = std::mem::replace(&mut self.steps[i].calls[c].state, state);
+        if self.steps[i].status != StepStatus::Active {
+            return;
+        }
+        self.unindex(i, c, &old);
+        let new = self.steps[i].calls[c].state.clone_shape();
+        self.index(i, c, &new);
+    }
+
+    /// Adds call `c` of active step `i`, in `state`, to the schedule.
+    fn index(&mut self, i: usize, c: usize, state: &CallState) {
+        match state {
+            CallState::Ready => {
+                if self.steps[i].ready_calls.insert(c) {
+                    self.sched.ready += 1;
+                }
+            }
+            CallState::Backoff(t) => {
+                self.sched.backoffs.insert((*t, i, c));
+            }
+            CallState::Timer(t) => {
+                self.sched.timers.insert((*t, i, c));
+            }
+            CallState::Signal { deadline, .. } => {
+                self.sched.signals.insert((i, c));
+                if let Some(d) = deadline {
+                    self.sched.deadlines.insert((*d, i, c));
+                }
+            }
+            CallState::Done(_) => self.steps[i].done += 1,
+            CallState::InFlight | CallState::Failed => {}
+        }
+    }
+
+    /// Takes call `c` of active step `i`, which was in `state`, out of the schedule.
+    fn unindex(&mut self, i: usize, c: usize, state: &CallState) {
+        match state {
+            CallState::Ready => {
+                if self.steps[i].ready_calls.remove(&c) {
+                    self.sched.ready -= 1;
+                }
+            }
+            CallState::Backoff(t) => {
+                self.sched.backoffs.remove(&(*t, i, c));
+            }
+            CallState::Timer(t) => {
+                self.sched.timers.remove(&(*t, i, c));
+            }
+            CallState::Signal { deadline, .. } => {
+                self.sched.signals.remove(&(i, c));
+                if let Some(d) = deadline {
+                    self.sched.deadlines.remove(&(*d, i, c));
+                }
+            }
+            CallState::Done(_) => self.steps[i].done -= 1,
+            CallState::InFlight | CallState::Failed => {}
+        }
+    }
+
+    /// Step `i` becomes active with `n` calls, all ready.
+    fn set_active(&mut self, i: usize, n: usize) {
+        self.steps[i].status = StepStatus::Active;
+        self.steps[i].calls = (0..n)
+            .map(|_| CallRt {
+                state: CallState::Ready,
+                attempt: 0,
+                tries: 0,
+            })
+            .collect();
+        self.steps[i].ready_calls = (0..n).collect();
+        self.steps[i].done = 0;
+        self.sched.ready += n;
+        self.sched.active.insert(i);
+    }
+
+    /// Step `i` leaves the active steps with `status`: its calls leave the schedule.
+    fn set_inactive(&mut self, i: usize, status: StepStatus) {
+        let was_active = self.steps[i].status == StepStatus::Active;
+        if matches!(status, StepStatus::Succeeded | StepStatus::Skipped)
+            && !matches!(
+                self.steps[i].status,
+                StepStatus::Succeeded | StepStatus::Skipped
+            )
+        {
+            self.sched.finished += 1;
+        }
+        self.steps[i].status = status;
+        if !was_active {
+            return;
+        }
+        self.sched.active.remove(&i);
+        for c in 0..self.steps[i].calls.len() {
+            let state = self.steps[i].calls[c].state.clone_shape();
+            if !matches!(state, CallState::Ready | CallState::Done(_)) {
+                self.unindex(i, c, &state);
+            }
+        }
+        self.sched.ready -= self.steps[i].ready_calls.len();
+        self.steps[i].ready_calls.clear();
+        self.steps[i].done = 0;
     }
 
     /// The logical time a step's expressions see: the latest event it depends on.
@@ -670,7 +793,7 @@ impl Machine {
     fn fail_step(&mut self, i: usize, error: RunError) {
         let id = self.spec.steps[i].id.clone();
         let error = error.at_step(&id);
-        self.steps[i].status = StepStatus::Failed;
+        self.set_inactive(i, StepStatus::Failed);
         self.record(Event::StepFailed {
             step: id.clone(),
             error: error.clone(),
@@ -696,7 +819,7 @@ impl Machine {
         let kept = (self.steps[i].readers_left > 0).then(|| value.clone());
         let digest = self.put(value);
         let now = self.now;
-        self.steps[i].status = StepStatus::Succeeded;
+        self.set_inactive(i, StepStatus::Succeeded);
         self.steps[i].finished_at = now;
         self.steps[i].items.clear();
         self.values.succeeded(i, digest.clone(), kept);
@@ -775,7 +898,7 @@ impl Machine {
                 Ok(Value::Bool(true)) => {}
                 Ok(Value::Bool(false)) => {
                     let reason = format!("`when` was false: {}", reel_eval::to_source(when));
-                    self.steps[i].status = StepStatus::Skipped;
+                    self.set_inactive(i, StepStatus::Skipped);
                     self.steps[i].finished_at = self.now;
                     self.values.skipped(i);
                     self.record(Event::StepSkipped {
@@ -868,14 +991,7 @@ impl Machine {
             return Go::Load(wants);
         }
         self.steps[i].items = items.unwrap_or_default();
-        self.steps[i].status = StepStatus::Active;
-        self.steps[i].calls = (0..n)
-            .map(|_| CallRt {
-                state: CallState::Ready,
-                attempt: 0,
-                tries: 0,
-            })
-            .collect();
+        self.set_active(i, n);
         self.progress(Progress::StepRunning {
             step: spec.id.clone(),
             calls: spec.foreach.as_ref().map(|_| n),
@@ -884,7 +1000,7 @@ impl Machine {
         for c in 0..n {
             let index = spec.foreach.as_ref().map(|_| c as u32);
             if let Some(rec) = self.restored_calls.remove(&(spec.id.clone(), index)) {
-                self.steps[i].calls[c] = match rec {
+                let rt = match rec {
                     CallRecord::Started { attempt } => CallRt {
                         state: CallState::Ready,
                         attempt: attempt.saturating_sub(1),
@@ -930,6 +1046,9 @@ impl Machine {
                         tries: 1,
                     },
                 };
+                self.steps[i].calls[c].attempt = rt.attempt;
+                self.steps[i].calls[c].tries = rt.tries;
+                self.set_call(i, c, rt.state);
             }
         }
         self.loaded.clear();
@@ -943,11 +1062,7 @@ impl Machine {
         if self.steps[i].status != StepStatus::Active {
             return;
         }
-        if !self.steps[i]
-            .calls
-            .iter()
-            .all(|c| matches!(c.state, CallState::Done(_)))
-        {
+        if self.steps[i].done != self.steps[i].calls.len() {
             return;
         }
         let values: Vec<Value> = self.steps[i]
@@ -971,16 +1086,18 @@ impl Machine {
     /// Records the start of every ready call the limits allow; false when it waits for values
     /// to be loaded first.
     fn start_ready_calls(&mut self) -> bool {
-        'steps: for i in 0..self.steps.len() {
-            if self.steps[i].status != StepStatus::Active {
-                continue;
-            }
+        if self.sched.ready == 0 {
+            return true;
+        }
+        let active: Vec<usize> = self.sched.active.iter().copied().collect();
+        'steps: for i in active {
             let limit = if self.steps[i].foreach {
                 self.spec.steps[i].concurrency.max(1) as usize
             } else {
                 1
             };
-            for c in 0..self.steps[i].calls.len() {
+            // The lowest ready call first, as the step's calls are numbered.
+            while let Some(&c) = self.steps[i].ready_calls.first() {
                 // Calls already started in this round are still made: their starts are recorded.
                 if self.failure.is_some() || self.canceled {
                     break 'steps;
@@ -988,15 +1105,17 @@ impl Machine {
                 if self.in_flight >= self.setup.max_parallel || self.steps[i].in_flight >= limit {
                     break;
                 }
-                if matches!(self.steps[i].calls[c].state, CallState::Ready) {
-                    match self.start_call(i, c) {
-                        Go::Ok(Some(call)) => self.prepared.push(call),
-                        Go::Ok(None) => {}
-                        Go::Load(wants) => {
-                            self.load(wants, Stage::LoadingForDispatch);
-                            return false;
-                        }
+                match self.start_call(i, c) {
+                    Go::Ok(Some(call)) => self.prepared.push(call),
+                    Go::Ok(None) => {}
+                    Go::Load(wants) => {
+                        self.load(wants, Stage::LoadingForDispatch);
+                        return false;
                     }
+                }
+                if self.steps[i].ready_calls.first() == Some(&c) {
+                    // Still ready (nothing moved it on): never loop on it.
+                    break;
                 }
             }
         }
@@ -1036,7 +1155,7 @@ impl Machine {
                     shown.insert(name.clone(), v);
                 }
                 Go::Ok(Err(e)) => {
-                    self.steps[i].calls[c].state = CallState::Failed;
+                    self.set_call(i, c, CallState::Failed);
                     self.fail_step(i, e);
                     return Go::Ok(None);
                 }
@@ -1049,16 +1168,14 @@ impl Machine {
                 let until = match sleep_until(&args, now) {
                     Ok(t) => t,
                     Err(e) => {
-                        self.steps[i].calls[c].state = CallState::Failed;
+                        self.set_call(i, c, CallState::Failed);
                         self.fail_step(i, e);
                         return Go::Ok(None);
                     }
                 };
-                self.steps[i].calls[c] = CallRt {
-                    state: CallState::Timer(until),
-                    attempt: 1,
-                    tries: 1,
-                };
+                self.steps[i].calls[c].attempt = 1;
+                self.steps[i].calls[c].tries = 1;
+                self.set_call(i, c, CallState::Timer(until));
                 self.steps[i].attempts += 1;
                 self.record(Event::TimerStarted {
                     step: spec.id.clone(),
@@ -1074,14 +1191,16 @@ impl Machine {
                     .unwrap_or_default()
                     .to_string();
                 let deadline = spec.timeout.map(|d| now + d.millis() as i64);
-                self.steps[i].calls[c] = CallRt {
-                    state: CallState::Signal {
+                self.steps[i].calls[c].attempt = 1;
+                self.steps[i].calls[c].tries = 1;
+                self.set_call(
+                    i,
+                    c,
+                    CallState::Signal {
                         name: name.clone(),
                         deadline,
                     },
-                    attempt: 1,
-                    tries: 1,
-                };
+                );
                 self.steps[i].attempts += 1;
                 self.record(Event::SignalAwaited {
                     step: spec.id.clone(),
@@ -1100,10 +1219,10 @@ impl Machine {
         if let Some(k) = &key {
             self.keys.insert((i, c), k.clone());
         }
+        self.set_call(i, c, CallState::InFlight);
         let call = &mut self.steps[i].calls[c];
         call.attempt += 1;
         call.tries += 1;
-        call.state = CallState::InFlight;
         let attempt = call.attempt;
         self.steps[i].attempts += 1;
         self.steps[i].in_flight += 1;
@@ -1223,7 +1342,7 @@ impl Machine {
                         step: spec.id.clone(),
                     });
                 }
-                self.steps[i].calls[r.index].state = CallState::Done(value);
+                self.set_call(i, r.index, CallState::Done(value));
                 self.complete_if_done(i);
             }
             Err(e) => {
@@ -1261,7 +1380,7 @@ impl Machine {
                 });
                 match retry_at {
                     Some(t) => {
-                        self.steps[i].calls[r.index].state = CallState::Backoff(t);
+                        self.set_call(i, r.index, CallState::Backoff(t));
                         self.progress(Progress::Retrying {
                             step: spec.id.clone(),
                             attempt: r.attempt,
@@ -1269,9 +1388,9 @@ impl Machine {
                         });
                     }
                     None => {
-                        self.steps[i].calls[r.index].state = CallState::Failed;
+                        self.set_call(i, r.index, CallState::Failed);
                         if self.canceled {
-                            self.steps[i].status = StepStatus::Failed;
+                            self.set_inactive(i, StepStatus::Failed);
                         } else {
                             self.fail_step(i, error);
                         }
@@ -1282,32 +1401,26 @@ impl Machine {
     }
 
     fn retry_due_backoffs(&mut self) {
-        let now = self.now;
-        for s in self
-            .steps
-            .iter_mut()
-            .filter(|s| s.status == StepStatus::Active)
-        {
-            for c in &mut s.calls {
-                if let CallState::Backoff(t) = c.state
-                    && t <= now
-                {
-                    c.state = CallState::Ready;
-                }
+        while let Some(&(t, i, c)) = self.sched.backoffs.first() {
+            if t > self.now {
+                break;
             }
+            self.set_call(i, c, CallState::Ready);
         }
     }
 
     /// Fires the timers that are due; true when any fired.
     fn fire_due_timers(&mut self) -> bool {
         let now = self.now;
-        let due: Vec<(usize, usize, i64)> = self
-            .active_calls()
-            .filter_map(|(i, c, call)| match call.state {
-                CallState::Timer(t) if t <= now => Some((i, c, t)),
-                _ => None,
-            })
+        // In step and call order, as they are recorded.
+        let mut due: Vec<(usize, usize, i64)> = self
+            .sched
+            .timers
+            .iter()
+            .take_while(|(t, _, _)| *t <= now)
+            .map(|&(t, i, c)| (i, c, t))
             .collect();
+        due.sort_unstable();
         for &(i, c, until) in &due {
             let flow = self.spec.clone();
             let spec = &flow.steps[i];
@@ -1319,7 +1432,7 @@ impl Machine {
                 index,
                 until,
             });
-            self.steps[i].calls[c].state = CallState::Done(woke);
+            self.set_call(i, c, CallState::Done(woke));
             self.complete_if_done(i);
         }
         !due.is_empty()
@@ -1328,16 +1441,14 @@ impl Machine {
     /// Fails signal waits whose deadline passed; true when any did.
     fn expire_signal_waits(&mut self) -> bool {
         let now = self.now;
-        let expired: Vec<(usize, usize, String)> = self
-            .active_calls()
-            .filter_map(|(i, c, call)| match &call.state {
-                CallState::Signal {
-                    name,
-                    deadline: Some(d),
-                } if *d <= now => Some((i, c, name.clone())),
-                _ => None,
-            })
+        let mut expired: Vec<(usize, usize, String)> = self
+            .sched
+            .deadlines
+            .iter()
+            .take_while(|(d, _, _)| *d <= now)
+            .map(|&(_, i, c)| (i, c, self.signal_name(i, c)))
             .collect();
+        expired.sort_unstable();
         for (i, c, name) in &expired {
             let id = self.spec.steps[*i].id.clone();
             let index = self.spec.steps[*i].foreach.as_ref().map(|_| *c as u32);
@@ -1353,7 +1464,7 @@ impl Machine {
                 error: error.clone(),
                 retry_at: None,
             });
-            self.steps[*i].calls[*c].state = CallState::Failed;
+            self.set_call(*i, *c, CallState::Failed);
             self.fail_step(*i, error);
         }
         !expired.is_empty()
@@ -1362,11 +1473,10 @@ impl Machine {
     /// Delivers arrived signals to the steps waiting for them; true when any was delivered.
     fn deliver_signals(&mut self, mut arrived: Vec<ArrivedSignal>) -> bool {
         let waiting: Vec<(usize, usize, String)> = self
-            .active_calls()
-            .filter_map(|(i, c, call)| match &call.state {
-                CallState::Signal { name, .. } => Some((i, c, name.clone())),
-                _ => None,
-            })
+            .sched
+            .signals
+            .iter()
+            .map(|&(i, c)| (i, c, self.signal_name(i, c)))
             .collect();
         let mut delivered = false;
         for (i, c, name) in waiting {
@@ -1387,7 +1497,7 @@ impl Machine {
             self.flush();
             self.commands
                 .push_back(Command::ConsumeSignal { signal: signal.seq });
-            self.steps[i].calls[c].state = CallState::Done(signal.payload);
+            self.set_call(i, c, CallState::Done(signal.payload));
             self.complete_if_done(i);
             delivered = true;
         }
@@ -1403,8 +1513,12 @@ impl Machine {
     fn park(&mut self) {
         let mut signals: Vec<String> = Vec::new();
         let mut details: Vec<(String, String)> = Vec::new();
-        for (i, _, call) in self.active_calls() {
-            match &call.state {
+        // Signal waits and timers, in step and call order.
+        let mut parked: Vec<(usize, usize)> = self.sched.signals.iter().copied().collect();
+        parked.extend(self.sched.timers.iter().map(|&(_, i, c)| (i, c)));
+        parked.sort_unstable();
+        for (i, c) in parked {
+            match &self.steps[i].calls[c].state {
                 CallState::Signal { name, .. } => {
                     if !signals.contains(name) {
                         signals.push(name.clone());
