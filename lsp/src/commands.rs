@@ -474,21 +474,27 @@ async fn run(env: &Env, t: &Target, inputs: Option<&Value>) -> std::result::Resu
     if let Some(file) = inputs_file(&env.launcher, inputs)? {
         args.extend(["--inputs".into(), file.into()]);
     }
-    let log = start(env, t, &args, &format!("run {}", t.flow))?;
+    let started = start(env, t, &args, &format!("run {}", t.flow))?;
     // The hints follow the new run.
     show_run(env, t, None).await;
-    Ok(json!({ "log": log }))
+    Ok(started)
 }
 
+/// Starts `reel ARGS` for a command in the background: what the command answers, the log's path
+/// and the command line (`reel ARGS`, for a client that shows it above the log).
 fn start(
     env: &Env,
     t: &Target,
     args: &[OsString],
     what: &str,
-) -> std::result::Result<PathBuf, String> {
-    let args: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
-    env.launcher
-        .start_logged(&t.cwd, &args, what, env.client.clone())
+) -> std::result::Result<Value, String> {
+    let argv: Vec<&OsStr> = args.iter().map(OsString::as_os_str).collect();
+    let log = env
+        .launcher
+        .start_logged(&t.cwd, &argv, what, env.client.clone())?;
+    let mut line = vec![Value::from("reel")];
+    line.extend(args.iter().map(|a| Value::from(a.to_string_lossy())));
+    Ok(json!({ "log": log, "command": line, "cwd": t.cwd }))
 }
 
 async fn signal(env: &Env, t: &Target, args: &Args<'_>) -> std::result::Result<Value, String> {
@@ -521,13 +527,13 @@ async fn signal(env: &Env, t: &Target, args: &Args<'_>) -> std::result::Result<V
         )
         .await?;
     // A run that waits for it is continued now, as `reel worker` would.
-    let log = if run.status == RunStatus::Waiting && run.waiting_on.contains(&name) {
+    let mut answer = json!({ "run": run.id, "signal": name });
+    if run.status == RunStatus::Waiting && run.waiting_on.contains(&name) {
         let args: Vec<OsString> = vec!["resume".into(), run.id.clone().into()];
-        Some(start(env, t, &args, &format!("resume {}", run.id))?)
-    } else {
-        None
-    };
-    Ok(json!({ "run": run.id, "signal": name, "log": log }))
+        let started = start(env, t, &args, &format!("resume {}", run.id))?;
+        merge(&mut answer, started);
+    }
+    Ok(answer)
 }
 
 async fn cancel(env: &Env, t: &Target, id: Option<String>) -> std::result::Result<Value, String> {
@@ -545,8 +551,12 @@ async fn cancel(env: &Env, t: &Target, id: Option<String>) -> std::result::Resul
 fn resume(env: &Env, t: &Target, id: Option<String>) -> std::result::Result<Value, String> {
     let run = the_run(env, t, id)?;
     let args: Vec<OsString> = vec!["resume".into(), run.id.clone().into()];
-    let log = start(env, t, &args, &format!("resume {}", run.id))?;
-    Ok(json!({ "run": run.id, "log": log }))
+    let mut answer = json!({ "run": run.id });
+    merge(
+        &mut answer,
+        start(env, t, &args, &format!("resume {}", run.id))?,
+    );
+    Ok(answer)
 }
 
 async fn preview(env: &Env, t: &Target, id: Option<String>) -> std::result::Result<Value, String> {
@@ -576,11 +586,22 @@ async fn fork(env: &Env, t: &Target, id: Option<String>) -> std::result::Result<
         "--flow".into(),
         t.path.clone().into(),
     ];
-    let log = start(env, t, &args, &format!("fork {}", run.id))?;
+    let mut answer = json!({ "parent": run.id });
+    merge(
+        &mut answer,
+        start(env, t, &args, &format!("fork {}", run.id))?,
+    );
     env.previews.stop(t.uri.as_str(), &t.flow);
     // The hints follow the new run, the fork.
     show_run(env, t, None).await;
-    Ok(json!({ "parent": run.id, "log": log }))
+    Ok(answer)
+}
+
+/// `more`'s fields added to the object `into`.
+fn merge(into: &mut Value, more: Value) {
+    if let (Some(into), Value::Object(more)) = (into.as_object_mut(), more) {
+        into.extend(more);
+    }
 }
 
 #[cfg(test)]

@@ -98,9 +98,10 @@ impl Lens {
             Lens::Resume { .. } => "↻ Resume".to_string(),
             Lens::PreviewFork { .. } => "Preview fork".to_string(),
             Lens::Fork { .. } => "Fork with these changes".to_string(),
-            Lens::Preview { run, shown } => match shown {
-                Shown::Checking => format!("Fork of run {run}: checking…"),
-                Shown::Failed(why) => format!("Fork of run {run}: {}", runs::cut(why, 80)),
+            // The run is named by each step's mark (and is the shown one when the preview began).
+            Lens::Preview { shown, .. } => match shown {
+                Shown::Checking => "Fork preview: checking…".to_string(),
+                Shown::Failed(why) => format!("Fork preview: {}", runs::cut(why, 80)),
                 Shown::Plan(plan) => {
                     let [reused, live, new, removed] = plan.counts();
                     let mut parts = vec![format!("{reused} reused"), format!("{live} live")];
@@ -110,7 +111,7 @@ impl Lens {
                     if removed > 0 {
                         parts.push(format!("{removed} removed"));
                     }
-                    format!("Fork of run {run}: {}", parts.join(" · "))
+                    format!("Fork preview: {}", parts.join(" · "))
                 }
             },
             Lens::StopPreview => "Stop fork preview".to_string(),
@@ -324,12 +325,16 @@ pub fn code_lenses(
             let Some((mark, run)) = fl.marks.get(&s.name.name) else {
                 continue;
             };
-            // A mark only tells; its command stops the preview, the one thing to do from there.
+            // A mark tells; a click on it only checks the text again.
             out.push(lens_at(
                 s.span.start as usize,
                 mark_title(mark, run),
-                commands::STOP_PREVIEW,
-                vec![uri.as_str().into(), fl.flow.clone().into()],
+                commands::PREVIEW_FORK,
+                vec![
+                    uri.as_str().into(),
+                    fl.flow.clone().into(),
+                    run.as_str().into(),
+                ],
             ));
         }
     }
@@ -434,7 +439,7 @@ mod tests {
         };
         assert_eq!(
             preview.title("f"),
-            "Fork of run r1: 1 reused · 0 live · 1 new"
+            "Fork preview: 1 reused · 0 live · 1 new"
         );
         let signal = Lens::Signal {
             run: "r1".into(),

@@ -165,10 +165,15 @@ fn a_lens_sends_a_waiting_run_its_signal_and_the_run_finishes() {
 
     // The lens names the run and the signal; the client adds the payload.
     let r = click(&mut client, &uri, "✉ Send signal", &[json!({ "ok": true })]);
-    let log = r["result"]["log"].as_str().unwrap_or("-");
+    let (log, cwd) = (&r["result"]["log"], &r["result"]["cwd"]);
+    let (log, cwd) = (log.as_str().unwrap_or("-"), cwd.as_str().unwrap_or("-"));
+    let answer = r["result"]
+        .to_string()
+        .replace(log, "[log]")
+        .replace(cwd, "[dir]");
     assert_eq!(
-        name_runs(&r["result"].to_string().replace(log, "[log]"), &runs),
-        r#"{"log":"[log]","run":"[run]","signal":"go"}"#
+        name_runs(&answer, &runs),
+        r#"{"command":["reel","resume","[run]"],"cwd":"[dir]","log":"[log]","run":"[run]","signal":"go"}"#
     );
     let h = hints_until(&mut client, &uri, WAITER, |h| h.contains("⟨✓"));
     insta::assert_snapshot!(h, @r#"
@@ -307,12 +312,12 @@ fn a_fork_preview_marks_each_step_follows_the_edits_and_the_fork_shows_inline() 
     0: Showing run [failed] · failed · [age] [reel.server.pickRun]
     0: Pick run… [reel.server.pickRun]
     0: ↻ Resume [reel.server.resume]
-    0: Fork of run [failed]: 1 reused · 1 live · 1 new [reel.server.previewFork]
+    0: Fork preview: 1 reused · 1 live · 1 new [reel.server.previewFork]
     0: Stop fork preview [reel.server.stopPreview]
     0: Fork with these changes [reel.server.fork]
-    3: ✓ reused from run [failed] [reel.server.stopPreview]
-    7: ↻ runs live: failed in the parent; changed expression [reel.server.stopPreview]
-    9: + new: runs live [reel.server.stopPreview]
+    3: ✓ reused from run [failed] [reel.server.previewFork]
+    7: ↻ runs live: failed in the parent; changed expression [reel.server.previewFork]
+    9: + new: runs live [reel.server.previewFork]
     ");
 
     // Typing on: the charge changes too. The preview follows the text by itself.
@@ -324,12 +329,12 @@ fn a_fork_preview_marks_each_step_follows_the_edits_and_the_fork_shows_inline() 
     0: Showing run [failed] · failed · [age] [reel.server.pickRun]
     0: Pick run… [reel.server.pickRun]
     0: ↻ Resume [reel.server.resume]
-    0: Fork of run [failed]: 0 reused · 2 live · 1 new [reel.server.previewFork]
+    0: Fork preview: 0 reused · 2 live · 1 new [reel.server.previewFork]
     0: Stop fork preview [reel.server.stopPreview]
     0: Fork with these changes [reel.server.fork]
-    3: ↻ runs live: changed arguments [reel.server.stopPreview]
-    7: ↻ runs live: waits for upstream step `charge`, which runs live [reel.server.stopPreview]
-    9: + new: runs live [reel.server.stopPreview]
+    3: ↻ runs live: changed arguments [reel.server.previewFork]
+    7: ↻ runs live: waits for upstream step `charge`, which runs live [reel.server.previewFork]
+    9: + new: runs live [reel.server.previewFork]
     ");
 
     // Back to the fix, saved, and forked: the fork's results appear inline, the preview is off.
