@@ -228,6 +228,14 @@ impl Previews {
         }
     }
 
+    /// Follows an edit to a text that cannot be checked (it has errors: `reel` would refuse it):
+    /// a check under way is dropped and the preview says `why` until the text changes.
+    pub fn cannot_check(&self, key: &Key, text: &str, why: &str) {
+        if let Some((generation, _, _)) = self.ask(key, text, false) {
+            self.finish(key, generation, Shown::Failed(why.to_string()));
+        }
+    }
+
     /// Follows an edit: when the preview of `key` is on and `text` is not the text last checked,
     /// starts a check after a pause (dropped if the text changes again meanwhile, killed if it
     /// changes while it runs), then asks the client for new lenses. Needs a tokio runtime.
@@ -332,7 +340,11 @@ async fn check(launcher: &Launcher, cwd: &Path, run: &str, path: &Path, text: &s
         .and_then(Plan::from_json);
     match plan {
         Some(plan) => Shown::Plan(plan),
-        None => Shown::Failed(message(&String::from_utf8_lossy(&out.stderr))),
+        // `reel` names the file it was given; the user knows it as the document.
+        None => Shown::Failed(
+            message(&String::from_utf8_lossy(&out.stderr))
+                .replace(&file.display().to_string(), &path.display().to_string()),
+        ),
     }
 }
 

@@ -379,14 +379,22 @@ impl LanguageServer for Backend {
         let refresh = self.lens_refresh_support.load(Ordering::Relaxed);
         let now = self.clock.now_ms();
         self.query(&params.text_document.uri, move |cx| {
-            let lenses = lenses::code_lenses(cx, &uri, &stores, &pins, &views, &previews, now);
             // A fork preview that is on follows the text: each lens request after an edit.
-            for (_, flow) in lenses::previewed(cx, &uri, &previews) {
+            let previewed = lenses::previewed(cx, &uri, &previews);
+            let errors = !previewed.is_empty()
+                && file_diagnostics(cx.db, cx.file)
+                    .iter()
+                    .any(|d| d.is_error());
+            for (_, flow) in previewed {
                 let key = (uri.as_str().to_string(), flow);
-                let path = Path::new(cx.file.path(cx.db));
-                previews.follow(&key, cx.text, path, &launcher, &client, refresh);
+                if errors {
+                    previews.cannot_check(&key, cx.text, "fix the errors in the text first");
+                } else {
+                    let path = Path::new(cx.file.path(cx.db));
+                    previews.follow(&key, cx.text, path, &launcher, &client, refresh);
+                }
             }
-            lenses
+            lenses::code_lenses(cx, &uri, &stores, &pins, &views, &previews, now)
         })
         .await
     }

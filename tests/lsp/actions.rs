@@ -10,7 +10,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::runs::{execute, hints, lenses, name_runs, reel};
-use crate::support::{Client, uri};
+use crate::support::{Client, redact, uri};
 
 /// A client that follows runs live: it lets the server ask for new hints and lenses.
 fn live_client(dir: &Path, home: &Path) -> Client {
@@ -130,6 +130,25 @@ fn a_lens_runs_the_flow_and_its_results_appear() {
     // What `reel run` printed is in the log the command answered with.
     let printed = std::fs::read_to_string(log).unwrap();
     assert!(printed.contains("of `pipeline`"), "{printed}");
+
+    // A client without a run picker of its own is offered the runs as a message's buttons.
+    let run = latest_run(dir.path(), &home);
+    let runs = [(run.as_str(), "[run]")];
+    let r = click(&mut client, &uri, "Pick run…", &[]);
+    let asked = client.wait_for("window/showMessageRequest", |_| true);
+    let buttons: Vec<String> = asked["actions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| redact(a["title"].as_str().unwrap_or_default()))
+        .collect();
+    insta::assert_snapshot!(name_runs(&format!("{}\n{}", asked["message"], buttons.join("\n")), &runs), @r#"
+    "Show which run of `pipeline` beside its steps?"
+    Follow the latest run
+    [run] · succeeded · [age]
+    "#);
+    // This client answered nothing: nothing changes.
+    assert_eq!(r["result"], Value::Null, "{r}");
     client.shutdown();
 }
 
@@ -337,8 +356,17 @@ fn a_fork_preview_marks_each_step_follows_the_edits_and_the_fork_shows_inline() 
     9: + new: runs live [reel.server.previewFork]
     ");
 
+    // A mistake while typing: `reel` would refuse the text, so the preview says so and waits.
+    let broken = typed.replace("len(charge.charged)", "len(charge.charge)");
+    client.change(&uri, 4, &broken);
+    let l = lenses(&mut client, &uri, &runs);
+    assert!(
+        l.contains("0: Fork preview: fix the errors in the text first [reel.server.previewFork]"),
+        "{l}"
+    );
+
     // Back to the fix, saved, and forked: the fork's results appear inline, the preview is off.
-    client.change(&uri, 4, &fixed);
+    client.change(&uri, 5, &fixed);
     std::fs::write(&path, &fixed).unwrap();
     let r = click(&mut client, &uri, "Fork with these changes", &[]);
     assert!(r.get("error").is_none(), "{r}");
