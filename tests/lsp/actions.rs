@@ -213,7 +213,7 @@ fn a_lens_sends_a_waiting_run_its_signal_and_the_run_finishes() {
 }
 
 #[test]
-fn a_lens_cancels_a_run_and_a_refused_command_is_shown_with_reels_message() {
+fn lenses_cancel_and_resume_a_run_and_a_refused_command_is_shown_with_reels_message() {
     let dir = tempfile::tempdir().unwrap();
     let home = dir.path().join("store");
     let path = dir.path().join("wait.reel");
@@ -234,6 +234,13 @@ fn a_lens_cancels_a_run_and_a_refused_command_is_shown_with_reels_message() {
     0: Pick run… [reel.server.pickRun]
     0: ↻ Resume [reel.server.resume]
     ");
+
+    // Resumed, the canceled run is redriven: it waits for its signal again.
+    let r = click(&mut client, &uri, "↻ Resume", &[]);
+    assert!(r["result"]["log"].is_string(), "{r}");
+    lenses_until(&mut client, &uri, &runs, |l| l.contains("· waiting"));
+    click(&mut client, &uri, "■ Cancel", &[]);
+    lenses_until(&mut client, &uri, &runs, |l| l.contains("· canceled"));
 
     // A signal to the ended run: `reel signal` refuses, and the client is told why.
     let r = execute(

@@ -1,7 +1,7 @@
 // Drives a real VS Code (code-server) in headless Chromium and asserts what a person sees with
 // the Reel extension: the recorded result of each step inline, the code lenses above the flow,
-// the hover of a step, diagnostics (squiggle, Problems panel, status bar), completion and the
-// stale mark. Started by run.sh, which sets the REEL_E2E_* variables below.
+// the hover of a step, diagnostics (squiggle, Problems panel, status bar), completion, the
+// stale mark, the run picker, a fork preview and a fork. Started by run.sh, which sets the REEL_E2E_* variables below.
 //
 // Every wait polls the page with a timeout; a failure prints what was expected and what was on
 // the page, and saves a screenshot.
