@@ -357,18 +357,13 @@ pub fn previewed(cx: &Ctx<'_>, uri: &Uri, previews: &Previews) -> Vec<(usize, St
         .collect()
 }
 
-/// The fork lenses of the flow around `offset` as code actions: preview (or stop previewing) and
-/// fork.
-#[allow(clippy::too_many_arguments)]
+/// The fork lenses of the flow around `offset`, of the document's `lenses` (from [`flow_lenses`]),
+/// as code actions: preview (or stop previewing) and fork.
 pub fn fork_actions(
     cx: &Ctx<'_>,
     uri: &Uri,
     offset: usize,
-    stores: &Stores,
-    pins: &Pins,
-    views: &Views,
-    previews: &Previews,
-    now_ms: i64,
+    lenses: Vec<FlowLenses>,
 ) -> Vec<Command> {
     let around = cx.parsed().file.items.iter().position(|item| {
         matches!(item, Item::Flow(f) if (f.span.start as usize..=f.span.end as usize).contains(&offset))
@@ -376,7 +371,7 @@ pub fn fork_actions(
     let Some(around) = around else {
         return Vec::new();
     };
-    flow_lenses(cx, uri, stores, pins, views, previews, now_ms)
+    lenses
         .into_iter()
         .filter(|fl| fl.item == around)
         .flat_map(|fl| {

@@ -609,8 +609,8 @@ impl LanguageServer for Backend {
         self.query(&params.text_document.uri, move |cx| {
             let diags = file_diagnostics(cx.db, cx.file);
             let at = cx.lines.span(range).start as usize;
-            let actions =
-                lenses::fork_actions(cx, &uri, at, &stores, &pins, &views, &previews, now);
+            let flows = lenses::flow_lenses(cx, &uri, &stores, &pins, &views, &previews, now);
+            let actions = lenses::fork_actions(cx, &uri, at, flows);
             edits::fixes(cx, cx.lines.span(range))
                 .into_iter()
                 .map(|(title, idx, (span, text))| {

@@ -302,6 +302,36 @@ fn a_fork_preview_marks_each_step_follows_the_edits_and_the_fork_shows_inline() 
     0: Fork with these changes [reel.server.fork]
     ");
 
+    // The same two as code actions, anywhere in the flow.
+    let r = client.request(
+        "textDocument/codeAction",
+        json!({
+            "textDocument": { "uri": uri },
+            "range": { "start": { "line": 7, "character": 4 }, "end": { "line": 7, "character": 4 } },
+            "context": { "diagnostics": [] },
+        }),
+    );
+    let actions: Vec<String> = r["result"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| {
+            format!(
+                "{} [{}]",
+                a["title"].as_str().unwrap_or_default(),
+                a["command"]["command"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "Preview fork [reel.server.previewFork]",
+            "Fork with these changes [reel.server.fork]"
+        ],
+        "{r}"
+    );
+
     // The fix, not saved yet: the step counts letters, and a new step reports.
     let fixed = FAILING
         .replace("to_int(charge.charged)", "len(charge.charged)")
