@@ -72,7 +72,7 @@ impl Backend {
             views: Views::default(),
             watched: Watched::default(),
             previews: Previews::default(),
-            launcher: Launcher::new(given.reel_exe, given.reel_home.clone(), given.scratch_dir),
+            launcher: Launcher::new(given.reel_exe, given.reel_home, given.scratch_dir),
             refresh_support: AtomicBool::new(false),
             lens_refresh_support: AtomicBool::new(false),
         }
