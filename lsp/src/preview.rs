@@ -238,15 +238,15 @@ impl Previews {
 
     /// Follows an edit: when the preview of `key` is on and `text` is not the text last checked,
     /// starts a check after a pause (dropped if the text changes again meanwhile, killed if it
-    /// changes while it runs), then asks the client for new lenses. Needs a tokio runtime.
+    /// changes while it runs), then asks `client` for new lenses (`None`: a client that cannot
+    /// be asked). Needs a tokio runtime.
     pub fn follow(
         &self,
         key: &Key,
         text: &str,
         path: &Path,
         launcher: &Launcher,
-        client: &Client,
-        refresh: bool,
+        client: Option<&Client>,
     ) {
         let Some((generation, run, cwd)) = self.ask(key, text, false) else {
             return;
@@ -257,7 +257,7 @@ impl Previews {
             text.to_string(),
             path.to_path_buf(),
         );
-        let (launcher, client) = (launcher.clone(), client.clone());
+        let (launcher, client) = (launcher.clone(), client.cloned());
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -276,7 +276,9 @@ impl Previews {
                 shown = check(&launcher, &cwd, &run, &path, &text) => shown,
                 () = superseded => return,
             };
-            if this.finish(&key, generation, shown) && refresh {
+            if this.finish(&key, generation, shown)
+                && let Some(client) = client
+            {
                 let _ = client.code_lens_refresh().await;
             }
         });
@@ -301,6 +303,15 @@ pub fn plan_json(plan: &Plan) -> Value {
     serde_json::json!({ "parent": plan.parent, "steps": steps })
 }
 
+/// A file of the editor's text, removed when its check ends (also when the check is dropped).
+struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Runs `reel replay RUN --flow FILE --json` on `text` (written to a file named as the document,
 /// so `reel`'s messages name it) and reads its verdicts.
 async fn check(launcher: &Launcher, cwd: &Path, run: &str, path: &Path, text: &str) -> Shown {
@@ -308,10 +319,11 @@ async fn check(launcher: &Launcher, cwd: &Path, run: &str, path: &Path, text: &s
         .file_name()
         .map_or("preview.reel".into(), |n| n.to_string_lossy().into_owned());
     let file = match launcher.scratch_file(&name) {
-        Ok(f) => f,
+        Ok(f) => Scratch(f),
         Err(e) => return Shown::Failed(e),
     };
-    if let Err(e) = std::fs::write(&file, text) {
+    let file = &file.0;
+    if let Err(e) = std::fs::write(file, text) {
         return Shown::Failed(format!("cannot write {}: {e}", file.display()));
     }
     let args = [
@@ -323,12 +335,8 @@ async fn check(launcher: &Launcher, cwd: &Path, run: &str, path: &Path, text: &s
     ];
     let out = match launcher.command(cwd, &args) {
         Ok(mut cmd) => cmd.kill_on_drop(true).output().await,
-        Err(e) => {
-            let _ = std::fs::remove_file(&file);
-            return Shown::Failed(e);
-        }
+        Err(e) => return Shown::Failed(e),
     };
-    let _ = std::fs::remove_file(&file);
     let out = match out {
         Ok(out) => out,
         Err(e) => return Shown::Failed(format!("cannot start `reel`: {e}")),
@@ -378,6 +386,54 @@ mod tests {
         );
         assert_eq!(plan.counts(), [1, 1, 1, 1]);
         assert_eq!(Plan::from_json(&serde_json::json!({ "error": "x" })), None);
+    }
+
+    /// A stand-in for `reel replay … --flow FILE --json`: it takes a moment, then records that
+    /// it finished checking the text in FILE and answers an empty plan.
+    #[cfg(unix)]
+    fn slow_reel(dir: &Path) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let exe = dir.join("reel");
+        let script = format!(
+            "#!/bin/sh\ntext=$(cat \"$6\")\nsleep 1\ntouch \"{}/finished-$text\"\necho '{{\"parent\":\"r1\",\"steps\":[]}}'\n",
+            dir.display()
+        );
+        std::fs::write(&exe, script).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        exe
+    }
+
+    #[cfg(unix)]
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_check_the_text_moved_past_is_killed_and_the_last_one_is_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let scratch = dir.path().join("scratch");
+        let launcher = Launcher::new(Some(slow_reel(dir.path())), None, scratch.clone());
+        let previews = Previews::default();
+        let key = ("file:///a.reel".to_string(), "f".to_string());
+        let doc = dir.path().join("a.reel");
+        previews.start(key.clone(), "r1".into(), dir.path().to_path_buf());
+        previews.follow(&key, "first", &doc, &launcher, None);
+        // Past the pause: the first check runs when the text changes again.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        previews.follow(&key, "second", &doc, &launcher, None);
+        let plan = Shown::Plan(Plan {
+            parent: "r1".into(),
+            steps: Vec::new(),
+        });
+        for _ in 0..100 {
+            if previews.get(&key.0, &key.1).map(|(_, s)| s) == Some(plan.clone()) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(previews.get(&key.0, &key.1), Some(("r1".into(), plan)));
+        // The first check would have finished by now, had it not been killed.
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        assert!(dir.path().join("finished-second").exists());
+        assert!(!dir.path().join("finished-first").exists(), "not killed");
+        // Neither check left its copy of the text behind.
+        assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
     }
 
     #[test]

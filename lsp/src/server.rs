@@ -391,7 +391,8 @@ impl LanguageServer for Backend {
                     previews.cannot_check(&key, cx.text, "fix the errors in the text first");
                 } else {
                     let path = Path::new(cx.file.path(cx.db));
-                    previews.follow(&key, cx.text, path, &launcher, &client, refresh);
+                    let client = refresh.then_some(&client);
+                    previews.follow(&key, cx.text, path, &launcher, client);
                 }
             }
             lenses::code_lenses(cx, &uri, &stores, &pins, &views, &previews, now)
