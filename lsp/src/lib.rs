@@ -6,19 +6,24 @@
 //! `runs.rs` + `hints.rs` + `lenses.rs` (past runs from the store, read-only, as inlay hints,
 //! hover and code lenses), `stdio.rs` (the guard that answers malformed input instead of
 //! letting it end the session), and `wire.rs` (the base protocol's framing, for clients that drive the
-//! server: the end-to-end tests and `lsp-bench`).
+//! server: the end-to-end tests and `lsp-bench`); `commands.rs` (the commands the server executes
+//! for any client: run, signal, cancel, resume and fork, by starting the `reel` binary) and
+//! `preview.rs` (what a fork of the shown run would reuse, from `reel replay --flow`).
 
+pub mod commands;
 pub mod diagnostics;
 pub mod hints;
 pub mod ide;
 pub mod lenses;
 pub mod position;
+pub mod preview;
 pub mod runs;
 pub mod server;
 pub mod stdio;
 pub mod wire;
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_store::Clock;
@@ -32,6 +37,11 @@ pub struct Capabilities {
     pub clock: Arc<dyn Clock>,
     /// `REEL_HOME`, which names the store directory when set.
     pub reel_home: Option<OsString>,
+    /// The `reel` binary the server starts for the commands it executes (run, signal, fork, …):
+    /// the one serving (`reel lsp`), so the editor's runs are made by the same version.
+    pub reel_exe: Option<PathBuf>,
+    /// A directory of the server's own for the commands' logs and the preview's unsaved text.
+    pub scratch_dir: PathBuf,
 }
 
 /// Serves the language server on stdin and stdout until the client exits.

@@ -21,20 +21,15 @@ use tower_lsp_server::lsp_types::*;
 use tower_lsp_server::{Client, LanguageServer, UriExt};
 
 use crate::Capabilities;
+use crate::commands::{self, Launcher};
 use crate::diagnostics::to_lsp;
 use crate::hints::{self, Watched};
 use crate::ide::completion::{self, ItemKind};
 use crate::ide::{Ctx, edits, hover, names, outline, signature, tokens};
 use crate::lenses;
 use crate::position::Lines;
-use crate::runs::{self, Pins, Stores, Views};
-
-/// The server-side command listing recent runs of a flow: `[uri, flow]` → runs, newest first.
-pub const LIST_RUNS: &str = "reel.server.listRuns";
-/// The server-side command choosing the run a flow's hints show: `[uri, flow, run id or null]`.
-pub const SHOW_RUN: &str = "reel.server.showRun";
-/// How many runs the run picker offers.
-const PICKER_RUNS: usize = 50;
+use crate::preview::Previews;
+use crate::runs::{Pins, Stores, Views};
 
 /// An open document: its salsa input and the editor's version of it.
 struct Doc {
@@ -57,6 +52,8 @@ pub struct Backend {
     pins: Pins,
     views: Views,
     watched: Watched,
+    previews: Previews,
+    launcher: Launcher,
     refresh_support: AtomicBool,
     lens_refresh_support: AtomicBool,
     /// What time it is: the server shows ages of runs, and reads no other time.
@@ -69,11 +66,13 @@ impl Backend {
         Backend {
             client,
             state: Arc::default(),
-            stores: Stores::new(given.reel_home),
+            stores: Stores::new(given.reel_home.clone()),
             clock: given.clock,
             pins: Pins::default(),
             views: Views::default(),
             watched: Watched::default(),
+            previews: Previews::default(),
+            launcher: Launcher::new(given.reel_exe, given.reel_home, given.scratch_dir),
             refresh_support: AtomicBool::new(false),
             lens_refresh_support: AtomicBool::new(false),
         }
@@ -293,7 +292,7 @@ impl LanguageServer for Backend {
                     resolve_provider: Some(false),
                 }),
                 execute_command_provider: Some(ExecuteCommandOptions {
-                    commands: vec![LIST_RUNS.into(), SHOW_RUN.into()],
+                    commands: commands::ALL.iter().map(|c| c.to_string()).collect(),
                     ..Default::default()
                 }),
                 semantic_tokens_provider: Some(
@@ -374,10 +373,29 @@ impl LanguageServer for Backend {
 
     async fn code_lens(&self, params: CodeLensParams) -> Result<Option<Vec<CodeLens>>> {
         let uri = params.text_document.uri.clone();
-        let (stores, pins) = (self.stores.clone(), self.pins.clone());
+        let (stores, pins, views) = (self.stores.clone(), self.pins.clone(), self.views.clone());
+        let (previews, launcher) = (self.previews.clone(), self.launcher.clone());
+        let client = self.client.clone();
+        let refresh = self.lens_refresh_support.load(Ordering::Relaxed);
         let now = self.clock.now_ms();
         self.query(&params.text_document.uri, move |cx| {
-            lenses::code_lenses(cx, &uri, &stores, &pins, now)
+            // A fork preview that is on follows the text: each lens request after an edit.
+            let previewed = lenses::previewed(cx, &uri, &previews);
+            let errors = !previewed.is_empty()
+                && file_diagnostics(cx.db, cx.file)
+                    .iter()
+                    .any(|d| d.is_error());
+            for (_, flow) in previewed {
+                let key = (uri.as_str().to_string(), flow);
+                if errors {
+                    previews.cannot_check(&key, cx.text, "fix the errors in the text first");
+                } else {
+                    let path = Path::new(cx.file.path(cx.db));
+                    let client = refresh.then_some(&client);
+                    previews.follow(&key, cx.text, path, &launcher, client);
+                }
+            }
+            lenses::code_lenses(cx, &uri, &stores, &pins, &views, &previews, now)
         })
         .await
     }
@@ -386,60 +404,28 @@ impl LanguageServer for Backend {
         &self,
         params: ExecuteCommandParams,
     ) -> Result<Option<tower_lsp_server::lsp_types::LSPAny>> {
-        let args = params.arguments;
-        let text = |i: usize| args.get(i).and_then(|v| v.as_str()).map(str::to_string);
-        let (Some(uri), Some(flow)) = (text(0), text(1)) else {
-            return Err(Error::invalid_params(format!(
-                "`{}` takes the document's URI and a flow name",
-                params.command
-            )));
+        let open_text = params
+            .arguments
+            .first()
+            .and_then(|v| v.as_str())
+            .and_then(|u| u.parse::<Uri>().ok())
+            .and_then(|uri| {
+                let state = self.lock();
+                let doc = state.docs.get(&uri)?;
+                Some(doc.file.text(&state.db).clone())
+            });
+        let env = commands::Env {
+            client: self.client.clone(),
+            stores: self.stores.clone(),
+            pins: self.pins.clone(),
+            previews: self.previews.clone(),
+            launcher: self.launcher.clone(),
+            now_ms: self.clock.now_ms(),
+            refresh_hints: self.refresh_support.load(Ordering::Relaxed),
+            refresh_lenses: self.lens_refresh_support.load(Ordering::Relaxed),
+            open_text,
         };
-        let source = uri
-            .parse::<Uri>()
-            .ok()
-            .and_then(|u| u.to_file_path().map(|p| p.into_owned()))
-            .and_then(|p| hints::locate_path(&p, &self.stores));
-        let Some((source, dir)) = source else {
-            return Err(Error::invalid_params(format!(
-                "`{uri}` is not a file on disk, so it has no runs"
-            )));
-        };
-        match params.command.as_str() {
-            LIST_RUNS => {
-                let stores = self.stores.clone();
-                let now = self.clock.now_ms();
-                let listed = tokio::task::spawn_blocking(move || {
-                    let Some(store) = stores.get(&dir) else {
-                        return Vec::new();
-                    };
-                    runs::recent(store.as_ref(), &source, &flow, PICKER_RUNS)
-                        .into_iter()
-                        .map(|run| {
-                            let inputs = runs::inputs(store.as_ref(), &run.id);
-                            runs::picker_entry(&run, inputs, now)
-                        })
-                        .collect::<Vec<_>>()
-                })
-                .await
-                .unwrap_or_default();
-                Ok(Some(serde_json::Value::Array(listed)))
-            }
-            SHOW_RUN => {
-                let run = text(2);
-                self.pins.set(&source, &flow, run);
-                // Every client that can refresh does; one that cannot asks again on its own.
-                if self.refresh_support.load(Ordering::Relaxed) {
-                    let _ = self.client.inlay_hint_refresh().await;
-                }
-                if self.lens_refresh_support.load(Ordering::Relaxed) {
-                    let _ = self.client.code_lens_refresh().await;
-                }
-                Ok(None)
-            }
-            other => Err(Error::invalid_params(format!(
-                "unknown command `{other}`; this server knows `{LIST_RUNS}` and `{SHOW_RUN}`"
-            ))),
-        }
+        commands::execute(&env, &params.command, &params.arguments).await
     }
 
     async fn shutdown(&self) -> Result<()> {
@@ -618,8 +604,14 @@ impl LanguageServer for Backend {
     async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
         let uri = params.text_document.uri.clone();
         let range = params.range;
+        let (stores, pins, views) = (self.stores.clone(), self.pins.clone(), self.views.clone());
+        let previews = self.previews.clone();
+        let now = self.clock.now_ms();
         self.query(&params.text_document.uri, move |cx| {
             let diags = file_diagnostics(cx.db, cx.file);
+            let at = cx.lines.span(range).start as usize;
+            let flows = lenses::flow_lenses(cx, &uri, &stores, &pins, &views, &previews, now);
+            let actions = lenses::fork_actions(cx, &uri, at, flows);
             edits::fixes(cx, cx.lines.span(range))
                 .into_iter()
                 .map(|(title, idx, (span, text))| {
@@ -635,6 +627,13 @@ impl LanguageServer for Backend {
                         ..Default::default()
                     })
                 })
+                .chain(actions.into_iter().map(|command| {
+                    CodeActionOrCommand::CodeAction(CodeAction {
+                        title: command.title.clone(),
+                        command: Some(command),
+                        ..Default::default()
+                    })
+                }))
                 .collect()
         })
         .await

@@ -19,7 +19,22 @@ pub fn run(_args: Args, _ui: &Ui) -> Result<Status, Failure> {
     let given = reel_lsp::Capabilities {
         clock: Arc::new(capabilities::SystemClock),
         reel_home: capabilities::reel_home(),
+        reel_exe: current_exe(),
+        scratch_dir: scratch_dir(),
     };
     rt.block_on(reel_lsp::serve_stdio(given));
     Ok(Status::Success)
+}
+
+/// This binary, which the server starts for the commands it executes (`reel run`, `reel fork`, …).
+// edge: where the program was started from, read once at start.
+fn current_exe() -> Option<std::path::PathBuf> {
+    std::env::current_exe().ok()
+}
+
+/// The server's directory for its commands' logs and the fork preview's unsaved text: one per
+/// server process, under the system's temporary directory.
+// edge: the temporary directory is the system's setting (`TMPDIR`), read once at start.
+fn scratch_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("reel-lsp-{}", std::process::id()))
 }

@@ -1,6 +1,7 @@
 //! End-to-end tests of `reel lsp`: each starts the built binary and speaks JSON-RPC over stdio
 //! as an editor does.
 
+mod actions;
 mod deep;
 mod features;
 mod malformed;

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::support::{Client, Fixture, redact, show_hints, uri};
 
 /// Runs `reel` in `dir` with the store in `home`; returns stdout, asserting success.
-fn reel(dir: &Path, home: &Path, args: &[&str]) -> String {
+pub fn reel(dir: &Path, home: &Path, args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_reel"))
         .args(args)
         .current_dir(dir)
@@ -27,7 +27,7 @@ fn reel(dir: &Path, home: &Path, args: &[&str]) -> String {
 }
 
 /// The hints of `uri`, whose text is `text`, written into it.
-fn hints(client: &mut Client, uri: &str, text: &str) -> String {
+pub fn hints(client: &mut Client, uri: &str, text: &str) -> String {
     let r = client.request(
         "textDocument/inlayHint",
         json!({ "textDocument": { "uri": uri }, "range": { "start": { "line": 0, "character": 0 }, "end": { "line": 100, "character": 0 } } }),
@@ -215,7 +215,7 @@ fn refreshed_until(client: &mut Client, uri: &str, done: impl Fn(&str) -> bool) 
 }
 
 /// The code lenses of `uri`, one a line: `line: title [command]`, redacted, the runs' ids named.
-fn lenses(client: &mut Client, uri: &str, runs: &[(&str, &str)]) -> String {
+pub fn lenses(client: &mut Client, uri: &str, runs: &[(&str, &str)]) -> String {
     let r = client.request(
         "textDocument/codeLens",
         json!({ "textDocument": { "uri": uri } }),
@@ -237,7 +237,7 @@ fn lenses(client: &mut Client, uri: &str, runs: &[(&str, &str)]) -> String {
 }
 
 /// `text` with each run id replaced by its name in the test.
-fn name_runs(text: &str, runs: &[(&str, &str)]) -> String {
+pub fn name_runs(text: &str, runs: &[(&str, &str)]) -> String {
     runs.iter()
         .fold(text.to_string(), |text, (id, name)| text.replace(id, name))
 }
@@ -265,7 +265,7 @@ fn listed(client: &mut Client, uri: &str, runs: &[(&str, &str)]) -> String {
     name_runs(&shown, runs)
 }
 
-fn execute(client: &mut Client, command: &str, arguments: Value) -> Value {
+pub fn execute(client: &mut Client, command: &str, arguments: Value) -> Value {
     client.request(
         "workspace/executeCommand",
         json!({ "command": command, "arguments": arguments }),
@@ -287,9 +287,9 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     let uri = uri(&path);
     client.open(&uri, &text);
     insta::assert_snapshot!(lenses(&mut client, &uri, &[]), @r#"
-        1: ▶ Run pipeline [reel.runFlow]
-        1: No runs yet [reel.pickRun]
-        1: Pick run… [reel.pickRun]
+        1: ▶ Run pipeline [reel.server.run]
+        1: No runs yet [reel.server.pickRun]
+        1: Pick run… [reel.server.pickRun]
         "#);
     assert_eq!(listed(&mut client, &uri, &[]), "");
 
@@ -308,9 +308,9 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     let runs = [(first, "[first]"), (second, "[second]")];
 
     insta::assert_snapshot!(lenses(&mut client, &uri, &runs), @r#"
-        1: ▶ Run pipeline [reel.runFlow]
-        1: Showing run [second] · succeeded · [age] [reel.pickRun]
-        1: Pick run… [reel.pickRun]
+        1: ▶ Run pipeline [reel.server.run]
+        1: Showing run [second] · succeeded · [age] [reel.server.pickRun]
+        1: Pick run… [reel.server.pickRun]
         "#);
     insta::assert_snapshot!(hints(&mut client, &uri, &text), @r#"
         // two runs
@@ -356,9 +356,9 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
         }
         "#);
     insta::assert_snapshot!(lenses(&mut client, &uri, &runs), @r#"
-        1: ▶ Run pipeline [reel.runFlow]
-        1: Showing run [first] · succeeded · [age] · pinned [reel.pickRun]
-        1: Pick run… [reel.pickRun]
+        1: ▶ Run pipeline [reel.server.run]
+        1: Showing run [first] · succeeded · [age] · pinned [reel.server.pickRun]
+        1: Pick run… [reel.server.pickRun]
         "#);
     let at = Fixture::new(&text.replace("step a =", "step $0a ="));
     let hover = client.at("textDocument/hover", &uri, at.cursor(), json!({}));
@@ -394,7 +394,7 @@ fn lenses_name_the_shown_run_and_the_picker_pins_another() {
     let bad = execute(&mut client, "reel.server.listRuns", json!([]));
     insta::assert_snapshot!(bad["error"]["message"].as_str().unwrap_or_default(), @"`reel.server.listRuns` takes the document's URI and a flow name");
     let unknown = execute(&mut client, "reel.server.nope", json!([uri, "pipeline"]));
-    insta::assert_snapshot!(unknown["error"]["message"].as_str().unwrap_or_default(), @"unknown command `reel.server.nope`; this server knows `reel.server.listRuns` and `reel.server.showRun`");
+    insta::assert_snapshot!(unknown["error"]["message"].as_str().unwrap_or_default(), @"unknown command `reel.server.nope`; this server knows `reel.server.listRuns`, `reel.server.showRun`, `reel.server.pickRun`, `reel.server.run`, `reel.server.signal`, `reel.server.cancel`, `reel.server.resume`, `reel.server.previewFork`, `reel.server.stopPreview`, `reel.server.fork`");
     client.shutdown();
 }
 

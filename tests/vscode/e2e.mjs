@@ -1,12 +1,12 @@
 // Drives a real VS Code (code-server) in headless Chromium and asserts what a person sees with
 // the Reel extension: the recorded result of each step inline, the code lenses above the flow,
-// the hover of a step, diagnostics (squiggle, Problems panel, status bar), completion and the
-// stale mark. Started by run.sh, which sets the REEL_E2E_* variables below.
+// the hover of a step, diagnostics (squiggle, Problems panel, status bar), completion, the
+// stale mark, the run picker, a fork preview and a fork. Started by run.sh, which sets the REEL_E2E_* variables below.
 //
 // Every wait polls the page with a timeout; a failure prints what was expected and what was on
 // the page, and saves a screenshot.
 import { chromium } from 'playwright-core';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const env = (name) => {
@@ -22,6 +22,7 @@ const SHOTS = env('REEL_E2E_SHOTS');
 const RUN_ID = process.env.REEL_E2E_RUN_ID || '';
 const OLDER_RUN_ID = process.env.REEL_E2E_OLDER_RUN_ID || '';
 const HEADED = process.env.REEL_E2E_HEADED === '1';
+const WORKSPACE = process.env.REEL_E2E_WORKSPACE || '';
 mkdirSync(SHOTS, { recursive: true });
 
 const t0 = Date.now();
@@ -470,6 +471,123 @@ if (opened) await check('pick a run', async () => {
       && new RegExp(`Showing run ${RUN_ID.slice(0, 6)}`).test(lens);
     return { ok, seen: `greeting: ${JSON.stringify(hints)}; lenses: ${lens}` };
   }, 15_000);
+});
+
+// 8. A fork preview and a fork: after the failed run, fix the failing step (and keep the edit of
+// `shout` from the stale check); "Preview fork" marks each step above its line with what a fork
+// would do, and follows the text as it changes; "Fork with these changes" saves the file, forks
+// the run, and the fork's results appear inline.
+/** The line number (1-based) of the first line of the workspace's greet.reel matching `re`. */
+const lineNumber = (() => {
+  const text = WORKSPACE ? readFileSync(join(WORKSPACE, 'greet.reel'), 'utf8').split('\n') : [];
+  return (re) => text.findIndex((l) => re.test(l)) + 1;
+})();
+/** Scrolls the editor so that line `n` is in view (Go to Line). */
+async function reveal(n) {
+  await page.keyboard.press('Control+G');
+  const input = page.locator('.quick-input-widget .quick-input-box input');
+  await input.waitFor({ state: 'visible', timeout: 3000 });
+  await input.fill(`:${n}`);
+  await page.keyboard.press('Enter');
+}
+/** The code lenses' texts just above the editor line matching `re`. */
+async function lensesAbove(re) {
+  const lines = await editorLines();
+  const line = lineOf(lines, re);
+  if (!line) return { line: undefined, texts: [] };
+  const lenses = await page.evaluate((sel) =>
+    [...(document.querySelector(sel)?.querySelectorAll('.codelens-decoration') ?? [])].map((el) => {
+      const r = el.getBoundingClientRect();
+      return { text: el.textContent, top: r.top, bottom: r.bottom };
+    }), EDITOR);
+  const texts = lenses.filter((l) => l.bottom <= line.top + 2 && line.top - l.bottom < 30).map((l) => nbsp(l.text));
+  return { line, texts };
+}
+const clickLens = (text) => page.locator(`${EDITOR} .codelens-decoration a`, { hasText: text }).first().click();
+/** Waits until the lenses above each line of `want` ([line regex, lens regex]) match. */
+async function expectMarks(what, want) {
+  return waitFor(what, async () => {
+    const seen = [];
+    let ok = true;
+    for (const [lineRe, lensRe] of want) {
+      const { line, texts } = await lensesAbove(lineRe);
+      seen.push(`${lineRe}: ${line ? JSON.stringify(texts) : 'not on screen'}`);
+      if (!texts.some((t) => lensRe.test(t))) ok = false;
+    }
+    return { ok, seen: seen.join('\n    ') };
+  }, 20_000, 300);
+}
+const BROKEN = /^\s*step broken = exec \{/;
+if (opened) await check('preview a fork', async () => {
+  if (!RUN_ID) throw new Error('REEL_E2E_RUN_ID must be set (run.sh sets it)');
+  // Room for the whole flow: no panel under the editor.
+  if (await page.locator('.part.panel').isVisible()) await page.keyboard.press('Control+J');
+  await reveal(lineNumber(/step broken = exec/));
+  const three = await wordPoint(/exit 3"/, '3');
+  await page.mouse.dblclick(three.x, three.y);
+  await page.keyboard.insertText('0');
+  await page.keyboard.press('Escape');
+  await reveal(lineNumber(/^flow greet/));
+  await waitFor('the lenses "Preview fork" and "Fork with these changes" on the failed run', async () => {
+    const lens = await lensText();
+    return { ok: /Preview fork/.test(lens) && /Fork with these changes/.test(lens), seen: lens };
+  }, 15_000);
+  await clickLens('Preview fork');
+  await reveal(lineNumber(/step stats = echo/));
+  const run = new RegExp(`reused from run ${RUN_ID}`);
+  await expectMarks('each step marked with what a fork would do', [
+    [/^\s*step greeting = "hello/, run],
+    [/^\s*step shout = echo \{/, /↻ runs live: changed arguments/],
+    [/^\s*step stats = echo \{/, /↻ runs live/],
+    [BROKEN, /↻ runs live/],
+  ]);
+  // VS Code may redraw the flow's lens line a moment after the new step lenses.
+  await waitFor('the preview\'s summary above the flow', async () => {
+    const lens = await lensText();
+    return { ok: /Fork preview: \d+ reused · \d+ live/.test(lens) && !/Preview fork/.test(lens), seen: lens };
+  }, 10_000);
+  await page.mouse.move(200, 450);
+  await shot('fork-preview');
+  // Typing on: `shout` back as it ran. The preview follows: it is reused again, and so is `stats`.
+  const lower = await wordPoint(/^\s*value: lower\(greeting\)/, 'lower');
+  await page.mouse.dblclick(lower.x, lower.y);
+  await page.keyboard.insertText('upper');
+  await page.keyboard.press('Escape');
+  await expectMarks('the marks following the edit: `shout` and `stats` reused again', [
+    [/^\s*step shout = echo \{/, run],
+    [/^\s*step stats = echo \{/, run],
+    [BROKEN, /↻ runs live: changed arguments/],
+  ]);
+  say(`  lenses: ${await lensText()}`);
+  await page.mouse.move(200, 450);
+  await shot('fork-preview-typed');
+});
+
+if (opened) await check('fork', async () => {
+  if (!RUN_ID) throw new Error('REEL_E2E_RUN_ID must be set (run.sh sets it)');
+  await reveal(lineNumber(/^flow greet/));
+  await clickLens('Fork with these changes');
+  await reveal(lineNumber(/step stats = echo/));
+  // The file is saved, the fork runs, and its results replace the failed run's beside the steps.
+  // (The terminal following the fork's log opens below and the editor shrinks: each line looked
+  // at is brought into view first, VS Code does not redraw what is out of it.)
+  await reveal(lineNumber(/step broken = exec/));
+  await waitFor('the fork\'s results inline: `broken` succeeded', async () => {
+    const lines = await editorLines();
+    const broken = lineOf(lines, BROKEN);
+    return { ok: !!broken && broken.hints.length === 1 && /^✓/.test(broken.hints[0].trim()), seen: show(lines) };
+  }, 30_000);
+  await reveal(lineNumber(/^flow greet/));
+  await waitFor('the lens showing the new run as succeeded, and no preview', async () => {
+    const lens = await lensText();
+    const shown = /Showing run (\w+) · succeeded/.exec(lens);
+    return { ok: !!shown && shown[1] !== RUN_ID && !/Fork preview/.test(lens), seen: `lenses: ${lens}` };
+  }, 15_000);
+  const tab = await page.locator('.part.editor .tabs-container .tab.active').getAttribute('class');
+  if (/dirty/.test(tab ?? '')) throw new Error('the file was not saved before the fork');
+  say(`  lenses: ${await lensText()}`);
+  await page.mouse.move(200, 450);
+  await shot('forked');
 });
 
 // ---------------------------------------------------------------------------------------------

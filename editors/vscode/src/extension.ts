@@ -1,10 +1,15 @@
-// The Reel extension: starts `reel lsp` as a language client and adds the client-side commands
-// that the server's code lenses call (run a flow in a terminal, pick which past run to show).
+// The Reel extension: starts `reel lsp` as a language client and puts VS Code's own UI in front of
+// the commands the server executes: the server's lenses and code actions name server commands
+// (`reel.server.*`, which work in any client); here they are pointed at client commands that
+// add a quick pick of runs, an input box for a signal's payload, a terminal that follows the
+// run's log, and saving the file before a run or a fork, and then call the server's command.
 
 import * as vscode from 'vscode';
+import * as fs from 'fs';
 import {
   LanguageClient,
   LanguageClientOptions,
+  Middleware,
   ServerOptions,
 } from 'vscode-languageclient/node';
 
@@ -28,6 +33,39 @@ interface RunSummary {
 /** Commands the server provides (vscode-languageclient registers them for us). */
 const LIST_RUNS = 'reel.server.listRuns';
 const SHOW_RUN = 'reel.server.showRun';
+const SERVER = {
+  run: 'reel.server.run',
+  signal: 'reel.server.signal',
+  cancel: 'reel.server.cancel',
+  resume: 'reel.server.resume',
+  previewFork: 'reel.server.previewFork',
+  stopPreview: 'reel.server.stopPreview',
+  fork: 'reel.server.fork',
+} as const;
+
+/**
+ * The client command that stands in front of each server command a lens or code action names:
+ * same arguments, VS Code's UI first. A server command not listed here runs as it is.
+ */
+const IN_FRONT: Record<string, string> = {
+  'reel.server.run': 'reel.runFlow',
+  'reel.server.pickRun': 'reel.pickRun',
+  'reel.server.signal': 'reel.sendSignal',
+  'reel.server.cancel': 'reel.cancelRun',
+  'reel.server.resume': 'reel.resumeRun',
+  'reel.server.previewFork': 'reel.previewFork',
+  'reel.server.stopPreview': 'reel.stopPreview',
+  'reel.server.fork': 'reel.fork',
+};
+
+/** What a server command that starts `reel` answers. */
+interface Started {
+  log?: string;
+  command?: string[];
+  cwd?: string;
+  run?: string;
+  parent?: string;
+}
 
 let client: LanguageClient | undefined;
 let output: vscode.LogOutputChannel;
@@ -83,6 +121,20 @@ export function activate(context: vscode.ExtensionContext): void {
     vscode.commands.registerCommand('reel.pickRun', (uri?: unknown, flow?: unknown) =>
       pickRun(uri, flow),
     ),
+    vscode.commands.registerCommand('reel.sendSignal', (...args: unknown[]) => sendSignal(args)),
+    vscode.commands.registerCommand('reel.cancelRun', (...args: unknown[]) =>
+      onRun(args, SERVER.cancel, 'cancel a run'),
+    ),
+    vscode.commands.registerCommand('reel.resumeRun', (...args: unknown[]) =>
+      onRun(args, SERVER.resume, 'resume a run'),
+    ),
+    vscode.commands.registerCommand('reel.previewFork', (...args: unknown[]) =>
+      onRun(args, SERVER.previewFork, 'preview a fork'),
+    ),
+    vscode.commands.registerCommand('reel.stopPreview', (...args: unknown[]) =>
+      onRun(args, SERVER.stopPreview, 'stop the fork preview'),
+    ),
+    vscode.commands.registerCommand('reel.fork', (...args: unknown[]) => fork(args)),
     vscode.workspace.onDidChangeConfiguration((e) => {
       if (e.affectsConfiguration('reel.path')) {
         output.info('reel.path changed: restarting the language server');
@@ -152,14 +204,7 @@ async function startClient(): Promise<void> {
     ],
     outputChannel: output,
     traceOutputChannel: traceOutput,
-    middleware: {
-      // The hints as they arrive colour their lines: no request of its own.
-      provideInlayHints: async (document, viewPort, token, next) => {
-        const hints = await next(document, viewPort, token);
-        noteHints(document, viewPort, hints ?? []);
-        return hints;
-      },
-    },
+    middleware,
   };
 
   // The id `reel` makes the client read how much to trace (`messages`, `verbose`) from
@@ -301,43 +346,184 @@ async function pickFlow(
 }
 
 // ---------------------------------------------------------------------------------------------
-// reel.runFlow
+// Lenses and code actions: VS Code's UI in front of the server's commands.
+
+function inFront(command: vscode.Command | undefined): void {
+  const client = command === undefined ? undefined : IN_FRONT[command.command];
+  if (command !== undefined && client !== undefined) {
+    command.command = client;
+  }
+}
+
+const middleware: Middleware = {
+  // The hints as they arrive colour their lines: no request of its own.
+  async provideInlayHints(document, viewPort, token, next) {
+    const hints = await next(document, viewPort, token);
+    noteHints(document, viewPort, hints ?? []);
+    return hints;
+  },
+  async provideCodeLenses(document, token, next) {
+    const lenses = await next(document, token);
+    for (const lens of lenses ?? []) {
+      inFront(lens.command);
+    }
+    return lenses;
+  },
+  async provideCodeActions(document, range, context, token, next) {
+    const actions = await next(document, range, context, token);
+    for (const action of actions ?? []) {
+      if (action instanceof vscode.CodeAction) {
+        inFront(action.command);
+      } else {
+        inFront(action);
+      }
+    }
+    return actions;
+  },
+};
+
+/** Runs a server command; `undefined` when it failed (the server has shown why). */
+async function server<T>(command: string, args: unknown[]): Promise<T | undefined> {
+  if ((await runningClient()) === undefined) {
+    return undefined;
+  }
+  try {
+    return (await vscode.commands.executeCommand<T>(command, ...args)) ?? undefined;
+  } catch (err) {
+    // The server reports a failed command itself (window/showMessage); log it only.
+    output.error(`${command}: ${err instanceof Error ? err.message : String(err)}`);
+    return undefined;
+  }
+}
+
+/** A file flow saved to disk, for a command that runs it: `undefined` when it cannot be. */
+async function saved(t: Target, what: string): Promise<boolean> {
+  if (t.document.uri.scheme !== 'file') {
+    void vscode.window.showWarningMessage(`Reel: save the file to disk before ${what}.`);
+    return false;
+  }
+  if (t.document.isDirty && !(await t.document.save())) {
+    void vscode.window.showErrorMessage(`Reel: could not save ${t.document.fileName}; nothing was started.`);
+    return false;
+  }
+  return true;
+}
+
+/** The run a lens names (third argument), if any. */
+const runArg = (args: unknown[]): string | null => (typeof args[2] === 'string' ? args[2] : null);
+
+// ---------------------------------------------------------------------------------------------
+// reel.runFlow, reel.fork, reel.resumeRun: the server starts `reel`; a terminal follows its log.
 
 async function runFlow(uriArg: unknown, flowArg: unknown): Promise<void> {
   const t = await target(uriArg, flowArg, 'run a flow');
+  if (t === undefined || !(await saved(t, 'running its flow'))) {
+    return;
+  }
+  const started = await server<Started>(SERVER.run, [t.document.uri.toString(), t.flow]);
+  follow(started, `Reel: ${t.flow}`);
+}
+
+async function fork(args: unknown[]): Promise<void> {
+  const t = await target(args[0], args[1], 'fork a run');
+  if (t === undefined || !(await saved(t, 'forking a run with it'))) {
+    return;
+  }
+  const started = await server<Started>(SERVER.fork, [t.document.uri.toString(), t.flow, runArg(args)]);
+  follow(started, `Reel: fork of ${t.flow}`);
+}
+
+/** A server command about a run: `[uri, flow, run?]`; a log it starts is followed in a terminal. */
+async function onRun(args: unknown[], command: string, action: string): Promise<void> {
+  const t = await target(args[0], args[1], action);
   if (t === undefined) {
     return;
   }
-  const { document, flow } = t;
-  if (document.uri.scheme !== 'file') {
-    void vscode.window.showWarningMessage('Reel: save the file to disk before running its flow.');
-    return;
-  }
-  if (document.isDirty && !(await document.save())) {
-    void vscode.window.showErrorMessage(`Reel: could not save ${document.fileName}; the flow was not run.`);
-    return;
-  }
-  const path = reelPath();
-  const file = document.uri.fsPath;
-  const cwd = vscode.Uri.joinPath(document.uri, '..').fsPath;
-  const name = `Reel: ${flow}`;
+  const answer = await server<Started>(command, [t.document.uri.toString(), t.flow, runArg(args)]);
+  follow(answer, `Reel: ${t.flow}`);
+}
 
-  let terminal = vscode.window.terminals.find((t) => t.name === name && t.exitStatus === undefined);
-  const terminalCwd = terminal && (terminal.creationOptions as vscode.TerminalOptions).cwd;
-  const sameCwd =
-    terminalCwd !== undefined &&
-    (typeof terminalCwd === 'string' ? terminalCwd : terminalCwd.fsPath) === cwd;
-  if (terminal !== undefined && !sameCwd) {
-    // The same flow name in another directory: its runs live in another store.
-    terminal.dispose();
-    terminal = undefined;
+async function sendSignal(args: unknown[]): Promise<void> {
+  const t = await target(args[0], args[1], 'send a signal');
+  if (t === undefined) {
+    return;
   }
-  terminal ??= vscode.window.createTerminal({ name, cwd, iconPath: new vscode.ThemeIcon('play') });
+  const name = typeof args[3] === 'string' ? args[3] : null;
+  const payload = await vscode.window.showInputBox({
+    title: `Reel: signal ${name === null ? '' : `\`${name}\` `}to the run of ${t.flow}`,
+    prompt: 'The payload, as JSON (empty: null)',
+    placeHolder: '{"approved": true}',
+    validateInput: (text) => {
+      if (text.trim() === '') {
+        return undefined;
+      }
+      try {
+        JSON.parse(text);
+        return undefined;
+      } catch (err) {
+        return `not JSON: ${err instanceof Error ? err.message : String(err)}`;
+      }
+    },
+  });
+  if (payload === undefined) {
+    return;
+  }
+  const value: unknown = payload.trim() === '' ? null : JSON.parse(payload);
+  const answer = await server<Started>(SERVER.signal, [
+    t.document.uri.toString(),
+    t.flow,
+    runArg(args),
+    name,
+    value,
+  ]);
+  follow(answer, `Reel: ${t.flow}`);
+}
+
+/** Terminals following logs, by name: a new command of the same name replaces the old one. */
+const following = new Map<string, vscode.Terminal>();
+
+/** Shows the log of a `reel` the server started in a terminal that follows it as it grows. */
+function follow(started: Started | undefined, name: string): void {
+  const log = started?.log;
+  if (log === undefined) {
+    return;
+  }
+  following.get(name)?.dispose();
+  const write = new vscode.EventEmitter<string>();
+  let timer: NodeJS.Timeout | undefined;
+  let offset = 0;
+  const poll = (): void => {
+    fs.stat(log, (err, stat) => {
+      if (err !== null || stat.size <= offset) {
+        return;
+      }
+      const stream = fs.createReadStream(log, { start: offset, end: stat.size - 1 });
+      offset = stat.size;
+      stream.on('data', (chunk) => write.fire(chunk.toString().replace(/\r?\n/g, '\r\n')));
+    });
+  };
+  const pty: vscode.Pseudoterminal = {
+    onDidWrite: write.event,
+    open: () => {
+      if (started?.command !== undefined) {
+        write.fire(`$ ${commandLine(started.command, vscode.env.shell)}\r\n`);
+      }
+      poll();
+      timer = setInterval(poll, 250);
+    },
+    close: () => {
+      if (timer !== undefined) {
+        clearInterval(timer);
+      }
+      if (following.get(name) === terminal) {
+        following.delete(name);
+      }
+    },
+  };
+  const terminal = vscode.window.createTerminal({ name, pty, iconPath: new vscode.ThemeIcon('play') });
+  following.set(name, terminal);
   terminal.show(true);
-  // The binary the server runs, found on the extension host's PATH: the terminal's shell may
-  // have another PATH.
-  const reel = findExecutable(path.resolved, process.env) ?? path.resolved;
-  terminal.sendText(commandLine([reel, 'run', file, '--flow', flow], vscode.env.shell), true);
+  output.info(`${name}: ${log}`);
 }
 
 // ---------------------------------------------------------------------------------------------
