@@ -203,7 +203,7 @@ pub fn flow_lenses(
                 let changed = match (&located, &store) {
                     (Some((_, dir)), Some(store)) => {
                         let view = views.get(dir, store.as_ref(), run.clone());
-                        changed_since(cx, &flow, &view.digests)
+                        changed_since(cx, &flow, &view.spec)
                     }
                     _ => false,
                 };
@@ -269,7 +269,7 @@ pub fn flow_lenses(
 /// Whether the text's flow differs from the run's in a way a fork would see: a step added,
 /// removed or changed (by semantic digest: comments and formatting do not count). A text that
 /// does not build is not compared.
-fn changed_since(cx: &Ctx<'_>, flow: &str, recorded: &BTreeMap<String, String>) -> bool {
+fn changed_since(cx: &Ctx<'_>, flow: &str, recorded: &runs::Recorded) -> bool {
     if recorded.is_empty() {
         return false;
     }
@@ -280,7 +280,7 @@ fn changed_since(cx: &Ctx<'_>, flow: &str, recorded: &BTreeMap<String, String>) 
         || spec
             .steps
             .iter()
-            .any(|s| recorded.get(&s.id) != Some(&s.semantic_digest))
+            .any(|s| recorded.get(&s.id).map(|r| &r.digest) != Some(&s.semantic_digest))
 }
 
 /// The code lenses of the document: each flow's on its first line, a fork preview's marks each

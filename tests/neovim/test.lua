@@ -171,28 +171,53 @@ local cases = {
     say('  lenses: ' .. show_lenses())
   end },
 
-  { 'the pick-run lens shows the earlier run, through the server’s commands', function()
-    -- `reel.pickRun` is the client's part (the VS Code extension opens a picker); here it does
-    -- what a user choosing the earlier run does: list the runs, show the other one.
-    local picked
-    vim.lsp.commands['reel.pickRun'] = function(command)
-      local uri, flow = command.arguments[1], command.arguments[2]
-      local runs = execute('reel.server.listRuns', { uri, flow })
-      if #runs ~= 2 or runs[1].id ~= latest_run or runs[2].id ~= first_run then
-        error(('want the two runs, newest first: %s'):format(vim.inspect(runs)), 0)
+  { 'the pick-run lens shows the earlier run: the server asks, the user picks', function()
+    -- `reel.server.pickRun` asks with window/showMessageRequest; the user picks the earlier run.
+    local offered
+    local handlers = client().handlers
+    local ask = handlers['window/showMessageRequest']
+    handlers['window/showMessageRequest'] = function(_, params)
+      offered = vim.tbl_map(function(a) return a.title end, params.actions or {})
+      for _, action in ipairs(params.actions or {}) do
+        if action.title:find(first_run, 1, true) then
+          return action
+        end
       end
-      picked = runs[2].id
-      execute('reel.server.showRun', { uri, flow, picked })
+      return vim.NIL
     end
-    local offered = run_lens('Pick run')
-    if picked ~= first_run then
-      error(('the lens did not pick the earlier run (offered: %s)'):format(vim.inspect(offered)), 0)
+    -- The question comes after the lens's command is sent: the answer stays until it is used.
+    local ok, err = pcall(function()
+      run_lens('Pick run')
+      -- The server tells the editor to refresh; the hints follow without a keystroke.
+      hint_on('step a = echo', '{"x":2}')
+      hint_on('step b = a.x + 1', '✓ 3')
+      lens_titled('Showing run ' .. first_run)
+    end)
+    handlers['window/showMessageRequest'] = ask
+    if not ok then
+      error(err, 0)
     end
-    -- The server tells the editor to refresh; the hints follow without a keystroke.
     local a = hint_on('step a = echo', '{"x":2}')
-    hint_on('step b = a.x + 1', '✓ 3')
-    lens_titled('Showing run ' .. first_run)
-    say(('  picked %s; step a: %s; lenses: %s'):format(picked, a, show_lenses()))
+    if not offered or #offered ~= 3 or offered[1] ~= 'Follow the latest run' then
+      error(('want the latest-run choice and the two runs: %s'):format(vim.inspect(offered)), 0)
+    end
+    say(('  offered %s; step a: %s'):format(table.concat(offered, ' | '), a))
+  end },
+
+  { 'the run lens runs the flow through the server, and the hints follow the new run', function()
+    local before = vim.tbl_map(function(r) return r.id end, execute('reel.server.listRuns', { ctx.uri, 'pipeline' }))
+    run_lens('▶ Run pipeline')
+    local runs = wait_for('a third run of the flow', function()
+      local now = execute('reel.server.listRuns', { ctx.uri, 'pipeline' })
+      return #now == #before + 1 and now
+    end)
+    local new = runs[1].id
+    if vim.tbl_contains(before, new) then
+      error(('the newest run %s is not new'):format(new), 0)
+    end
+    lens_titled('Showing run ' .. new)
+    local a = hint_on('step a = echo', '{"x":2}')
+    say(('  ran %s; step a: %s'):format(new, a))
   end },
 }
 
