@@ -359,6 +359,9 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("the store failed: {0}")]
     Sqlite(String),
+    /// PostgreSQL failed (the message never holds the store URL's password).
+    #[error("the store's database failed: {0}")]
+    Postgres(String),
     /// Another process holds the run: its lease was lost (fencing).
     #[error("the lease on run {run} was taken over by another process")]
     LeaseLost {
@@ -442,6 +445,7 @@ impl StoreError {
         match self {
             StoreError::Open { .. } => "store.open",
             StoreError::Sqlite(_) => "store.sqlite",
+            StoreError::Postgres(_) => "store.postgres",
             StoreError::LeaseLost { .. } => "store.lease-lost",
             StoreError::Hole { .. } => "store.hole",
             StoreError::NotFound(_) => "store.not-found",
