@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine and runs every test: the Rust workspace
-# (cargo nextest, with a private PostgreSQL server for the store tests), the VS Code extension (build, grammar tests, .vsix), and the extension in a
-# real VS Code (code-server + headless Chromium; screenshots in target/vscode-e2e/screenshots/).
+# (cargo nextest, with a private PostgreSQL server for the store tests), the VS Code extension
+# (build, grammar tests, .vsix), and the extension in a real VS Code (code-server + headless
+# Chromium; screenshots in target/vscode-e2e/screenshots/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -32,6 +32,8 @@ pub struct Capabilities {
     pub clock: Arc<dyn Clock>,
     /// `REEL_HOME`, which names the store directory when set.
     pub reel_home: Option<OsString>,
+    /// `REEL_STORE_URL`, which puts the store on PostgreSQL when set.
+    pub store_url: Option<String>,
 }
 
 /// Serves the language server on stdin and stdout until the client exits.

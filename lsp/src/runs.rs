@@ -24,6 +24,8 @@ pub type ReadStore = Arc<dyn StoreRead>;
 pub struct Stores {
     /// `REEL_HOME` as the program that started the server saw it.
     reel_home: Option<OsString>,
+    /// The PostgreSQL store's URL, which every document's runs come from when set.
+    store_url: Option<String>,
     opened: Arc<Mutex<HashMap<PathBuf, ReadStore>>>,
 }
 
@@ -32,8 +34,15 @@ impl Stores {
     pub fn new(reel_home: Option<OsString>) -> Self {
         Stores {
             reel_home,
+            store_url: None,
             opened: Arc::default(),
         }
+    }
+
+    /// Reads every document's past runs from the PostgreSQL store at `url` instead.
+    pub fn with_store_url(mut self, url: Option<String>) -> Self {
+        self.store_url = url.filter(|u| !u.is_empty());
+        self
     }
 
     /// The store directory for a document in `dir`, found as the CLI finds it.
@@ -47,7 +56,19 @@ impl Stores {
         if let Some(s) = map.get(dir) {
             return Some(s.clone());
         }
-        let store: ReadStore = Arc::new(SqliteStore::open_read_only(dir).ok()?);
+        let store: ReadStore = match &self.store_url {
+            // One store for every document: it is opened once, under the URL shown safely.
+            Some(url) => {
+                let key = PathBuf::from(reel_store::redact_url(url));
+                if let Some(s) = map.get(&key) {
+                    return Some(s.clone());
+                }
+                let store: ReadStore = Arc::new(reel_store::PgStore::open_read_only(url).ok()?);
+                map.insert(key, store.clone());
+                return Some(store);
+            }
+            None => Arc::new(SqliteStore::open_read_only(dir).ok()?),
+        };
         map.insert(dir.to_path_buf(), store.clone());
         Some(store)
     }

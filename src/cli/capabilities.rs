@@ -48,6 +48,15 @@ pub fn process_secrets() -> EnvSecrets {
     EnvSecrets::from_variables(std::env::vars())
 }
 
+/// `REEL_STORE_URL` as this process has it: it puts the store on PostgreSQL when set.
+pub fn store_url() -> Option<String> {
+    // edge: where the store lives is the user's setting, read once at start.
+    std::env::var(STORE_URL).ok()
+}
+
+/// The variable naming the PostgreSQL store.
+pub const STORE_URL: &str = "REEL_STORE_URL";
+
 /// `REEL_HOME` as this process has it: it names the store directory when set.
 pub fn reel_home() -> Option<OsString> {
     // edge: where the store lives is the user's setting, read once at start.

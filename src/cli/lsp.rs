@@ -19,6 +19,7 @@ pub fn run(_args: Args, _ui: &Ui) -> Result<Status, Failure> {
     let given = reel_lsp::Capabilities {
         clock: Arc::new(capabilities::SystemClock),
         reel_home: capabilities::reel_home(),
+        store_url: capabilities::store_url(),
     };
     rt.block_on(reel_lsp::serve_stdio(given));
     Ok(Status::Success)

@@ -9,6 +9,7 @@ mod deep;
 mod fmt;
 mod holes;
 mod numbers;
+mod postgres;
 mod replay;
 mod runs;
 mod signals;

@@ -242,14 +242,16 @@ pub(crate) fn next_seq(client: &mut Client, run: &str) -> Result<Option<u64>, St
         .transpose()
 }
 
-/// One page of a run's journal from `from` (below `end`): each row's number and its event,
-/// or why it does not read.
+/// A journal row's number and its event, or why it does not read.
+pub(crate) type PageRow = (i64, Result<EventRow, String>);
+
+/// One page of a run's journal from `from` (below `end`).
 pub(crate) fn journal_page(
     client: &mut Client,
     run: &str,
     from: i64,
     end: i64,
-) -> Result<Vec<(i64, Result<EventRow, String>)>, StoreError> {
+) -> Result<Vec<PageRow>, StoreError> {
     let rows = client
         .query(
             "SELECT seq, at, kind, step, idx, attempt, data FROM journal

@@ -1,0 +1,126 @@
+//! `reel` with its store on PostgreSQL (`REEL_STORE_URL`): the same flows give the same output
+//! as on SQLite, and every command reads and writes the same runs there.
+//!
+//! These tests need the private server `scripts/test.sh` starts (it sets
+//! `REEL_TEST_POSTGRES_URL`); without it they fail, saying so.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::support::{Run, json, reel_env, temp, write};
+
+/// A fresh database on the test server, as a store URL.
+// edge: the test server's address is the environment the test script set up.
+#[allow(clippy::disallowed_methods)]
+fn database() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "REEL_TEST_POSTGRES_URL is not set: the PostgreSQL tests need a server. Run the \
+             tests with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
+        )
+    });
+    let name = format!(
+        "reel_cli_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    let mut admin = postgres::Client::connect(&base, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    let (server, _) = base.rsplit_once('/').expect("a database in the URL");
+    format!("{server}/{name}")
+}
+
+fn on_postgres(dir: &Path, url: &str, args: &[&str]) -> Run {
+    reel_env(dir, args, &[("REEL_STORE_URL", url)])
+}
+
+fn on_sqlite(dir: &Path, args: &[&str]) -> Run {
+    let home = dir.join(".reel");
+    reel_env(dir, args, &[("REEL_HOME", home.to_str().unwrap())])
+}
+
+#[test]
+fn an_example_flow_gives_the_same_output_on_both_stores() {
+    let example = include_str!("../../examples/greet.reel");
+    let (a, b) = (temp(), temp());
+    write(a.path(), "greet.reel", example);
+    write(b.path(), "greet.reel", example);
+    let url = database();
+    let sqlite = on_sqlite(a.path(), &["run", "greet.reel"]);
+    let pg = on_postgres(b.path(), &url, &["run", "greet.reel"]);
+    assert_eq!(sqlite.status, 0, "{sqlite:?}");
+    assert_eq!(pg.status, 0, "{pg:?}");
+    assert_eq!(pg.stdout, sqlite.stdout);
+    assert_eq!(
+        std::fs::read_to_string(b.path().join("card.txt")).unwrap(),
+        std::fs::read_to_string(a.path().join("card.txt")).unwrap()
+    );
+    // Nothing went to a SQLite store beside the flow.
+    assert!(!b.path().join(".reel").exists());
+
+    let runs = json(&on_postgres(b.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["status"], "succeeded");
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let events = on_postgres(b.path(), &url, &["events", &id]);
+    assert_eq!(events.status, 0, "{events:?}");
+    assert!(events.stdout.contains("run_finished"), "{events:?}");
+    let logs = on_postgres(b.path(), &url, &["logs", &id]);
+    assert_eq!(logs.status, 0, "{logs:?}");
+    let replay = on_postgres(b.path(), &url, &["replay", &id]);
+    assert_eq!(replay.status, 0, "{replay:?}");
+    let clean = on_postgres(b.path(), &url, &["clean", "--all", "--json"]);
+    assert_eq!(clean.status, 0, "{clean:?}");
+    assert_eq!(json(&clean)["runs"], serde_json::json!([id]));
+    let runs = json(&on_postgres(b.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs, serde_json::json!([]));
+}
+
+#[test]
+fn a_run_parked_on_postgres_is_signaled_and_finished_by_a_worker_elsewhere() {
+    let flow =
+        "flow wait_for_go {\n  step go = signal { name: \"go\", timeout: 1d }\n  output go\n}\n";
+    let (starter, worker) = (temp(), temp());
+    write(starter.path(), "wait.reel", flow);
+    let url = database();
+    let started = on_postgres(starter.path(), &url, &["run", "wait.reel", "--json"]);
+    assert_eq!(started.status, 0, "{started:?}");
+    let id = json(&started)["run"].as_str().unwrap().to_string();
+    let sent = on_postgres(worker.path(), &url, &["signal", &id, "go", "{\"ok\":true}"]);
+    assert_eq!(sent.status, 0, "{sent:?}");
+    // Another directory (standing for another machine) finishes it from the database alone.
+    let done = on_postgres(
+        worker.path(),
+        &url,
+        &["worker", "--until-idle", "--poll-ms", "20"],
+    );
+    assert_eq!(done.status, 0, "{done:?}");
+    let runs = json(&on_postgres(worker.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs[0]["status"], "succeeded", "{runs}");
+    let events = on_postgres(starter.path(), &url, &["events", &id]);
+    assert!(events.stdout.contains("signal_received"), "{events:?}");
+}
+
+#[test]
+fn a_store_url_password_is_never_shown() {
+    let dir = temp();
+    let url = "postgres://reel:hunter2@127.0.0.1:9/nowhere?connect_timeout=2";
+    let r = on_postgres(dir.path(), url, &["runs"]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("postgres://reel@127.0.0.1:9/nowhere"),
+        "{r:?}"
+    );
+    assert!(
+        !r.stderr.contains("hunter2") && !r.stdout.contains("hunter2"),
+        "{r:?}"
+    );
+    let bad = on_postgres(dir.path(), "mysql://reel:hunter2@x/y", &["runs"]);
+    assert_eq!(bad.status, 2, "{bad:?}");
+    assert!(bad.stderr.contains("REEL_STORE_URL"), "{bad:?}");
+    assert!(!bad.stderr.contains("hunter2"), "{bad:?}");
+}
