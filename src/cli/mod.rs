@@ -20,6 +20,7 @@ mod runs;
 mod runtime;
 mod signal;
 mod sources;
+mod store;
 mod ui;
 mod worker;
 
@@ -65,6 +66,7 @@ enum Command {
     Cancel(cancel::Args),
     Clean(clean::Args),
     Worker(worker::Args),
+    Store(store::Args),
     Lsp(lsp::Args),
 }
 
@@ -158,6 +160,7 @@ pub fn main() -> ExitCode {
         Command::Cancel(args) => cancel::run(args, &ui),
         Command::Clean(args) => clean::run(args, &ui),
         Command::Worker(args) => worker::run(args, &ui),
+        Command::Store(args) => store::run(args, &ui),
         Command::Lsp(args) => lsp::run(args, &ui),
     };
     match outcome {

@@ -124,3 +124,94 @@ fn a_store_url_password_is_never_shown() {
     assert!(bad.stderr.contains("REEL_STORE_URL"), "{bad:?}");
     assert!(!bad.stderr.contains("hunter2"), "{bad:?}");
 }
+
+#[test]
+fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
+    let dir = temp();
+    write(
+        dir.path(),
+        "greet.reel",
+        include_str!("../../examples/greet.reel"),
+    );
+    let first = on_sqlite(dir.path(), &["run", "greet.reel", "--json"]);
+    assert_eq!(first.status, 0, "{first:?}");
+    let id = json(&first)["run"].as_str().unwrap().to_string();
+    let url = database();
+    let home = dir.path().join(".reel");
+    let back = dir.path().join("back");
+    let there = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            home.to_str().unwrap(),
+            "--to",
+            &url,
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(there.status, 0, "{there:?}");
+    assert_eq!(json(&there)["runs"], 1, "{there:?}");
+    let again = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            back.to_str().unwrap(),
+            "--to",
+            &url,
+        ],
+        &[],
+    );
+    assert_eq!(again.status, 2, "a missing source is refused: {again:?}");
+    let home_back = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            &url,
+            "--to",
+            back.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(home_back.status, 0, "{home_back:?}");
+    assert_eq!(json(&home_back)["runs"], 1, "{home_back:?}");
+
+    // The same run, event for event and value for value, in all three stores.
+    let events = |env: (&str, &str)| {
+        let r = reel_env(dir.path(), &["events", &id, "--json", "--full"], &[env]);
+        assert_eq!(r.status, 0, "{r:?}");
+        r.stdout
+    };
+    let original = events(("REEL_HOME", home.to_str().unwrap()));
+    assert_eq!(events(("REEL_STORE_URL", &url)), original);
+    assert_eq!(events(("REEL_HOME", back.to_str().unwrap())), original);
+    let runs = |env: (&str, &str)| reel_env(dir.path(), &["runs", "--json"], &[env]).stdout;
+    assert_eq!(
+        runs(("REEL_STORE_URL", &url)),
+        runs(("REEL_HOME", home.to_str().unwrap()))
+    );
+    let replay = reel_env(dir.path(), &["replay", &id], &[("REEL_STORE_URL", &url)]);
+    assert_eq!(replay.status, 0, "{replay:?}");
+    // Copying again leaves the runs the target has.
+    let twice = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            home.to_str().unwrap(),
+            "--to",
+            &url,
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(json(&twice)["skipped"], 1, "{twice:?}");
+}

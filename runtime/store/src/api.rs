@@ -600,3 +600,17 @@ pub trait Store: StoreRead {
     /// not ended is never touched. A `dry_run` removes nothing and says what would go.
     fn clean(&self, scope: &CleanScope, dry_run: bool) -> Result<Cleaned, StoreError>;
 }
+
+/// One run with everything it holds but its values and FlowSpec (which are stored by digest and
+/// copied as such): what `reel store copy` moves from one store to another.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunExport {
+    /// The run's row, lease and status included.
+    pub row: RunRow,
+    /// Its journal, in order.
+    pub events: Vec<EventRow>,
+    /// Every signal sent to it, consumed or not, in order.
+    pub signals: Vec<SignalRow>,
+    /// What its tools printed, in order.
+    pub logs: Vec<LogRow>,
+}

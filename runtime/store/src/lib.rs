@@ -10,6 +10,7 @@ mod api;
 mod blobs;
 mod checkpoint;
 pub mod clock;
+mod copy;
 mod owner;
 mod pg;
 mod private;

@@ -10,6 +10,7 @@
 
 mod clean;
 mod conn;
+mod copy;
 mod read;
 mod schema;
 mod writer;
@@ -44,6 +45,7 @@ const CHANNEL_CAPACITY: usize = 4096;
 
 /// The store on PostgreSQL.
 pub struct PgStore {
+    connector: conn::Connector,
     shown: String,
     shared: Arc<Shared>,
     readers: Readers,
@@ -74,6 +76,7 @@ impl PgStore {
         )?;
         Ok(PgStore {
             shown: connector.shown().to_string(),
+            connector: connector.clone(),
             shared,
             readers: Readers::start(&connector, reader_conn)?,
             tx: Some(tx),
@@ -90,6 +93,7 @@ impl PgStore {
         schema::check_version(&mut client, &connector)?;
         Ok(PgStore {
             shown: connector.shown().to_string(),
+            connector: connector.clone(),
             shared: Arc::new(Shared::default()),
             readers: Readers::start(&connector, client)?,
             tx: None,
