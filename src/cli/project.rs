@@ -252,11 +252,11 @@ mod tests {
         )
         .unwrap();
         let p = Project::find(dir.path(), None, None).unwrap();
-        assert_eq!(p.store_shown(), "postgres://team@db.example/reel");
+        assert_eq!(p.store_shown(), "postgres://team@db.example:5432/reel");
         assert!(!format!("{p:?}").contains("hunter2"));
         let env = Some("postgres://me@other.example/runs".to_string());
         let p = Project::find(dir.path(), None, env).unwrap();
-        assert_eq!(p.store_shown(), "postgres://me@other.example/runs");
+        assert_eq!(p.store_shown(), "postgres://me@other.example:5432/runs");
         let err = Project::find(dir.path(), None, Some("mysql://x/y".to_string())).unwrap_err();
         assert!(
             err.messages[0].contains("REEL_STORE_URL"),
