@@ -215,3 +215,75 @@ fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
     );
     assert_eq!(json(&twice)["skipped"], 1, "{twice:?}");
 }
+
+#[test]
+fn two_workers_in_two_directories_finish_each_run_once() {
+    let flow = "flow relay {\n  input n: int = 0\n  step go = signal { name: \"go\", timeout: 1d }\n  step nap = sleep { for: 50ms, after: [go] }\n  step said = echo { value: { n: input.n, go: go }, after: [nap] }\n  output said\n}\n";
+    let (starter, one, two) = (temp(), temp(), temp());
+    write(starter.path(), "relay.reel", flow);
+    let url = database();
+    let runs = 12;
+    let mut ids = Vec::new();
+    for n in 0..runs {
+        let input = format!("n={n}");
+        let r = on_postgres(
+            starter.path(),
+            &url,
+            &["run", "relay.reel", "--input", &input, "--json"],
+        );
+        assert_eq!(r.status, 0, "{r:?}");
+        ids.push(json(&r)["run"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        let s = on_postgres(starter.path(), &url, &["signal", id, "go", "1"]);
+        assert_eq!(s.status, 0, "{s:?}");
+    }
+    // Two machines: two directories, two processes, one database.
+    let spawn = |dir: &Path| {
+        crate::support::reel(dir, &["worker", "--until-idle", "--poll-ms", "20"])
+            .env("REEL_STORE_URL", &url)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(one.path()), spawn(two.path()));
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let r = on_postgres(starter.path(), &url, &["events", id, "--json"]);
+        let events: Vec<serde_json::Value> = json(&r).as_array().unwrap().clone();
+        // Every journal's seq runs without a gap, and the run ended once.
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(e["seq"], i, "{id}: {events:?}");
+        }
+        let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "run_finished").count(),
+            1,
+            "{kinds:?}"
+        );
+        // Its one call was made and recorded once.
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "effect_recorded").count(),
+            1,
+            "{kinds:?}"
+        );
+        let out = on_postgres(starter.path(), &url, &["runs", "--json"]);
+        let row = json(&out)
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run"] == id.as_str())
+            .cloned()
+            .unwrap();
+        assert_eq!(row["status"], "succeeded", "run {n}: {row}");
+    }
+}
