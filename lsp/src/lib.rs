@@ -34,6 +34,8 @@ pub struct Capabilities {
     pub reel_home: Option<OsString>,
     /// `REEL_STORE_URL`, which puts the store on PostgreSQL when set.
     pub store_url: Option<String>,
+    /// Where that store's password comes from when its URL has none.
+    pub store_auth: reel_store::PgAuth,
 }
 
 /// Serves the language server on stdin and stdout until the client exits.

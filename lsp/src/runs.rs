@@ -26,6 +26,8 @@ pub struct Stores {
     reel_home: Option<OsString>,
     /// The PostgreSQL store's URL, which every document's runs come from when set.
     store_url: Option<String>,
+    /// Where that store's password comes from when its URL has none.
+    store_auth: reel_store::PgAuth,
     opened: Arc<Mutex<HashMap<PathBuf, ReadStore>>>,
 }
 
@@ -35,13 +37,15 @@ impl Stores {
         Stores {
             reel_home,
             store_url: None,
+            store_auth: reel_store::PgAuth::default(),
             opened: Arc::default(),
         }
     }
 
     /// Reads every document's past runs from the PostgreSQL store at `url` instead.
-    pub fn with_store_url(mut self, url: Option<String>) -> Self {
+    pub fn with_store_url(mut self, url: Option<String>, auth: reel_store::PgAuth) -> Self {
         self.store_url = url.filter(|u| !u.is_empty());
+        self.store_auth = auth;
         self
     }
 
@@ -63,7 +67,8 @@ impl Stores {
                 if let Some(s) = map.get(&key) {
                     return Some(s.clone());
                 }
-                let store: ReadStore = Arc::new(reel_store::PgStore::open_read_only(url).ok()?);
+                let store: ReadStore =
+                    Arc::new(reel_store::PgStore::open_read_only_with(url, &self.store_auth).ok()?);
                 map.insert(key, store.clone());
                 return Some(store);
             }

@@ -69,7 +69,7 @@ impl Backend {
         Backend {
             client,
             state: Arc::default(),
-            stores: Stores::new(given.reel_home).with_store_url(given.store_url),
+            stores: Stores::new(given.reel_home).with_store_url(given.store_url, given.store_auth),
             clock: given.clock,
             pins: Pins::default(),
             views: Views::default(),

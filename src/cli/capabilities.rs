@@ -54,6 +54,19 @@ pub fn store_url() -> Option<String> {
     std::env::var(STORE_URL).ok()
 }
 
+/// Where the PostgreSQL store's password comes from when its URL has none:
+/// `REEL_STORE_PASSWORD`, else the password file `PGPASSFILE` names, else `~/.pgpass`.
+pub fn store_auth() -> reel_store::PgAuth {
+    // edge: credentials are the user's environment, read once at start.
+    let passfile = std::env::var_os("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")));
+    reel_store::PgAuth {
+        password: std::env::var("REEL_STORE_PASSWORD").ok(),
+        passfile,
+    }
+}
+
 /// The variable naming the PostgreSQL store.
 pub const STORE_URL: &str = "REEL_STORE_URL";
 

@@ -20,6 +20,7 @@ pub fn run(_args: Args, _ui: &Ui) -> Result<Status, Failure> {
         clock: Arc::new(capabilities::SystemClock),
         reel_home: capabilities::reel_home(),
         store_url: capabilities::store_url(),
+        store_auth: capabilities::store_auth(),
     };
     rt.block_on(reel_lsp::serve_stdio(given));
     Ok(Status::Success)

@@ -125,7 +125,8 @@ impl Project {
     pub fn open_store(&self) -> Result<Arc<dyn Store>, Failure> {
         let clock = Arc::new(super::capabilities::SystemClock);
         match &self.store_url {
-            Some(url) => PgStore::open(url, clock).map(|s| Arc::new(s) as Arc<dyn Store>),
+            Some(url) => PgStore::open_with(url, &super::capabilities::store_auth(), clock)
+                .map(|s| Arc::new(s) as Arc<dyn Store>),
             None => {
                 SqliteStore::open(&self.store_dir, clock).map(|s| Arc::new(s) as Arc<dyn Store>)
             }
@@ -136,7 +137,8 @@ impl Project {
     /// Opens an existing store for reading only.
     pub fn open_read_only(&self) -> Result<Arc<dyn Store>, Failure> {
         match &self.store_url {
-            Some(url) => PgStore::open_read_only(url).map(|s| Arc::new(s) as Arc<dyn Store>),
+            Some(url) => PgStore::open_read_only_with(url, &super::capabilities::store_auth())
+                .map(|s| Arc::new(s) as Arc<dyn Store>),
             None => {
                 SqliteStore::open_read_only(&self.store_dir).map(|s| Arc::new(s) as Arc<dyn Store>)
             }

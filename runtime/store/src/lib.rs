@@ -21,6 +21,6 @@ mod writer;
 
 pub use api::*;
 pub use clock::{BoxFuture, Clock, ManualClock};
-pub use pg::{PgStore, is_postgres_url, redact_url};
+pub use pg::{PgAuth, PgStore, is_postgres_url, redact_url};
 pub use private::exposure;
 pub use sqlite::{SqliteStore, WriterStats};

@@ -18,6 +18,78 @@ pub(crate) const SCHEMA: &str = "reel";
 /// How long a connection attempt may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Where a password comes from when the URL has none, as the program's edge read it: a
+/// variable (`REEL_STORE_PASSWORD`), else a password file in libpq's format (`PGPASSFILE`, or
+/// `~/.pgpass`).
+#[derive(Clone, Default)]
+pub struct PgAuth {
+    /// The password itself.
+    pub password: Option<String>,
+    /// A password file: lines of `host:port:database:user:password`, `*` matching anything.
+    pub passfile: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for PgAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgAuth")
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("passfile", &self.passfile)
+            .finish()
+    }
+}
+
+/// The password a libpq password file gives for this connection, if any.
+fn from_passfile(text: &str, config: &Config) -> Option<String> {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(name)) => name.clone(),
+        Some(Host::Unix(_)) | None => "localhost".to_string(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or("");
+    let db = config.get_dbname().unwrap_or(user);
+    let wanted = [host.as_str(), port.as_str(), db, user];
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let fields = split_passfile_line(line);
+        let [h, p, d, u, password] = fields.as_slice() else {
+            continue;
+        };
+        let fits = [h, p, d, u]
+            .iter()
+            .zip(wanted)
+            .all(|(field, want)| field.as_str() == "*" || field.as_str() == want);
+        if fits {
+            return Some(password.clone());
+        }
+    }
+    None
+}
+
+/// A password file line's fields: `:` separates, `\` escapes.
+fn split_passfile_line(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    fields.last_mut().expect("one field at least").push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut().expect("one field at least").push(c),
+        }
+    }
+    fields
+}
+
 /// How to open a connection to the store's database.
 #[derive(Clone)]
 pub(crate) struct Connector {
@@ -113,8 +185,9 @@ fn percent_decode(s: &str) -> String {
 }
 
 impl Connector {
-    /// Reads `url`; a malformed one is an `Open` error that does not repeat it.
-    pub(crate) fn new(url: &str) -> Result<Connector, StoreError> {
+    /// Reads `url` (with `auth` for a password it lacks); a malformed one is an `Open` error
+    /// that does not repeat it.
+    pub(crate) fn new(url: &str, auth: &PgAuth) -> Result<Connector, StoreError> {
         let (mut config, verify, root_cert) = parse(url).map_err(|message| StoreError::Open {
             path: "postgres://…".to_string(),
             message: format!("the store URL is not valid: {message}"),
@@ -124,6 +197,16 @@ impl Connector {
             path: shown.clone(),
             message,
         };
+        if config.get_password().is_none() {
+            let from_file = || {
+                let path = auth.passfile.as_ref()?;
+                let text = std::fs::read_to_string(path).ok()?;
+                from_passfile(&text, &config)
+            };
+            if let Some(password) = auth.password.clone().or_else(from_file) {
+                config.password(password);
+            }
+        }
         config
             .application_name("reel")
             .connect_timeout(CONNECT_TIMEOUT)
@@ -230,14 +313,46 @@ mod tests {
     fn a_url_is_shown_without_its_password() {
         let url = "postgres://reel:s3cret@db.example:5433/runs?sslmode=disable";
         assert_eq!(redact_url(url), "postgres://reel@db.example:5433/runs");
-        let err = Connector::new("postgres://reel:s3cret@db.example/runs?bogus=1")
-            .err()
-            .unwrap();
+        let err = Connector::new(
+            "postgres://reel:s3cret@db.example/runs?bogus=1",
+            &PgAuth::default(),
+        )
+        .err()
+        .unwrap();
         assert!(!err.to_string().contains("s3cret"), "{err}");
         assert!(err.to_string().contains("URL is not valid"), "{err}");
         assert!(!redact_url("postgres://u:pw@%2Ftmp%2Fsock/db").contains("pw"));
         assert!(is_postgres_url("postgresql://x/y"));
         assert!(!is_postgres_url("/home/me/.reel"));
+    }
+
+    #[test]
+    fn a_password_comes_from_the_url_the_variable_or_the_password_file() {
+        let file = "# comment\nother:5432:*:reel:nope\ndb.example:*:runs:reel:fr\\:om-file\n";
+        let config = Config::from_str("postgres://reel@db.example/runs").unwrap();
+        assert_eq!(from_passfile(file, &config).as_deref(), Some("fr:om-file"));
+        let config = Config::from_str("postgres://else@db.example/runs").unwrap();
+        assert_eq!(from_passfile(file, &config), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pgpass");
+        std::fs::write(&path, file).unwrap();
+        let by_file = PgAuth {
+            password: None,
+            passfile: Some(path),
+        };
+        let url = "postgres://reel@db.example/runs";
+        let c = Connector::new(url, &by_file).unwrap();
+        assert_eq!(c.config.get_password(), Some(&b"fr:om-file"[..]));
+        let by_variable = PgAuth {
+            password: Some("from-variable".to_string()),
+            ..by_file.clone()
+        };
+        let c = Connector::new(url, &by_variable).unwrap();
+        assert_eq!(c.config.get_password(), Some(&b"from-variable"[..]));
+        let c = Connector::new("postgres://reel:in-url@db.example/runs", &by_variable).unwrap();
+        assert_eq!(c.config.get_password(), Some(&b"in-url"[..]));
+        assert!(!format!("{by_variable:?}").contains("from-variable"));
     }
 
     #[test]
@@ -247,9 +362,12 @@ mod tests {
         assert!(verify);
         assert_eq!(root, Some(PathBuf::from("/etc/ca.pem")));
         assert_eq!(config.get_ssl_mode(), SslMode::Require);
-        let err = Connector::new("postgres://u@h/d?sslrootcert=/nonexistent/ca.pem")
-            .err()
-            .unwrap();
+        let err = Connector::new(
+            "postgres://u@h/d?sslrootcert=/nonexistent/ca.pem",
+            &PgAuth::default(),
+        )
+        .err()
+        .unwrap();
         assert!(err.to_string().contains("sslrootcert"), "{err}");
     }
 }

@@ -32,7 +32,7 @@ use crate::blobs;
 use crate::clock::Clock;
 use crate::writer::{self as queue, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
 
-pub use conn::{is_postgres_url, redact_url};
+pub use conn::{PgAuth, is_postgres_url, redact_url};
 
 use read::Readers;
 
@@ -61,7 +61,16 @@ impl PgStore {
     /// schema newer than this binary's), and starts the writer. Lease expiries and signal
     /// times are taken from `clock`. No error shows the URL's password.
     pub fn open(url: &str, clock: Arc<dyn Clock>) -> Result<PgStore, StoreError> {
-        let connector = conn::Connector::new(url)?;
+        PgStore::open_with(url, &PgAuth::default(), clock)
+    }
+
+    /// [`PgStore::open`], with a password from `auth` when the URL has none.
+    pub fn open_with(
+        url: &str,
+        auth: &PgAuth,
+        clock: Arc<dyn Clock>,
+    ) -> Result<PgStore, StoreError> {
+        let connector = conn::Connector::new(url, auth)?;
         let mut writer_conn = connector.connect()?;
         schema::migrate(&mut writer_conn, &connector)?;
         let reader_conn = connector.connect()?;
@@ -88,7 +97,12 @@ impl PgStore {
     /// Connects for reading only: starts no writer, changes nothing in the database, and
     /// refuses a database without the store's schema or with another version of it.
     pub fn open_read_only(url: &str) -> Result<PgStore, StoreError> {
-        let connector = conn::Connector::new(url)?;
+        PgStore::open_read_only_with(url, &PgAuth::default())
+    }
+
+    /// [`PgStore::open_read_only`], with a password from `auth` when the URL has none.
+    pub fn open_read_only_with(url: &str, auth: &PgAuth) -> Result<PgStore, StoreError> {
+        let connector = conn::Connector::new(url, auth)?;
         let mut client = connector.connect()?;
         schema::check_version(&mut client, &connector)?;
         Ok(PgStore {
