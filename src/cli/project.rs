@@ -56,7 +56,6 @@ pub struct RunsConfig {
 }
 
 /// The store directory and the project's settings.
-#[derive(Debug)]
 pub struct Project {
     /// The store directory (`.reel/`), used when there is no store URL.
     pub store_dir: PathBuf,
@@ -64,6 +63,17 @@ pub struct Project {
     pub config: Config,
     /// The PostgreSQL store's URL (`REEL_STORE_URL`, else `[store] url`), if any.
     store_url: Option<String>,
+}
+
+impl std::fmt::Debug for Project {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The store URL may hold a password: it is shown as every message shows it.
+        f.debug_struct("Project")
+            .field("store_dir", &self.store_dir)
+            .field("config", &self.config)
+            .field("store", &self.store_shown())
+            .finish()
+    }
 }
 
 impl Project {
