@@ -518,6 +518,9 @@ pub fn is_live(status: RunStatus) -> bool {
 }
 
 #[cfg(test)]
+mod postgres_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use reel_store::Store;
