@@ -287,3 +287,83 @@ fn two_workers_in_two_directories_finish_each_run_once() {
         assert_eq!(row["status"], "succeeded", "run {n}: {row}");
     }
 }
+
+#[cfg(unix)]
+#[test]
+fn a_worker_stopped_past_its_lease_writes_nothing_after_another_takes_its_run() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let (first, second) = (temp(), temp());
+    // The call logs its idempotency key, marks that it started, and takes its time.
+    write(
+        first.path(),
+        "fenced.reel",
+        "flow fenced {\n  step slow = exec { cmd: [\"sh\", \"-c\", \"echo $REEL_IDEMPOTENCY_KEY >> calls.log; touch started; sleep 3; echo done\"] }\n  step after = echo { value: slow.stdout }\n  output after\n}\n",
+    );
+    let url = database();
+    let stopped = crate::support::reel(first.path(), &["run", "fenced.reel", "--json"])
+        .env("REEL_STORE_URL", &url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !first.path().join("started").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill only sends a signal, to a child not yet waited for (its id is still ours).
+    assert_eq!(
+        unsafe { libc::kill(stopped.id() as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
+    // Past its lease (15 s from its last renewal at most), another machine takes the run over.
+    std::thread::sleep(Duration::from_secs(16));
+    let runs = json(&on_postgres(second.path(), &url, &["runs", "--json"]));
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let took = on_postgres(
+        second.path(),
+        &url,
+        &["worker", "--until-idle", "--poll-ms", "50"],
+    );
+    assert_eq!(took.status, 0, "{took:?}");
+    let journal = |dir: &Path| {
+        json(&on_postgres(dir, &url, &["events", &id, "--json"]))
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let finished = journal(second.path());
+    // The stopped process wakes up and finds its lease gone: it writes nothing more.
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(stopped.id() as libc::pid_t, libc::SIGCONT) },
+        0
+    );
+    let out = stopped.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("taken over by another process"), "{stderr}");
+    let after = journal(second.path());
+    assert_eq!(
+        after, finished,
+        "the stopped process wrote after the takeover: {stderr}"
+    );
+    for (i, e) in after.iter().enumerate() {
+        assert_eq!(e["seq"], i, "{after:?}");
+    }
+    let kinds: Vec<&str> = after.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "run_finished").count(), 1);
+    let runs = json(&on_postgres(second.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs[0]["status"], "succeeded", "{runs}");
+    // The call whose result had not landed ran again, with its first key.
+    let calls = std::fs::read_to_string(first.path().join("calls.log")).unwrap();
+    let keys: Vec<&str> = calls.lines().collect();
+    assert_eq!(keys.len(), 2, "{calls}");
+    assert_eq!(keys[0], keys[1], "{calls}");
+}
