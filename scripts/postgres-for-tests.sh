@@ -57,6 +57,13 @@ reel_pg_start() {
   if [ "$(id -u)" = 0 ]; then
     id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
     chown postgres "$REEL_PG_DIR"
+    # A checkout under a folder the postgres user cannot enter (root's home) keeps the server
+    # in /tmp instead.
+    if ! runuser -u postgres -- test -w "$REEL_PG_DIR"; then
+      rm -rf "$REEL_PG_DIR"
+      REEL_PG_DIR=$(mktemp -d /tmp/reel-pg-test.XXXXXX)
+      chown postgres "$REEL_PG_DIR"
+    fi
   fi
   chmod 700 "$REEL_PG_DIR"
   REEL_PG_BIN="$bindir"
@@ -90,6 +97,9 @@ reel_pg_stop() {
   if [ -n "${REEL_PG_DIR:-}" ] && [ -f "$REEL_PG_DIR/data/postmaster.pid" ]; then
     reel_pg_as "$REEL_PG_BIN/pg_ctl" -D "$REEL_PG_DIR/data" -m fast -w stop >/dev/null 2>&1 || true
   fi
+  case "${REEL_PG_DIR:-}" in
+    /tmp/reel-pg-test.*) rm -rf "$REEL_PG_DIR" ;;
+  esac
 }
 
 reel_pg_start
