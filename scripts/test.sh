@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what the tests need on a fresh machine and runs every test: the Rust workspace
-# (cargo nextest), the language server in Neovim 0.11 (headless, installed with pip under
-# target/neovim/), the VS Code extension (build, grammar tests, .vsix), and the extension in a
-# real VS Code (code-server + headless Chromium; screenshots in target/vscode-e2e/screenshots/).
+# (cargo nextest, with a private PostgreSQL server for the store tests), the language server in
+# Neovim 0.11 (headless, installed with pip under target/neovim/), the VS Code extension (build,
+# grammar tests, .vsix), and the extension in a real VS Code (code-server + headless Chromium;
+# screenshots in target/vscode-e2e/screenshots/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,11 @@ fi
 if ! cargo nextest --version >/dev/null 2>&1; then
   cargo install --locked cargo-nextest
 fi
+
+# A private PostgreSQL server for the store's PostgreSQL tests (installed from the system's
+# packages if missing, data under the target folder, stopped when this script exits); it sets
+# REEL_TEST_POSTGRES_URL, without which those tests fail.
+source scripts/postgres-for-tests.sh
 
 # Snapshot mismatches fail instead of writing new snapshots.
 export INSTA_UPDATE=no

@@ -42,6 +42,10 @@ pub struct Capabilities {
     pub reel_exe: Option<PathBuf>,
     /// A directory of the server's own for the commands' logs and the preview's unsaved text.
     pub scratch_dir: PathBuf,
+    /// `REEL_STORE_URL`, which puts the store on PostgreSQL when set.
+    pub store_url: Option<String>,
+    /// Where that store's password comes from when its URL has none.
+    pub store_auth: reel_store::PgAuth,
 }
 
 /// Serves the language server on stdin and stdout until the client exits.

@@ -24,6 +24,10 @@ pub type ReadStore = Arc<dyn StoreRead>;
 pub struct Stores {
     /// `REEL_HOME` as the program that started the server saw it.
     reel_home: Option<OsString>,
+    /// The PostgreSQL store's URL, which every document's runs come from when set.
+    store_url: Option<String>,
+    /// Where that store's password comes from when its URL has none.
+    store_auth: reel_store::PgAuth,
     opened: Arc<Mutex<HashMap<PathBuf, ReadStore>>>,
 }
 
@@ -32,8 +36,17 @@ impl Stores {
     pub fn new(reel_home: Option<OsString>) -> Self {
         Stores {
             reel_home,
+            store_url: None,
+            store_auth: reel_store::PgAuth::default(),
             opened: Arc::default(),
         }
+    }
+
+    /// Reads every document's past runs from the PostgreSQL store at `url` instead.
+    pub fn with_store_url(mut self, url: Option<String>, auth: reel_store::PgAuth) -> Self {
+        self.store_url = url.filter(|u| !u.is_empty());
+        self.store_auth = auth;
+        self
     }
 
     /// The store directory for a document in `dir`, found as the CLI finds it.
@@ -47,7 +60,20 @@ impl Stores {
         if let Some(s) = map.get(dir) {
             return Some(s.clone());
         }
-        let store: ReadStore = Arc::new(SqliteStore::open_read_only(dir).ok()?);
+        let store: ReadStore = match &self.store_url {
+            // One store for every document: it is opened once, under the URL shown safely.
+            Some(url) => {
+                let key = PathBuf::from(reel_store::redact_url(url));
+                if let Some(s) = map.get(&key) {
+                    return Some(s.clone());
+                }
+                let store: ReadStore =
+                    Arc::new(reel_store::PgStore::open_read_only_with(url, &self.store_auth).ok()?);
+                map.insert(key, store.clone());
+                return Some(store);
+            }
+            None => Arc::new(SqliteStore::open_read_only(dir).ok()?),
+        };
         map.insert(dir.to_path_buf(), store.clone());
         Some(store)
     }
@@ -674,6 +700,9 @@ pub fn details(run: &RunRow, step: StepRun<'_>) -> String {
 pub fn is_live(status: RunStatus) -> bool {
     !status.is_ended()
 }
+
+#[cfg(test)]
+mod postgres_tests;
 
 #[cfg(test)]
 mod tests {

@@ -66,7 +66,8 @@ impl Backend {
         Backend {
             client,
             state: Arc::default(),
-            stores: Stores::new(given.reel_home.clone()),
+            stores: Stores::new(given.reel_home.clone())
+                .with_store_url(given.store_url, given.store_auth),
             clock: given.clock,
             pins: Pins::default(),
             views: Views::default(),

@@ -48,6 +48,28 @@ pub fn process_secrets() -> EnvSecrets {
     EnvSecrets::from_variables(std::env::vars())
 }
 
+/// `REEL_STORE_URL` as this process has it: it puts the store on PostgreSQL when set.
+pub fn store_url() -> Option<String> {
+    // edge: where the store lives is the user's setting, read once at start.
+    std::env::var(STORE_URL).ok()
+}
+
+/// Where the PostgreSQL store's password comes from when its URL has none:
+/// `REEL_STORE_PASSWORD`, else the password file `PGPASSFILE` names, else `~/.pgpass`.
+pub fn store_auth() -> reel_store::PgAuth {
+    // edge: credentials are the user's environment, read once at start.
+    let passfile = std::env::var_os("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")));
+    reel_store::PgAuth {
+        password: std::env::var("REEL_STORE_PASSWORD").ok(),
+        passfile,
+    }
+}
+
+/// The variable naming the PostgreSQL store.
+pub const STORE_URL: &str = "REEL_STORE_URL";
+
 /// `REEL_HOME` as this process has it: it names the store directory when set.
 pub fn reel_home() -> Option<OsString> {
     // edge: where the store lives is the user's setting, read once at start.

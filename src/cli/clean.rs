@@ -36,7 +36,7 @@ pub struct Args {
 /// Runs `reel clean`.
 pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let project = Project::current()?;
-    if !project.store_dir.exists() {
+    if !project.store_exists() {
         return report(&args, &Cleaned::default(), ui);
     }
     let store = project.open_store()?;

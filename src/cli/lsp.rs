@@ -21,6 +21,8 @@ pub fn run(_args: Args, _ui: &Ui) -> Result<Status, Failure> {
         reel_home: capabilities::reel_home(),
         reel_exe: current_exe(),
         scratch_dir: scratch_dir(),
+        store_url: capabilities::store_url(),
+        store_auth: capabilities::store_auth(),
     };
     rt.block_on(reel_lsp::serve_stdio(given));
     Ok(Status::Success)

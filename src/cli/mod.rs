@@ -21,6 +21,7 @@ mod runs;
 mod runtime;
 mod signal;
 mod sources;
+mod store;
 mod test;
 mod ui;
 mod worker;
@@ -69,6 +70,7 @@ enum Command {
     Cancel(cancel::Args),
     Clean(clean::Args),
     Worker(worker::Args),
+    Store(store::Args),
     Lsp(lsp::Args),
 }
 
@@ -169,6 +171,7 @@ pub fn main() -> ExitCode {
         Command::Cancel(args) => cancel::run(args, &ui),
         Command::Clean(args) => clean::run(args, &ui),
         Command::Worker(args) => worker::run(args, &ui),
+        Command::Store(args) => store::run(args, &ui),
         Command::Lsp(args) => lsp::run(args, &ui),
     };
     match outcome {

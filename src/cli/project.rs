@@ -3,13 +3,15 @@
 //! The store is `.reel/` beside the nearest `reel.toml` found from the current directory
 //! upward, else `.reel/` in the current directory; `REEL_HOME` names the store directory itself
 //! and overrides both (the rule is `reel_journal::discover`, shared with the language server).
+//! A store URL (`REEL_STORE_URL`, else `[store] url` in `reel.toml`) puts the store on
+//! PostgreSQL instead, for every command.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use reel_journal::discover;
-use reel_store::{Durability, SqliteStore, Store, StoreRead};
+use reel_store::{Durability, PgStore, SqliteStore, Store, StoreRead};
 use serde::Deserialize;
 
 use super::Failure;
@@ -21,6 +23,26 @@ pub struct Config {
     /// `[runs]`
     #[serde(default)]
     pub runs: RunsConfig,
+    /// `[store]`
+    #[serde(default)]
+    pub store: StoreConfig,
+}
+
+/// `[store]` in `reel.toml`.
+#[derive(Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoreConfig {
+    /// `url = "postgres://…"`: the store on PostgreSQL.
+    pub url: Option<String>,
+}
+
+impl std::fmt::Debug for StoreConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may hold a password.
+        f.debug_struct("StoreConfig")
+            .field("url", &self.url.as_deref().map(reel_store::redact_url))
+            .finish()
+    }
 }
 
 /// `[runs]` in `reel.toml`.
@@ -34,17 +56,33 @@ pub struct RunsConfig {
 }
 
 /// The store directory and the project's settings.
-#[derive(Debug)]
 pub struct Project {
-    /// The store directory (`.reel/`).
+    /// The store directory (`.reel/`), used when there is no store URL.
     pub store_dir: PathBuf,
     /// The settings (defaults when there is no `reel.toml`).
     pub config: Config,
+    /// The PostgreSQL store's URL (`REEL_STORE_URL`, else `[store] url`), if any.
+    store_url: Option<String>,
+}
+
+impl std::fmt::Debug for Project {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The store URL may hold a password: it is shown as every message shows it.
+        f.debug_struct("Project")
+            .field("store_dir", &self.store_dir)
+            .field("config", &self.config)
+            .field("store", &self.store_shown())
+            .finish()
+    }
 }
 
 impl Project {
-    /// Finds the project around `cwd`, given `REEL_HOME`'s value.
-    pub fn find(cwd: &Path, reel_home: Option<&OsStr>) -> Result<Project, Failure> {
+    /// Finds the project around `cwd`, given `REEL_HOME`'s and `REEL_STORE_URL`'s values.
+    pub fn find(
+        cwd: &Path,
+        reel_home: Option<&OsStr>,
+        store_url: Option<String>,
+    ) -> Result<Project, Failure> {
         let config_path = discover::project_file(cwd);
         let config = match &config_path {
             Some(path) => {
@@ -62,21 +100,87 @@ impl Project {
             None => Config::default(),
         };
         let store_dir = discover::store_dir(cwd, reel_home);
-        Ok(Project { store_dir, config })
+        let (store_url, from) = match store_url.filter(|u| !u.is_empty()) {
+            Some(url) => (Some(url), "REEL_STORE_URL"),
+            None => (config.store.url.clone(), "`[store] url` in reel.toml"),
+        };
+        if let Some(url) = &store_url
+            && !reel_store::is_postgres_url(url)
+        {
+            return Err(Failure::usage(format!(
+                "{from} is not a PostgreSQL URL: write it as postgres://user@host/database \
+                 (without it, the store is SQLite under .reel/)"
+            )));
+        }
+        Ok(Project {
+            store_dir,
+            config,
+            store_url,
+        })
     }
 
     /// Finds the project around the current directory.
     pub fn current() -> Result<Project, Failure> {
         let cwd = std::env::current_dir()
             .map_err(|e| Failure::usage(format!("cannot read the current directory: {e}")))?;
-        Project::find(&cwd, super::capabilities::reel_home().as_deref())
+        Project::find(
+            &cwd,
+            super::capabilities::reel_home().as_deref(),
+            super::capabilities::store_url(),
+        )
     }
 
-    /// Opens (creating if needed) the store for writing.
+    /// Opens (creating if needed) the store for writing: on PostgreSQL when a store URL is
+    /// set, else SQLite under the store directory.
     pub fn open_store(&self) -> Result<Arc<dyn Store>, Failure> {
-        SqliteStore::open(&self.store_dir, Arc::new(super::capabilities::SystemClock))
-            .map(|s| Arc::new(s) as Arc<dyn Store>)
-            .map_err(|e| Failure::failed(e.to_string()))
+        let clock = Arc::new(super::capabilities::SystemClock);
+        match &self.store_url {
+            Some(url) => PgStore::open_with(url, &super::capabilities::store_auth(), clock)
+                .map(|s| Arc::new(s) as Arc<dyn Store>),
+            None => {
+                SqliteStore::open(&self.store_dir, clock).map(|s| Arc::new(s) as Arc<dyn Store>)
+            }
+        }
+        .map_err(|e| Failure::failed(e.to_string()))
+    }
+
+    /// Opens an existing store for reading only.
+    pub fn open_read_only(&self) -> Result<Arc<dyn Store>, Failure> {
+        match &self.store_url {
+            Some(url) => PgStore::open_read_only_with(url, &super::capabilities::store_auth())
+                .map(|s| Arc::new(s) as Arc<dyn Store>),
+            None => {
+                SqliteStore::open_read_only(&self.store_dir).map(|s| Arc::new(s) as Arc<dyn Store>)
+            }
+        }
+        .map_err(|e| Failure::failed(e.to_string()))
+    }
+
+    /// Whether the store is on PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        self.store_url.is_some()
+    }
+
+    /// Whether there may be runs to read: a SQLite store directory that exists, or any
+    /// PostgreSQL store (which opening creates).
+    pub fn store_exists(&self) -> bool {
+        self.store_url.is_some() || self.store_dir.exists()
+    }
+
+    /// Where the store is, as it may be shown: the directory, or the URL without its password.
+    pub fn store_shown(&self) -> String {
+        match &self.store_url {
+            Some(url) => reel_store::redact_url(url),
+            None => self.store_dir.display().to_string(),
+        }
+    }
+
+    /// What others may read of a SQLite store (a PostgreSQL store's access is the server's).
+    pub fn exposure(&self) -> Option<String> {
+        match self.store_url {
+            Some(_) => None,
+            None => reel_store::exposure(&self.store_dir),
+        }
     }
 
     /// The write mode from `--durability`, else `reel.toml`, else `fast`.
@@ -136,10 +240,10 @@ mod tests {
         let nested = dir.path().join("a/b");
         std::fs::create_dir_all(&nested).unwrap();
         std::fs::write(dir.path().join("reel.toml"), "[runs]\nkeep_for = \"30d\"\n").unwrap();
-        let p = Project::find(&nested, None).unwrap();
+        let p = Project::find(&nested, None, None).unwrap();
         assert_eq!(p.store_dir, dir.path().join(".reel"));
         assert_eq!(p.keep_for(None).unwrap(), 30 * 86_400_000);
-        let home = Project::find(&nested, Some(OsStr::new("/elsewhere"))).unwrap();
+        let home = Project::find(&nested, Some(OsStr::new("/elsewhere")), None).unwrap();
         assert_eq!(home.store_dir, PathBuf::from("/elsewhere"));
     }
 
@@ -147,7 +251,31 @@ mod tests {
     fn a_bad_reel_toml_says_what_is_wrong() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("reel.toml"), "[runs]\nkeepfor = 1\n").unwrap();
-        let err = Project::find(dir.path(), None).unwrap_err();
+        let err = Project::find(dir.path(), None, None).unwrap_err();
         assert!(err.messages[0].contains("reel.toml"), "{:?}", err.messages);
+    }
+
+    #[test]
+    fn a_store_url_comes_from_the_environment_before_reel_toml() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("reel.toml"),
+            "[store]\nurl = \"postgres://team:hunter2@db.example/reel\"\n",
+        )
+        .unwrap();
+        let p = Project::find(dir.path(), None, None).unwrap();
+        assert_eq!(p.store_shown(), "postgres://team@db.example:5432/reel");
+        assert!(!format!("{p:?}").contains("hunter2"));
+        let env = Some("postgres://me@other.example/runs".to_string());
+        let p = Project::find(dir.path(), None, env).unwrap();
+        assert_eq!(p.store_shown(), "postgres://me@other.example:5432/runs");
+        let err = Project::find(dir.path(), None, Some("mysql://x/y".to_string())).unwrap_err();
+        assert!(
+            err.messages[0].contains("REEL_STORE_URL"),
+            "{:?}",
+            err.messages
+        );
+        let none = Project::find(tempfile::tempdir().unwrap().path(), None, None).unwrap();
+        assert!(none.store_shown().ends_with(".reel"));
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use reel_runtime::{
     Divergence, ForkPlan, Recording, ReplayOptions, plan_fork, replay, resolve_inputs,
 };
-use reel_store::{SqliteStore, StoreRead};
+use reel_store::StoreRead;
 use serde_json::{Value, json};
 
 use super::progress::StderrProgress;
@@ -55,19 +55,19 @@ pub struct Args {
 /// Runs `reel replay`.
 pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let project = Project::current()?;
-    if !project.store_dir.join("reel.db").is_file() {
+    if !project.is_postgres() && !project.store_dir.join("reel.db").is_file() {
         return Err(Failure::usage(format!(
             "there is no run `{}`: no store at {}",
             args.run,
             project.store_dir.display()
         )));
     }
-    let store = SqliteStore::open_read_only(&project.store_dir)
-        .map_err(|e| Failure::failed(e.to_string()))?;
-    let id = resolve_run(&store, &args.run)?;
+    let store = project.open_read_only()?;
+    let store: &dyn StoreRead = store.as_ref();
+    let id = resolve_run(store, &args.run)?;
     match &args.flow {
-        Some(file) => check_flow(&store, &id, file, args.json, ui),
-        None => replay_run(&store, &id, args.verify, args.json, ui),
+        Some(file) => check_flow(store, &id, file, args.json, ui),
+        None => replay_run(store, &id, args.verify, args.json, ui),
     }
 }
 

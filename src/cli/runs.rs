@@ -58,15 +58,15 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         None => None,
     };
     let project = Project::current()?;
-    if !project.store_dir.exists() {
+    if !project.store_exists() {
         if args.json {
             print_stdout("[]\n")?;
         } else {
-            eprintln!("no runs yet (no store at {})", project.store_dir.display());
+            eprintln!("no runs yet (no store at {})", project.store_shown());
         }
         return Ok(Status::Success);
     }
-    if let Some(exposure) = reel_store::exposure(&project.store_dir) {
+    if let Some(exposure) = project.exposure() {
         ui.warning(&exposure);
     }
     let store = project.open_store()?;

@@ -33,7 +33,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let project = Project::current()?;
     let store = project.open_store()?;
     let rt = tokio_runtime()?;
-    ui.line(&format!("worker on {}", project.store_dir.display()));
+    ui.line(&format!("worker on {}", project.store_shown()));
     let result = rt.block_on(async {
         let deps = run_deps(store, None);
         stop_on_ctrl_c(&deps);

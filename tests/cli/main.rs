@@ -10,6 +10,7 @@ mod deep;
 mod fmt;
 mod holes;
 mod numbers;
+mod postgres;
 mod replay;
 mod runs;
 mod signals;

@@ -258,6 +258,25 @@ pub async fn resume(
         }
         Claim::NotFound => return Err(Refusal::UnknownRun(row.id)),
     };
+    // Another process may have ended the run between the read above and this claim (two
+    // workers saw it due; the other finished it and let it go): what it recorded stands, and
+    // the run is neither resumed again nor redriven.
+    if !row.status.is_ended()
+        && let Some(now) = store.run(&row.id)?
+        && now.status.is_ended()
+    {
+        let _ = store.release(&lease).await;
+        let output = match &now.output_digest {
+            Some(d) => store.get_value(d)?,
+            None => None,
+        };
+        return Ok(RunOutcome {
+            run: now.id,
+            status: now.status,
+            output,
+            error: now.error.and_then(|e| serde_json::from_value(e).ok()),
+        });
+    }
     let lease = Arc::new(lease);
     let (folded, started, started_at, inputs, env) = match read_back(&store, &row.id).await {
         Ok(read) => read,

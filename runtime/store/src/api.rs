@@ -359,6 +359,9 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("the store failed: {0}")]
     Sqlite(String),
+    /// PostgreSQL failed (the message never holds the store URL's password).
+    #[error("the store's database failed: {0}")]
+    Postgres(String),
     /// Another process holds the run: its lease was lost (fencing).
     #[error("the lease on run {run} was taken over by another process")]
     LeaseLost {
@@ -442,6 +445,7 @@ impl StoreError {
         match self {
             StoreError::Open { .. } => "store.open",
             StoreError::Sqlite(_) => "store.sqlite",
+            StoreError::Postgres(_) => "store.postgres",
             StoreError::LeaseLost { .. } => "store.lease-lost",
             StoreError::Hole { .. } => "store.hole",
             StoreError::NotFound(_) => "store.not-found",
@@ -595,4 +599,18 @@ pub trait Store: StoreRead {
     /// Each run is judged by its state in the transaction that deletes it, so a run that has
     /// not ended is never touched. A `dry_run` removes nothing and says what would go.
     fn clean(&self, scope: &CleanScope, dry_run: bool) -> Result<Cleaned, StoreError>;
+}
+
+/// One run with everything it holds but its values and FlowSpec (which are stored by digest and
+/// copied as such): what `reel store copy` moves from one store to another.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunExport {
+    /// The run's row, lease and status included.
+    pub row: RunRow,
+    /// Its journal, in order.
+    pub events: Vec<EventRow>,
+    /// Every signal sent to it, consumed or not, in order.
+    pub signals: Vec<SignalRow>,
+    /// What its tools printed, in order.
+    pub logs: Vec<LogRow>,
 }

@@ -1,7 +1,8 @@
 //! Reel's store: runs, their append-only journals, values by digest, FlowSpecs, signals and logs.
 //!
 //! [`Store`] is the interface the engine, the CLI and the language server use; [`SqliteStore`]
-//! is the embedded implementation (SQLite in WAL mode under `.reel/`). Writes go through one
+//! is the embedded implementation (SQLite in WAL mode under `.reel/`), [`PgStore`] the one on
+//! PostgreSQL for workers on many machines; both keep one contract. Writes go through one
 //! writer thread per process that commits them in batches (group commit across steps and
 //! runs); reads use their own connections.
 
@@ -9,7 +10,9 @@ mod api;
 mod blobs;
 mod checkpoint;
 pub mod clock;
+mod copy;
 mod owner;
+mod pg;
 mod private;
 mod read;
 mod schema;
@@ -18,5 +21,6 @@ mod writer;
 
 pub use api::*;
 pub use clock::{BoxFuture, Clock, ManualClock};
+pub use pg::{PgAuth, PgStore, is_postgres_url, redact_url};
 pub use private::exposure;
 pub use sqlite::{SqliteStore, WriterStats};

@@ -569,6 +569,8 @@ impl Store for SqliteStore {
     }
 }
 
+mod copy;
+
 #[cfg(test)]
 mod tests;
 

@@ -176,7 +176,7 @@ pub(crate) enum Cmd {
 
 impl Cmd {
     /// The run and lease of a command that writes a run's data (and so poisons it on failure).
-    pub(super) fn data_tag(&self) -> Option<&Tag> {
+    pub(crate) fn data_tag(&self) -> Option<&Tag> {
         match self {
             Cmd::Append { tag, .. }
             | Cmd::Update { tag, .. }
@@ -187,7 +187,7 @@ impl Cmd {
         }
     }
 
-    pub(super) fn durable(&self) -> bool {
+    pub(crate) fn durable(&self) -> bool {
         match self {
             Cmd::Append { tag, .. }
             | Cmd::Update { tag, .. }
@@ -204,7 +204,7 @@ impl Cmd {
     }
 
     /// Whether someone waits for this command (so the batch should not linger).
-    pub(super) fn awaited(&self) -> bool {
+    pub(crate) fn awaited(&self) -> bool {
         !matches!(
             self,
             Cmd::Value { .. }
@@ -216,7 +216,7 @@ impl Cmd {
     }
 
     /// Roughly how many bytes it adds to a transaction.
-    pub(super) fn weight(&self) -> usize {
+    pub(crate) fn weight(&self) -> usize {
         match self {
             Cmd::Value {
                 text: ValueText::Inline(t),
@@ -230,7 +230,7 @@ impl Cmd {
     }
 
     /// Sends the command's outcome to whoever waits for it.
-    pub(super) fn answer(self, result: Result<(), StoreError>) {
+    pub(crate) fn answer(self, result: Result<(), StoreError>) {
         // A caller that stopped waiting is no reason to stop: send errors are ignored.
         match self {
             Cmd::Spec { reply, .. } | Cmd::Create { reply, .. } | Cmd::Renew { reply, .. } => {

@@ -35,7 +35,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::api::{Durability, StoreError};
 
-pub(crate) use clean::pages;
+pub(crate) use clean::{VALUES_REMOVED, digests_in, pages};
 pub(crate) use command::{ClaimOut, Cmd, Reply, Row, Tag, Update, ValueText};
 pub(crate) use group_commit::{CHANNEL_CAPACITY, spawn};
 

@@ -1,0 +1,373 @@
+//! Reaching the server: the URL (read once, never shown with its password), TLS with rustls,
+//! and connections set up for the store (its own schema on the search path).
+
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use postgres::config::{Host, SslMode};
+use postgres::{Client, Config, NoTls};
+
+use crate::api::StoreError;
+
+/// The schema the store's tables live in, so that a database shared with other programs keeps
+/// them apart.
+pub(crate) const SCHEMA: &str = "reel";
+
+/// How long a connection attempt may take before it fails.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Where a password comes from when the URL has none, as the program's edge read it: a
+/// variable (`REEL_STORE_PASSWORD`), else a password file in libpq's format (`PGPASSFILE`, or
+/// `~/.pgpass`).
+#[derive(Clone, Default)]
+pub struct PgAuth {
+    /// The password itself.
+    pub password: Option<String>,
+    /// A password file: lines of `host:port:database:user:password`, `*` matching anything.
+    pub passfile: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for PgAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgAuth")
+            .field("password", &self.password.as_ref().map(|_| "…"))
+            .field("passfile", &self.passfile)
+            .finish()
+    }
+}
+
+/// The password a libpq password file gives for this connection, if any.
+fn from_passfile(text: &str, config: &Config) -> Option<String> {
+    let host = match config.get_hosts().first() {
+        Some(Host::Tcp(name)) => name.clone(),
+        Some(Host::Unix(_)) | None => "localhost".to_string(),
+    };
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
+    let user = config.get_user().unwrap_or("");
+    let db = config.get_dbname().unwrap_or(user);
+    let wanted = [host.as_str(), port.as_str(), db, user];
+    for line in text.lines() {
+        if line.starts_with('#') || line.trim().is_empty() {
+            continue;
+        }
+        let fields = split_passfile_line(line);
+        let [h, p, d, u, password] = fields.as_slice() else {
+            continue;
+        };
+        let fits = [h, p, d, u]
+            .iter()
+            .zip(wanted)
+            .all(|(field, want)| field.as_str() == "*" || field.as_str() == want);
+        if fits {
+            return Some(password.clone());
+        }
+    }
+    None
+}
+
+/// A password file line's fields: `:` separates, `\` escapes.
+fn split_passfile_line(line: &str) -> Vec<String> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => {
+                if let Some(next) = chars.next() {
+                    fields.last_mut().expect("one field at least").push(next);
+                }
+            }
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            c => fields.last_mut().expect("one field at least").push(c),
+        }
+    }
+    fields
+}
+
+/// How to open a connection to the store's database.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    config: Config,
+    /// TLS roots when the URL asks for TLS (`sslmode=require`, `verify-ca`, `verify-full`).
+    tls: Option<Arc<rustls::ClientConfig>>,
+    /// The URL without its password, for messages.
+    shown: String,
+}
+
+/// Whether `url` names a PostgreSQL database (rather than a SQLite store directory).
+pub fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// The URL as it may be shown: user, hosts, ports and database, never a password or options.
+pub fn redact_url(url: &str) -> String {
+    match parse(url) {
+        Ok((config, _, _)) => shown(&config),
+        Err(_) => "postgres://…".to_string(),
+    }
+}
+
+fn shown(config: &Config) -> String {
+    let user = config
+        .get_user()
+        .map(|u| format!("{u}@"))
+        .unwrap_or_default();
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .enumerate()
+        .map(|(i, host)| {
+            let host = match host {
+                Host::Tcp(name) => name.clone(),
+                Host::Unix(path) => path.display().to_string(),
+            };
+            match config.get_ports().get(i).or(config.get_ports().first()) {
+                Some(port) => format!("{host}:{port}"),
+                None => host,
+            }
+        })
+        .collect();
+    let db = config.get_dbname().unwrap_or("");
+    format!("postgres://{user}{}/{db}", hosts.join(","))
+}
+
+/// Splits off what the client library does not read itself (`sslrootcert`, and the
+/// `verify-ca`/`verify-full` modes, which rustls always does) and parses the rest.
+fn parse(url: &str) -> Result<(Config, bool, Option<PathBuf>), String> {
+    let (base, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut kept = Vec::new();
+    let mut root_cert = None;
+    let mut verify = false;
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "sslrootcert" => root_cert = Some(PathBuf::from(percent_decode(value))),
+            "sslmode" if value == "verify-ca" || value == "verify-full" => {
+                verify = true;
+                kept.push("sslmode=require".to_string());
+            }
+            _ => kept.push(pair.to_string()),
+        }
+    }
+    let url = if kept.is_empty() {
+        base.to_string()
+    } else {
+        format!("{base}?{}", kept.join("&"))
+    };
+    // The library's message names the option at fault, never the URL or its password.
+    let config = Config::from_str(&url).map_err(|e| e.to_string())?;
+    Ok((config, verify, root_cert))
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%'
+            && let Some(hex) = s.get(i + 1..i + 3)
+            && let Ok(b) = u8::from_str_radix(hex, 16)
+        {
+            out.push(b);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+impl Connector {
+    /// Reads `url` (with `auth` for a password it lacks); a malformed one is an `Open` error
+    /// that does not repeat it.
+    pub(crate) fn new(url: &str, auth: &PgAuth) -> Result<Connector, StoreError> {
+        let (mut config, verify, root_cert) = parse(url).map_err(|message| StoreError::Open {
+            path: "postgres://…".to_string(),
+            message: format!("the store URL is not valid: {message}"),
+        })?;
+        let shown = shown(&config);
+        let open_error = |message: String| StoreError::Open {
+            path: shown.clone(),
+            message,
+        };
+        if config.get_password().is_none() {
+            let from_file = || {
+                let path = auth.passfile.as_ref()?;
+                let text = std::fs::read_to_string(path).ok()?;
+                from_passfile(&text, &config)
+            };
+            if let Some(password) = auth.password.clone().or_else(from_file) {
+                config.password(password);
+            }
+        }
+        config
+            .application_name("reel")
+            .connect_timeout(CONNECT_TIMEOUT)
+            .keepalives(true);
+        // TLS when the URL asks for it; the server's certificate is then always verified
+        // (rustls has no unverified mode), against `sslrootcert` or the system's roots.
+        let wants_tls = verify || root_cert.is_some() || config.get_ssl_mode() == SslMode::Require;
+        let tls = if wants_tls {
+            Some(Arc::new(tls_config(root_cert).map_err(open_error)?))
+        } else {
+            None
+        };
+        Ok(Connector { config, tls, shown })
+    }
+
+    /// The URL without its password.
+    pub(crate) fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// A new connection with the store's settings.
+    pub(crate) fn connect(&self) -> Result<Client, StoreError> {
+        let client = match &self.tls {
+            Some(tls) => self
+                .config
+                .connect(tokio_postgres_rustls::MakeRustlsConnect::new(
+                    (**tls).clone(),
+                )),
+            None => self.config.connect(NoTls),
+        };
+        let mut client = client.map_err(|e| self.error(&e))?;
+        // A transaction left idle (a stuck process) must not hold rows others need.
+        client
+            .batch_execute(&format!(
+                "SET search_path TO {SCHEMA}; SET idle_in_transaction_session_timeout = '60s'"
+            ))
+            .map_err(|e| self.error(&e))?;
+        Ok(client)
+    }
+
+    /// A connection failure as an `Open` error naming the server without its password.
+    pub(crate) fn error(&self, e: &postgres::Error) -> StoreError {
+        StoreError::Open {
+            path: self.shown.clone(),
+            message: describe(e),
+        }
+    }
+}
+
+fn tls_config(root_cert: Option<PathBuf>) -> Result<rustls::ClientConfig, String> {
+    let mut roots = rustls::RootCertStore::empty();
+    match root_cert {
+        Some(path) => {
+            use rustls::pki_types::CertificateDer;
+            use rustls::pki_types::pem::PemObject;
+            let certs = CertificateDer::pem_file_iter(&path)
+                .map_err(|e| format!("cannot read sslrootcert {}: {e}", path.display()))?;
+            for cert in certs {
+                let cert =
+                    cert.map_err(|e| format!("cannot read sslrootcert {}: {e}", path.display()))?;
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("sslrootcert {}: {e}", path.display()))?;
+            }
+        }
+        None => {
+            let found = rustls_native_certs::load_native_certs();
+            for cert in found.certs {
+                // A system certificate rustls cannot use is skipped, as browsers do.
+                let _ = roots.add(cert);
+            }
+        }
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(config)
+}
+
+/// A PostgreSQL error as text: the server's message (with its detail) when there is one.
+pub(crate) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => match db.detail() {
+            Some(detail) => format!("{} ({detail})", db.message()),
+            None => db.message().to_string(),
+        },
+        None => e.to_string(),
+    }
+}
+
+/// A failed statement as a store error.
+pub(crate) fn pg(e: &postgres::Error) -> StoreError {
+    StoreError::Postgres(describe(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_is_shown_without_its_password() {
+        let url = "postgres://reel:s3cret@db.example:5433/runs?sslmode=disable";
+        assert_eq!(redact_url(url), "postgres://reel@db.example:5433/runs");
+        let err = Connector::new(
+            "postgres://reel:s3cret@db.example/runs?bogus=1",
+            &PgAuth::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+        assert!(err.to_string().contains("URL is not valid"), "{err}");
+        assert!(!redact_url("postgres://u:pw@%2Ftmp%2Fsock/db").contains("pw"));
+        assert!(is_postgres_url("postgresql://x/y"));
+        assert!(!is_postgres_url("/home/me/.reel"));
+    }
+
+    #[test]
+    fn a_password_comes_from_the_url_the_variable_or_the_password_file() {
+        let file = "# comment\nother:5432:*:reel:nope\ndb.example:*:runs:reel:fr\\:om-file\n";
+        let config = Config::from_str("postgres://reel@db.example/runs").unwrap();
+        assert_eq!(from_passfile(file, &config).as_deref(), Some("fr:om-file"));
+        let config = Config::from_str("postgres://else@db.example/runs").unwrap();
+        assert_eq!(from_passfile(file, &config), None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pgpass");
+        std::fs::write(&path, file).unwrap();
+        let by_file = PgAuth {
+            password: None,
+            passfile: Some(path),
+        };
+        let url = "postgres://reel@db.example/runs";
+        let c = Connector::new(url, &by_file).unwrap();
+        assert_eq!(c.config.get_password(), Some(&b"fr:om-file"[..]));
+        let by_variable = PgAuth {
+            password: Some("from-variable".to_string()),
+            ..by_file.clone()
+        };
+        let c = Connector::new(url, &by_variable).unwrap();
+        assert_eq!(c.config.get_password(), Some(&b"from-variable"[..]));
+        let c = Connector::new("postgres://reel:in-url@db.example/runs", &by_variable).unwrap();
+        assert_eq!(c.config.get_password(), Some(&b"in-url"[..]));
+        assert!(!format!("{by_variable:?}").contains("from-variable"));
+    }
+
+    #[test]
+    fn verify_modes_and_a_root_certificate_are_read_here() {
+        let (config, verify, root) =
+            parse("postgres://u@h/d?sslmode=verify-full&sslrootcert=%2Fetc%2Fca.pem").unwrap();
+        assert!(verify);
+        assert_eq!(root, Some(PathBuf::from("/etc/ca.pem")));
+        assert_eq!(config.get_ssl_mode(), SslMode::Require);
+        let err = Connector::new(
+            "postgres://u@h/d?sslrootcert=/nonexistent/ca.pem",
+            &PgAuth::default(),
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("sslrootcert"), "{err}");
+    }
+}

@@ -1,0 +1,556 @@
+//! [`PgStore`]: the store on PostgreSQL, for runs shared by workers on many machines.
+//!
+//! The same contract as [`crate::SqliteStore`], built the same way: writes are enqueued in
+//! order to one writer thread that commits them in batches (group commit across runs), and
+//! blocking calls wait on a std channel, never on tokio's `block_on`, so they are safe inside a
+//! runtime. The differences: every value lives in the database however large (any worker on
+//! any machine reads it), reads go through reader threads with connections of their own, and
+//! the schema lives in its own PostgreSQL schema, `reel`, migrated at open under an advisory
+//! lock.
+
+mod clean;
+mod conn;
+mod copy;
+mod read;
+mod schema;
+mod writer;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{self, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use reel_flowspec::canonical::{canonical_json, sha256_hex};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::api::{
+    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Lease, LogRow, NewEvent,
+    NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
+};
+use crate::blobs;
+use crate::clock::Clock;
+use crate::writer::{self as queue, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
+
+pub use conn::{PgAuth, is_postgres_url, redact_url};
+
+use read::Readers;
+
+/// When the in-memory set of written digests grows past this, it is emptied (forgetting is
+/// always safe: a value is inserted `ON CONFLICT DO NOTHING`).
+const SEEN_MAX: usize = 1 << 20;
+
+/// How many commands may wait for the writer before callers block.
+const CHANNEL_CAPACITY: usize = 4096;
+
+/// The store on PostgreSQL.
+pub struct PgStore {
+    connector: conn::Connector,
+    shown: String,
+    shared: Arc<Shared>,
+    readers: Readers,
+    /// The writer's queue; `None` when read-only.
+    tx: Option<SyncSender<Cmd>>,
+    writer: Option<JoinHandle<()>>,
+    /// Held while an append takes its sequence numbers and enqueues.
+    append_order: Mutex<()>,
+}
+
+impl PgStore {
+    /// Connects to the database `url` names, applies the migrations it lacks (refusing a
+    /// schema newer than this binary's), and starts the writer. Lease expiries and signal
+    /// times are taken from `clock`. No error shows the URL's password.
+    pub fn open(url: &str, clock: Arc<dyn Clock>) -> Result<PgStore, StoreError> {
+        PgStore::open_with(url, &PgAuth::default(), clock)
+    }
+
+    /// [`PgStore::open`], with a password from `auth` when the URL has none.
+    pub fn open_with(
+        url: &str,
+        auth: &PgAuth,
+        clock: Arc<dyn Clock>,
+    ) -> Result<PgStore, StoreError> {
+        let connector = conn::Connector::new(url, auth)?;
+        let mut writer_conn = connector.connect()?;
+        schema::migrate(&mut writer_conn, &connector)?;
+        let reader_conn = connector.connect()?;
+        let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
+        let shared = Arc::new(Shared::default());
+        let writer = writer::spawn(
+            writer_conn,
+            connector.clone(),
+            rx,
+            Arc::clone(&shared),
+            clock,
+        )?;
+        Ok(PgStore {
+            shown: connector.shown().to_string(),
+            connector: connector.clone(),
+            shared,
+            readers: Readers::start(&connector, reader_conn)?,
+            tx: Some(tx),
+            writer: Some(writer),
+            append_order: Mutex::new(()),
+        })
+    }
+
+    /// Connects for reading only: starts no writer, changes nothing in the database, and
+    /// refuses a database without the store's schema or with another version of it.
+    pub fn open_read_only(url: &str) -> Result<PgStore, StoreError> {
+        PgStore::open_read_only_with(url, &PgAuth::default())
+    }
+
+    /// [`PgStore::open_read_only`], with a password from `auth` when the URL has none.
+    pub fn open_read_only_with(url: &str, auth: &PgAuth) -> Result<PgStore, StoreError> {
+        let connector = conn::Connector::new(url, auth)?;
+        let mut client = connector.connect()?;
+        schema::check_version(&mut client, &connector)?;
+        Ok(PgStore {
+            shown: connector.shown().to_string(),
+            connector: connector.clone(),
+            shared: Arc::new(Shared::default()),
+            readers: Readers::start(&connector, client)?,
+            tx: None,
+            writer: None,
+            append_order: Mutex::new(()),
+        })
+    }
+
+    /// Where the store is, without the password: `postgres://user@host:port/db`.
+    pub fn shown(&self) -> &str {
+        &self.shown
+    }
+
+    /// Whether the store was opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.tx.is_none()
+    }
+
+    /// What the writer has done so far.
+    pub fn stats(&self) -> crate::WriterStats {
+        crate::WriterStats {
+            batches: self.shared.batches.load(Ordering::Relaxed),
+            commands: self.shared.commands.load(Ordering::Relaxed),
+            full_syncs: self.shared.full_syncs.load(Ordering::Relaxed),
+        }
+    }
+
+    fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
+        let tx = self.tx.as_ref().ok_or(StoreError::ReadOnly)?;
+        tx.send(cmd).map_err(|_| StoreError::Closed)
+    }
+
+    fn call<T>(&self, make: impl FnOnce(queue::Reply<T>) -> Cmd) -> Result<T, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        self.send(make(reply))?;
+        answer.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
+    fn send_for(&self, lease: &Lease, cmd: impl FnOnce(Tag) -> Cmd) -> Result<(), StoreError> {
+        if self.tx.is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        if let Some(e) = self.shared.poisoned(&lease.run, lease.token) {
+            return Err(e);
+        }
+        self.send(cmd(tag(lease)))
+            .inspect_err(|e| self.shared.poison(&lease.run, lease.token, e.clone()))
+    }
+
+    fn ticket(
+        &self,
+        lease: &Lease,
+        make: impl FnOnce(Tag, oneshot::Sender<Result<(), StoreError>>) -> Cmd,
+    ) -> Ticket {
+        let (reply, answer) = oneshot::channel();
+        if let Err(e) = self.send(make(tag(lease), reply)) {
+            return resolved(Err(e));
+        }
+        Ticket(answer)
+    }
+}
+
+impl std::fmt::Debug for PgStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgStore")
+            .field("url", &self.shown)
+            .field("read_only", &self.is_read_only())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        // The writer commits what is queued before it stops: dropping the store loses no
+        // enqueued write.
+        self.tx.take();
+        if let Some(writer) = self.writer.take() {
+            let _ = writer.join();
+        }
+        self.readers.stop();
+    }
+}
+
+fn tag(lease: &Lease) -> Tag {
+    Tag {
+        run: lease.run.clone(),
+        token: lease.token,
+        durable: lease.durability == Durability::Durable,
+    }
+}
+
+fn resolved(result: Result<(), StoreError>) -> Ticket {
+    let (reply, answer) = oneshot::channel();
+    let _ = reply.send(result);
+    Ticket(answer)
+}
+
+fn json_text(value: &Value) -> Result<String, StoreError> {
+    serde_json::to_string(value).map_err(|e| StoreError::Postgres(format!("unwritable JSON: {e}")))
+}
+
+fn rows_of(events: Vec<NewEvent>) -> Result<Vec<Row>, StoreError> {
+    events
+        .into_iter()
+        .map(|e| {
+            Ok(Row {
+                data: json_text(&e.data)?,
+                at: e.at,
+                kind: e.kind,
+                step: e.step,
+                index: e.index,
+                attempt: e.attempt,
+            })
+        })
+        .collect()
+}
+
+fn new_lease(run: &str, token: u64, owner: &Owner, durability: Durability, next: u64) -> Lease {
+    Lease {
+        run: run.to_string(),
+        token,
+        owner: owner.clone(),
+        durability,
+        next_seq: AtomicU64::new(next),
+    }
+}
+
+impl StoreRead for PgStore {
+    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
+        if !blobs::is_digest(digest) {
+            return Ok(None);
+        }
+        let pending = lock(&self.shared.pending).get(digest).cloned();
+        let text = match pending {
+            Some(ValueText::Inline(text)) => Some(text.to_string()),
+            Some(ValueText::External) | None => {
+                let digest = digest.to_string();
+                self.readers.with(move |c| read::value_text(c, &digest))?
+            }
+        };
+        text.map(|text| crate::read::parse_value(digest, &text))
+            .transpose()
+    }
+
+    fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
+        let digest = digest.to_string();
+        self.readers.with(move |c| read::spec(c, &digest))
+    }
+
+    fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
+        let id = id.to_string();
+        self.readers.with(move |c| read::run(c, &id))
+    }
+
+    fn find_runs(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        let prefix = prefix.to_string();
+        self.readers.with(move |c| read::find_runs(c, &prefix))
+    }
+
+    fn list_runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, StoreError> {
+        let filter = filter.clone();
+        self.readers.with(move |c| read::list_runs(c, &filter))
+    }
+
+    fn read_journal(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(EventRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        let mut first_hole = None;
+        self.read_journal_rows(run, from_seq, &mut |row| match row {
+            JournalRow::Event(event) => f(event),
+            JournalRow::Hole { seq, message } => {
+                first_hole = Some(StoreError::Hole {
+                    run: run.to_string(),
+                    seq,
+                    message,
+                });
+                Flow::Stop
+            }
+        })?;
+        first_hole.map_or(Ok(()), Err)
+    }
+
+    fn read_journal_rows(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(JournalRow) -> Flow,
+    ) -> Result<(), StoreError> {
+        // The journal's length is read first and only rows below it are read: rows are never
+        // changed once written, so pages read one after the other show the journal as it was
+        // at that first read, and rows appended meanwhile do not look like missing ones.
+        let id = run.to_string();
+        let Some(end) = self.readers.with(move |c| read::next_seq(c, &id))? else {
+            return Err(StoreError::NotFound(run.to_string()));
+        };
+        let end = i64::try_from(end).unwrap_or(i64::MAX);
+        let missing = |seq| JournalRow::Hole {
+            seq,
+            message: "the row is missing".to_string(),
+        };
+        let mut expected = from_seq;
+        loop {
+            let (id, from) = (run.to_string(), i64::try_from(expected).unwrap_or(i64::MAX));
+            let page = self
+                .readers
+                .with(move |c| read::journal_page(c, &id, from, end))?;
+            let full = page.len() as i64 >= read::PAGE;
+            for (seq, event) in page {
+                let seq = u64::try_from(seq).unwrap_or(expected);
+                while expected < seq {
+                    if let Flow::Stop = f(missing(expected)) {
+                        return Ok(());
+                    }
+                    expected += 1;
+                }
+                let got = match event {
+                    Ok(event) => JournalRow::Event(event),
+                    Err(message) => JournalRow::Hole { seq, message },
+                };
+                if let Flow::Stop = f(got) {
+                    return Ok(());
+                }
+                expected = seq + 1;
+            }
+            if !full {
+                break;
+            }
+        }
+        let end = u64::try_from(end).unwrap_or(0);
+        while expected < end {
+            if let Flow::Stop = f(missing(expected)) {
+                return Ok(());
+            }
+            expected += 1;
+        }
+        Ok(())
+    }
+
+    fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
+        let run = run.to_string();
+        self.readers.with(move |c| read::succeeded_steps(c, &run))
+    }
+
+    fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
+        let run = run.to_string();
+        self.readers.with(move |c| read::logs(c, &run))
+    }
+
+    fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
+        let run = run.to_string();
+        self.readers.with(move |c| read::pending_signals(c, &run))
+    }
+
+    fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
+        self.readers.with(move |c| read::due_runs(c, now_ms, limit))
+    }
+}
+
+impl Store for PgStore {
+    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
+        let text = canonical_json(value);
+        let digest = sha256_hex(text.as_bytes());
+        self.put_canonical(&digest, text)?;
+        Ok(digest)
+    }
+
+    fn put_canonical(&self, digest: &str, text: String) -> Result<(), StoreError> {
+        if self.tx.is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        let Some(key) = blobs::digest_key(digest) else {
+            return Err(StoreError::Postgres(format!("malformed digest {digest}")));
+        };
+        let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
+        let text = ValueText::Inline(Arc::from(text));
+        // As in the SQLite store: the digest joins the set and its command the queue under one
+        // lock, so whoever sees the digest knows its value is queued ahead of their writes.
+        let mut seen = lock(&self.shared.seen);
+        if seen.len() >= SEEN_MAX {
+            seen.clear();
+        }
+        if !seen.insert(key) {
+            return Ok(());
+        }
+        let digest = digest.to_string();
+        lock(&self.shared.pending).insert(digest.clone(), text.clone());
+        let sent = self.send(Cmd::Value {
+            digest: digest.clone(),
+            text,
+            size,
+        });
+        if let Err(e) = sent {
+            seen.remove(&key);
+            lock(&self.shared.pending).remove(&digest);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
+        self.call(|reply| Cmd::Spec {
+            digest: digest.to_string(),
+            json: json.to_string(),
+            reply,
+        })
+    }
+
+    fn create_run(
+        &self,
+        mut run: NewRun,
+        owner: &Owner,
+        lease_ms: u64,
+    ) -> Result<Lease, StoreError> {
+        let (id, durability) = (run.id.clone(), run.durability);
+        let rows = rows_of(std::mem::take(&mut run.first_events))?;
+        let next_seq = rows.len() as u64;
+        self.call(|reply| Cmd::Create {
+            run: Box::new(run),
+            rows,
+            owner: owner.clone(),
+            lease_ms,
+            reply,
+        })?;
+        Ok(new_lease(&id, 1, owner, durability, next_seq))
+    }
+
+    fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError> {
+        let out = self.call(|reply| Cmd::Claim {
+            run: run.to_string(),
+            owner: owner.clone(),
+            lease_ms,
+            out: ClaimOut::NotFound,
+            reply,
+        })?;
+        Ok(match out {
+            ClaimOut::Claimed {
+                token,
+                next_seq,
+                durability,
+            } => Claim::Claimed(new_lease(run, token, owner, durability, next_seq)),
+            ClaimOut::HeldBy(holder) => Claim::HeldBy(holder),
+            ClaimOut::NotFound => Claim::NotFound,
+        })
+    }
+
+    fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError> {
+        self.call(|reply| Cmd::Renew {
+            tag: tag(lease),
+            lease_ms,
+            reply,
+        })
+    }
+
+    fn release(&self, lease: &Lease) -> Ticket {
+        self.ticket(lease, |tag, reply| Cmd::Release { tag, reply })
+    }
+
+    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
+        if self.tx.is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        if let Some(e) = self.shared.poisoned(&lease.run, lease.token) {
+            return Err(e);
+        }
+        if events.is_empty() {
+            return Ok(());
+        }
+        let rows = rows_of(events)?;
+        let _order = lock(&self.append_order);
+        let first_seq = lease
+            .next_seq
+            .fetch_add(rows.len() as u64, Ordering::SeqCst);
+        self.send(Cmd::Append {
+            tag: tag(lease),
+            first_seq,
+            rows,
+        })
+        .inspect_err(|e| self.shared.poison(&lease.run, lease.token, e.clone()))
+    }
+
+    fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError> {
+        let update = Update {
+            status: update.status.map(|s| s.as_str()),
+            due_at: update.due_at,
+            waiting_on: update
+                .waiting_on
+                .map(|w| json_text(&Value::from(w)))
+                .transpose()?,
+            clear_signal_pending: update.clear_signal_pending,
+            ended_at: update.ended_at,
+            output_digest: update.output_digest,
+            error: update.error.as_ref().map(json_text).transpose()?,
+        };
+        self.send_for(lease, |tag| Cmd::Update { tag, update })
+    }
+
+    fn append_log(&self, lease: &Lease, log: LogRow) -> Result<(), StoreError> {
+        self.send_for(lease, |tag| Cmd::Log { tag, log })
+    }
+
+    fn consume_signal(&self, lease: &Lease, seq: u64, by: u64) -> Result<(), StoreError> {
+        self.send_for(lease, |tag| Cmd::Consume { tag, seq, by })
+    }
+
+    fn sync(&self, lease: &Lease) -> Ticket {
+        if self.tx.is_none() {
+            return resolved(Err(StoreError::ReadOnly));
+        }
+        if let Some(e) = self.shared.poisoned(&lease.run, lease.token) {
+            return resolved(Err(e));
+        }
+        self.ticket(lease, |tag, reply| Cmd::Sync { tag, reply })
+    }
+
+    fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
+        let digest = self.put_value(payload)?;
+        self.call(|reply| Cmd::Signal {
+            run: run.to_string(),
+            name: name.to_string(),
+            digest,
+            seq: 0,
+            reply,
+        })
+    }
+
+    fn request_cancel(&self, run: &str) -> Result<bool, StoreError> {
+        self.call(|reply| Cmd::Cancel {
+            run: run.to_string(),
+            done: false,
+            reply,
+        })
+    }
+
+    fn clean(&self, scope: &CleanScope, dry_run: bool) -> Result<Cleaned, StoreError> {
+        let (cleaned, _no_files) = self.call(|reply| Cmd::Clean {
+            scope: scope.clone(),
+            dry_run,
+            out: (Cleaned::default(), Vec::new()),
+            reply,
+        })?;
+        Ok(cleaned)
+    }
+}

@@ -1,0 +1,424 @@
+//! Reading a PostgreSQL store: a few reader threads, each with a connection of its own, and the
+//! queries they run.
+//!
+//! The client library blocks on a runtime of its own, which must not happen on a thread that
+//! runs async tasks; so a read is handed to a reader thread and its caller waits on a channel,
+//! as writes are handed to the writer thread. A journal is read in pages, and each page's rows
+//! are handed to the caller's callback on the caller's thread.
+
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+use postgres::types::FromSql;
+use postgres::{Client, Row};
+use serde_json::Value;
+
+use super::conn::{Connector, pg};
+use crate::api::{EventRow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError};
+use crate::writer::{lock, parse_durability};
+
+/// How many reader threads (and so connections, opened on first use) a store keeps.
+const READERS: usize = 3;
+/// How many journal rows one page of a read holds.
+pub(crate) const PAGE: i64 = 1000;
+
+type Job = Box<dyn FnOnce(&mut Option<Client>, &Connector) + Send>;
+
+/// The reader threads and the queue of reads they take from.
+pub(crate) struct Readers {
+    jobs: Mutex<Option<Sender<Job>>>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Readers {
+    /// Starts the reader threads; `first` is a connection already open, for the first of them.
+    pub(crate) fn start(connector: &Connector, first: Client) -> Result<Readers, StoreError> {
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let mut threads = Vec::new();
+        let mut first = Some(first);
+        for i in 0..READERS {
+            let rx = Arc::clone(&rx);
+            let connector = connector.clone();
+            let client = first.take();
+            let thread = std::thread::Builder::new()
+                .name(format!("reel-store-pg-reader-{i}"))
+                .spawn(move || serve(&rx, client, &connector))
+                .map_err(|e| StoreError::Io {
+                    path: "reel-store-pg-reader".to_string(),
+                    message: e.to_string(),
+                })?;
+            threads.push(thread);
+        }
+        Ok(Readers {
+            jobs: Mutex::new(Some(tx)),
+            threads,
+        })
+    }
+
+    /// Runs `f` on a reader's connection and waits for its answer.
+    pub(crate) fn with<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Client) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        let (reply, answer) = mpsc::sync_channel(1);
+        let job: Job = Box::new(move |client, connector| {
+            let result = match client {
+                Some(c) if !c.is_closed() => f(c),
+                _ => match connector.connect() {
+                    Ok(c) => f(client.insert(c)),
+                    Err(e) => Err(e),
+                },
+            };
+            let _ = reply.send(result);
+        });
+        lock(&self.jobs)
+            .as_ref()
+            .ok_or(StoreError::Closed)?
+            .send(job)
+            .map_err(|_| StoreError::Closed)?;
+        answer.recv().unwrap_or(Err(StoreError::Closed))
+    }
+
+    /// Stops the reader threads once they finish what they are doing.
+    pub(crate) fn stop(&mut self) {
+        lock(&self.jobs).take();
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn serve(rx: &Mutex<Receiver<Job>>, mut client: Option<Client>, connector: &Connector) {
+    loop {
+        let job = match lock(rx).recv() {
+            Ok(job) => job,
+            Err(_) => return,
+        };
+        job(&mut client, connector);
+    }
+}
+
+/// The `runs` columns [`run_from`] reads, in its order.
+pub(crate) const RUN_COLUMNS: &str = "id, flow, flow_digest, source, source_abs, cwd, parent,
+    status, created_at, ended_at, due_at, waiting_on, signal_pending, lease_owner, lease_pid,
+    lease_host, lease_started, lease_expires_at, lease_token, cancel_requested, output_digest,
+    error, keep_for_ms, durability, next_seq";
+
+/// A column, or a store error naming it when it does not read as `T`.
+fn get<'a, T: FromSql<'a>>(row: &'a Row, at: usize) -> Result<T, StoreError> {
+    row.try_get(at).map_err(|e| {
+        StoreError::Postgres(format!(
+            "column {} does not read: {e}",
+            row.columns().get(at).map_or("?", |c| c.name())
+        ))
+    })
+}
+
+fn unsigned(n: i64, what: &str) -> Result<u64, StoreError> {
+    u64::try_from(n).map_err(|e| StoreError::Postgres(format!("{what}: {e}")))
+}
+
+/// The lease holder stored in four columns from `at`, if any.
+pub(crate) fn owner_at(r: &Row, at: usize) -> Option<Owner> {
+    let id: Option<String> = r.try_get(at).ok()?;
+    let pid: Option<i64> = r.try_get(at + 1).ok()?;
+    let host: Option<String> = r.try_get(at + 2).ok()?;
+    let started: Option<i64> = r.try_get(at + 3).ok()?;
+    match (id, pid, host, started) {
+        (Some(id), Some(pid), Some(host), Some(started)) => Some(Owner {
+            id,
+            pid: u32::try_from(pid).ok()?,
+            host,
+            started: u64::try_from(started).ok()?,
+        }),
+        _ => None,
+    }
+}
+
+fn run_from(r: &Row) -> Result<RunRow, StoreError> {
+    let status: String = get(r, 7)?;
+    let waiting_on: String = get(r, 11)?;
+    let error: Option<String> = get(r, 21)?;
+    let durability: String = get(r, 23)?;
+    let bad = |what: &str, e: &dyn std::fmt::Display| StoreError::Postgres(format!("{what}: {e}"));
+    Ok(RunRow {
+        id: get(r, 0)?,
+        flow: get(r, 1)?,
+        flow_digest: get(r, 2)?,
+        source: get(r, 3)?,
+        source_abs: get(r, 4)?,
+        cwd: get(r, 5)?,
+        parent: get(r, 6)?,
+        status: RunStatus::parse(&status).ok_or_else(|| bad("status", &status))?,
+        created_at: get(r, 8)?,
+        ended_at: get(r, 9)?,
+        due_at: get(r, 10)?,
+        waiting_on: serde_json::from_str(&waiting_on).map_err(|e| bad("waiting_on", &e))?,
+        signal_pending: get(r, 12)?,
+        lease_owner: owner_at(r, 13),
+        lease_expires_at: get(r, 17)?,
+        lease_token: unsigned(get(r, 18)?, "lease_token")?,
+        cancel_requested: get(r, 19)?,
+        output_digest: get(r, 20)?,
+        error: error
+            .map(|e| serde_json::from_str(&e))
+            .transpose()
+            .map_err(|e| bad("error", &e))?,
+        keep_for_ms: get::<Option<i64>>(r, 22)?
+            .map(|k| unsigned(k, "keep_for_ms"))
+            .transpose()?,
+        durability: parse_durability(&durability),
+        next_seq: unsigned(get(r, 24)?, "next_seq")?,
+    })
+}
+
+/// A run by id.
+pub(crate) fn run(client: &mut Client, id: &str) -> Result<Option<RunRow>, StoreError> {
+    client
+        .query_opt(
+            &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
+            &[&id],
+        )
+        .map_err(|e| pg(&e))?
+        .map(|r| run_from(&r))
+        .transpose()
+}
+
+/// Ids starting with `prefix`, in order (a range on the primary key, which sorts bytewise).
+pub(crate) fn find_runs(client: &mut Client, prefix: &str) -> Result<Vec<String>, StoreError> {
+    let upper = format!("{prefix}\u{10FFFF}");
+    let rows = client
+        .query(
+            "SELECT id FROM runs WHERE id >= $1 AND id < $2 ORDER BY id",
+            &[&prefix, &upper],
+        )
+        .map_err(|e| pg(&e))?;
+    let mut ids = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let id: String = get(row, 0)?;
+        if id.starts_with(prefix) {
+            ids.push(id);
+        }
+    }
+    Ok(ids)
+}
+
+/// Runs matching `filter`, newest first.
+pub(crate) fn list_runs(
+    client: &mut Client,
+    filter: &RunFilter,
+) -> Result<Vec<RunRow>, StoreError> {
+    let limit = filter
+        .limit
+        .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    let rows = client
+        .query(
+            &format!(
+                "SELECT {RUN_COLUMNS} FROM runs
+                 WHERE ($1::text IS NULL OR status = $1)
+                   AND ($2::text IS NULL OR flow = $2)
+                   AND ($3::text IS NULL OR source_abs = $3)
+                 ORDER BY created_at DESC, id DESC LIMIT $4"
+            ),
+            &[
+                &filter.status.map(RunStatus::as_str),
+                &filter.flow,
+                &filter.source_abs,
+                &limit,
+            ],
+        )
+        .map_err(|e| pg(&e))?;
+    rows.iter().map(run_from).collect()
+}
+
+/// A run's journal length, or `None` when there is no such run.
+pub(crate) fn next_seq(client: &mut Client, run: &str) -> Result<Option<u64>, StoreError> {
+    client
+        .query_opt("SELECT next_seq FROM runs WHERE id = $1", &[&run])
+        .map_err(|e| pg(&e))?
+        .map(|r| unsigned(get(&r, 0)?, "next_seq"))
+        .transpose()
+}
+
+/// A journal row's number and its event, or why it does not read.
+pub(crate) type PageRow = (i64, Result<EventRow, String>);
+
+/// One page of a run's journal from `from` (below `end`).
+pub(crate) fn journal_page(
+    client: &mut Client,
+    run: &str,
+    from: i64,
+    end: i64,
+) -> Result<Vec<PageRow>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT seq, at, kind, step, idx, attempt, data FROM journal
+             WHERE run = $1 AND seq >= $2 AND seq < $3 ORDER BY seq LIMIT $4",
+            &[&run, &from, &end, &PAGE],
+        )
+        .map_err(|e| pg(&e))?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let seq: i64 = get(row, 0)?;
+        out.push((seq, event_from(row, run, seq)));
+    }
+    Ok(out)
+}
+
+fn event_from(row: &Row, run: &str, seq: i64) -> Result<EventRow, String> {
+    let err = |e: StoreError| e.to_string();
+    let small = |n: Option<i64>, what: &str| {
+        n.map(|n| u32::try_from(n).map_err(|e| format!("{what}: {e}")))
+            .transpose()
+    };
+    let data: String = get(row, 6).map_err(err)?;
+    Ok(EventRow {
+        run: run.to_string(),
+        seq: u64::try_from(seq).map_err(|e| e.to_string())?,
+        at: get(row, 1).map_err(err)?,
+        kind: get(row, 2).map_err(err)?,
+        step: get(row, 3).map_err(err)?,
+        index: small(get(row, 4).map_err(err)?, "idx")?,
+        attempt: small(get(row, 5).map_err(err)?, "attempt")?,
+        data: serde_json::from_str::<Value>(&data)
+            .map_err(|e| format!("its data is not JSON: {e}"))?,
+    })
+}
+
+/// The steps of a run with a `step_succeeded` row.
+pub(crate) fn succeeded_steps(
+    client: &mut Client,
+    run: &str,
+) -> Result<std::collections::HashSet<String>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT step FROM journal
+             WHERE run = $1 AND kind = 'step_succeeded' AND step IS NOT NULL",
+            &[&run],
+        )
+        .map_err(|e| pg(&e))?;
+    rows.iter().map(|r| get(r, 0)).collect()
+}
+
+/// What a run's tools printed, in order.
+pub(crate) fn logs(client: &mut Client, run: &str) -> Result<Vec<LogRow>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT run, step, idx, attempt, at, text FROM logs WHERE run = $1 ORDER BY id",
+            &[&run],
+        )
+        .map_err(|e| pg(&e))?;
+    let small = |n: i64| u32::try_from(n).map_err(|e| StoreError::Postgres(e.to_string()));
+    rows.iter()
+        .map(|r| {
+            Ok(LogRow {
+                run: get(r, 0)?,
+                step: get(r, 1)?,
+                index: get::<Option<i64>>(r, 2)?.map(small).transpose()?,
+                attempt: small(get(r, 3)?)?,
+                at: get(r, 4)?,
+                text: get(r, 5)?,
+            })
+        })
+        .collect()
+}
+
+/// A run's unconsumed signals in the order sent.
+pub(crate) fn pending_signals(
+    client: &mut Client,
+    run: &str,
+) -> Result<Vec<SignalRow>, StoreError> {
+    let rows = client
+        .query(
+            "SELECT run, seq, name, payload_digest, sent_at, consumed_by FROM signals
+             WHERE run = $1 AND consumed_by IS NULL ORDER BY seq",
+            &[&run],
+        )
+        .map_err(|e| pg(&e))?;
+    rows.iter()
+        .map(|r| {
+            Ok(SignalRow {
+                run: get(r, 0)?,
+                seq: unsigned(get(r, 1)?, "seq")?,
+                name: get(r, 2)?,
+                payload_digest: get(r, 3)?,
+                sent_at: get(r, 4)?,
+                consumed_by: get::<Option<i64>>(r, 5)?
+                    .map(|n| unsigned(n, "consumed_by"))
+                    .transpose()?,
+            })
+        })
+        .collect()
+}
+
+/// Runs a worker should take up (see [`crate::StoreRead::due_runs`]): the same rule as the
+/// SQLite store's.
+pub(crate) fn due_runs(
+    client: &mut Client,
+    now_ms: i64,
+    limit: usize,
+) -> Result<Vec<String>, StoreError> {
+    let mut due = Vec::new();
+    if limit == 0 {
+        return Ok(due);
+    }
+    let waiting = client
+        .query(
+            "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
+             FROM runs
+             WHERE status = 'waiting'
+               AND (due_at <= $1 OR cancel_requested
+                    OR (signal_pending AND EXISTS (
+                        SELECT 1 FROM signals s
+                        WHERE s.run = runs.id AND s.consumed_by IS NULL
+                          AND jsonb_exists(runs.waiting_on::jsonb, s.name))))
+             ORDER BY due_at IS NULL, due_at, created_at",
+            &[&now_ms],
+        )
+        .map_err(|e| pg(&e))?;
+    let host = Owner::this_process().host;
+    let running = client
+        .query(
+            "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
+             FROM runs
+             WHERE status = 'running'
+               AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1
+                    OR lease_host = $2)
+             ORDER BY lease_expires_at, created_at",
+            &[&now_ms, &host],
+        )
+        .map_err(|e| pg(&e))?;
+    for r in waiting.iter().chain(&running) {
+        let id: String = get(r, 0)?;
+        let holder = owner_at(r, 1);
+        let expires: Option<i64> = get(r, 5)?;
+        let held = holder.is_some_and(|h| expires.is_some_and(|e| e > now_ms) && !h.is_dead());
+        if !held {
+            due.push(id);
+            if due.len() >= limit {
+                break;
+            }
+        }
+    }
+    Ok(due)
+}
+
+/// A value's stored JSON text.
+pub(crate) fn value_text(client: &mut Client, digest: &str) -> Result<Option<String>, StoreError> {
+    client
+        .query_opt("SELECT json FROM vals WHERE digest = $1", &[&digest])
+        .map_err(|e| pg(&e))?
+        .map(|r| get(&r, 0))
+        .transpose()
+}
+
+/// A FlowSpec's JSON by digest.
+pub(crate) fn spec(client: &mut Client, digest: &str) -> Result<Option<String>, StoreError> {
+    client
+        .query_opt("SELECT json FROM specs WHERE digest = $1", &[&digest])
+        .map_err(|e| pg(&e))?
+        .map(|r| get(&r, 0))
+        .transpose()
+}

@@ -1,0 +1,187 @@
+//! The PostgreSQL schema and its migrations: numbered, applied at open in one transaction by
+//! whichever process comes first (an advisory lock makes the others wait, then find it done).
+
+use postgres::Client;
+
+use super::conn::{Connector, SCHEMA, pg};
+use crate::api::StoreError;
+
+/// Migrations in order; the schema version is how many have been applied.
+const MIGRATIONS: &[&str] = &[V1];
+
+/// The schema version this binary writes.
+pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// The advisory lock key migrations take ("reel" in ASCII), so two processes never race.
+const MIGRATION_LOCK: i64 = 0x7265_656c;
+
+// The same tables as the SQLite store's, column for column, so that one can be copied into the
+// other. Run ids sort bytewise (COLLATE "C") whatever the database's locale. Every value lives
+// in `vals`, however large: all workers, on any machine, read it from here. The partial indexes
+// serve the two questions workers ask: which waiting runs are due, whose lease ran out.
+const V1: &str = r#"
+CREATE TABLE runs (
+    id TEXT COLLATE "C" PRIMARY KEY NOT NULL,
+    flow TEXT NOT NULL,
+    flow_digest TEXT NOT NULL,
+    source TEXT,
+    source_abs TEXT,
+    cwd TEXT NOT NULL,
+    parent TEXT,
+    status TEXT NOT NULL CHECK (status IN
+        ('running', 'waiting', 'succeeded', 'failed', 'canceled', 'quarantined')),
+    created_at BIGINT NOT NULL,
+    ended_at BIGINT,
+    due_at BIGINT,
+    waiting_on TEXT NOT NULL DEFAULT '[]',
+    signal_pending BOOLEAN NOT NULL DEFAULT FALSE,
+    lease_owner TEXT,
+    lease_pid BIGINT,
+    lease_host TEXT,
+    lease_started BIGINT,
+    lease_expires_at BIGINT,
+    lease_token BIGINT NOT NULL DEFAULT 0,
+    cancel_requested BOOLEAN NOT NULL DEFAULT FALSE,
+    output_digest TEXT,
+    error TEXT,
+    keep_for_ms BIGINT,
+    durability TEXT NOT NULL CHECK (durability IN ('fast', 'durable')),
+    next_seq BIGINT NOT NULL DEFAULT 0
+);
+CREATE INDEX runs_waiting_due ON runs (due_at) WHERE status = 'waiting';
+CREATE INDEX runs_running_lease ON runs (lease_expires_at) WHERE status = 'running';
+CREATE INDEX runs_source_flow_created ON runs (source_abs, flow, created_at);
+CREATE INDEX runs_flow_created ON runs (flow, created_at);
+CREATE INDEX runs_created ON runs (created_at);
+
+CREATE TABLE journal (
+    run TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    at BIGINT NOT NULL,
+    kind TEXT NOT NULL,
+    step TEXT,
+    idx BIGINT,
+    attempt BIGINT,
+    data TEXT NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+
+CREATE TABLE vals (
+    digest TEXT COLLATE "C" PRIMARY KEY NOT NULL,
+    json TEXT NOT NULL,
+    size BIGINT NOT NULL
+);
+
+CREATE TABLE specs (
+    digest TEXT COLLATE "C" PRIMARY KEY NOT NULL,
+    json TEXT NOT NULL
+);
+
+CREATE TABLE signals (
+    run TEXT COLLATE "C" NOT NULL,
+    seq BIGINT NOT NULL,
+    name TEXT NOT NULL,
+    payload_digest TEXT NOT NULL,
+    sent_at BIGINT NOT NULL,
+    consumed_by BIGINT,
+    PRIMARY KEY (run, seq)
+);
+
+CREATE TABLE logs (
+    id BIGSERIAL PRIMARY KEY,
+    run TEXT COLLATE "C" NOT NULL,
+    step TEXT NOT NULL,
+    idx BIGINT,
+    attempt BIGINT NOT NULL,
+    at BIGINT NOT NULL,
+    text TEXT NOT NULL
+);
+CREATE INDEX logs_run ON logs (run, id);
+"#;
+
+fn newer_message(version: i64) -> String {
+    format!(
+        "the store has schema version {version}, newer than this reel knows \
+         ({SCHEMA_VERSION}); upgrade reel to use it"
+    )
+}
+
+fn open_error(connector: &Connector, message: String) -> StoreError {
+    StoreError::Open {
+        path: connector.shown().to_string(),
+        message,
+    }
+}
+
+/// The stored schema version (0 for a database without the store's schema).
+fn stored_version(client: &mut Client) -> Result<i64, postgres::Error> {
+    let exists: bool = client
+        .query_one(
+            "SELECT to_regclass($1) IS NOT NULL",
+            &[&format!("{SCHEMA}.meta")],
+        )?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let row = client.query_opt("SELECT value FROM meta WHERE key = 'schema_version'", &[])?;
+    Ok(row.map_or(0, |r| r.get(0)))
+}
+
+/// Applies the migrations the database lacks, in one transaction under an advisory lock; a
+/// database whose schema is newer than this binary's is refused, naming both versions.
+pub(crate) fn migrate(client: &mut Client, connector: &Connector) -> Result<i64, StoreError> {
+    let fail = |e: postgres::Error| open_error(connector, super::conn::describe(&e));
+    let mut tx = client.transaction().map_err(fail)?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
+        .map_err(fail)?;
+    tx.batch_execute(&format!(
+        "CREATE SCHEMA IF NOT EXISTS {SCHEMA};
+         CREATE TABLE IF NOT EXISTS {SCHEMA}.meta (key TEXT PRIMARY KEY NOT NULL, value BIGINT);"
+    ))
+    .map_err(fail)?;
+    let version: i64 = tx
+        .query_opt("SELECT value FROM meta WHERE key = 'schema_version'", &[])
+        .map_err(fail)?
+        .map_or(0, |r| r.get(0));
+    if version > SCHEMA_VERSION {
+        return Err(open_error(connector, newer_message(version)));
+    }
+    if version < SCHEMA_VERSION {
+        for migration in MIGRATIONS
+            .iter()
+            .skip(usize::try_from(version).unwrap_or(0))
+        {
+            tx.batch_execute(migration).map_err(fail)?;
+        }
+        tx.execute(
+            "INSERT INTO meta (key, value) VALUES ('schema_version', $1)
+             ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+            &[&SCHEMA_VERSION],
+        )
+        .map_err(fail)?;
+    }
+    tx.commit().map_err(fail)?;
+    Ok(SCHEMA_VERSION.max(version))
+}
+
+/// Checks, for a store opened read-only, that the schema is the one this binary reads.
+pub(crate) fn check_version(client: &mut Client, connector: &Connector) -> Result<(), StoreError> {
+    let version = stored_version(client).map_err(|e| open_error(connector, pg(&e).to_string()))?;
+    match version.cmp(&SCHEMA_VERSION) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Greater => Err(open_error(connector, newer_message(version))),
+        std::cmp::Ordering::Less if version == 0 => Err(open_error(
+            connector,
+            "there is no Reel store in this database yet".to_string(),
+        )),
+        std::cmp::Ordering::Less => Err(open_error(
+            connector,
+            format!(
+                "the store has schema version {version}, older than this reel's \
+                 {SCHEMA_VERSION}; run a reel command that writes (such as `reel runs`) to \
+                 upgrade it"
+            ),
+        )),
+    }
+}

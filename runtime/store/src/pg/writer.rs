@@ -1,0 +1,813 @@
+//! The PostgreSQL writer thread: the same commands as the SQLite writer's, committed the same
+//! way (one transaction per batch, gathered across runs), on one connection of its own.
+//!
+//! Fencing is a row-locking predicate in each write's own statement: an append moves the run's
+//! `next_seq` only `WHERE lease_token = $token`, and a log or a consumed signal first takes a
+//! share lock on the run's row with that token. Under READ COMMITTED such a statement waits
+//! for a concurrent claim to commit and then re-reads the row, so a process whose lease was
+//! taken over (even one that slept through its lease and wakes up) matches no row and writes
+//! nothing; a read of the row without a lock would see the old token and let it write.
+//!
+//! A statement that fails aborts a PostgreSQL transaction, so unlike on SQLite any SQL error
+//! fails the whole batch; refusals (a lost lease, a journal that continues elsewhere, a missing
+//! run) are found as "no row matched", before the command's first write, and fail it alone.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use postgres::{Client, Statement, Transaction};
+
+use super::conn::{Connector, pg};
+use crate::api::{Durability, NewRun, Owner, StoreError};
+use crate::clock::Clock;
+use crate::writer::{ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, durability_str, lock};
+
+/// At most this many commands go into one transaction.
+const MAX_BATCH_COMMANDS: usize = 4096;
+/// How long a batch of only unawaited writes waits for company.
+const LINGER: Duration = Duration::from_millis(2);
+/// How long the writer waits before connecting again after the connection broke.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+
+/// How many times a batch is tried again when the server aborted it to break a deadlock with
+/// another process's batch (each batch locks its runs' rows in its own order).
+const BATCH_ATTEMPTS: u32 = 8;
+
+/// How a command failed.
+pub(super) enum Fail {
+    /// Before it wrote anything: it fails alone.
+    Command(StoreError),
+    /// With the transaction: the batch fails.
+    Batch(Lost),
+}
+
+impl From<StoreError> for Fail {
+    fn from(e: StoreError) -> Self {
+        Fail::Command(e)
+    }
+}
+
+/// A lost transaction, and whether trying the batch again can succeed.
+pub(super) struct Lost {
+    pub(super) error: StoreError,
+    /// The server aborted it for a deadlock or a serialization failure: nothing was
+    /// committed, and the same batch may go through on another try.
+    retry: bool,
+}
+
+impl From<StoreError> for Lost {
+    fn from(error: StoreError) -> Self {
+        Lost {
+            error,
+            retry: false,
+        }
+    }
+}
+
+/// A failed statement as a lost transaction.
+pub(super) fn lost(e: &postgres::Error) -> Lost {
+    use postgres::error::SqlState;
+    let retry = e.code().is_some_and(|c| {
+        *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
+    });
+    Lost {
+        error: pg(e),
+        retry,
+    }
+}
+
+fn batch(e: postgres::Error) -> Fail {
+    Fail::Batch(lost(&e))
+}
+
+/// A number as PostgreSQL stores it.
+fn int(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// The statements the writer runs, prepared once per connection.
+struct Statements {
+    value: Statement,
+    spec: Statement,
+    fence_append: Statement,
+    insert_journal: Statement,
+    update: Statement,
+    log: Statement,
+    consume: Statement,
+    release: Statement,
+    why_not: Statement,
+}
+
+impl Statements {
+    fn prepare(client: &mut Client) -> Result<Statements, postgres::Error> {
+        Ok(Statements {
+            value: client.prepare(
+                "INSERT INTO vals (digest, json, size) VALUES ($1, $2, $3)
+                 ON CONFLICT (digest) DO NOTHING",
+            )?,
+            spec: client.prepare(
+                "INSERT INTO specs (digest, json) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
+            )?,
+            fence_append: client.prepare(
+                "UPDATE runs SET next_seq = $1 WHERE id = $2 AND lease_token = $3 AND next_seq = $4",
+            )?,
+            insert_journal: client.prepare(
+                "INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+                 SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[],
+                    $6::bigint[], $7::bigint[], $8::text[])",
+            )?,
+            update: client.prepare(
+                "UPDATE runs SET
+                    status = COALESCE($3::text, status),
+                    due_at = CASE WHEN $4 THEN $5::bigint ELSE due_at END,
+                    waiting_on = COALESCE($6::text, waiting_on),
+                    signal_pending = CASE WHEN $7 THEN EXISTS (
+                        SELECT 1 FROM signals WHERE run = $1 AND consumed_by IS NULL)
+                        ELSE signal_pending END,
+                    ended_at = COALESCE($8::bigint, ended_at),
+                    output_digest = COALESCE($9::text, output_digest),
+                    error = COALESCE($10::text, error),
+                    cancel_requested = CASE
+                        WHEN $3::text IN ('succeeded', 'failed', 'canceled') THEN FALSE
+                        WHEN $3::text = 'running' AND status IN ('failed', 'canceled') THEN FALSE
+                        ELSE cancel_requested END
+                 WHERE id = $1 AND lease_token = $2",
+            )?,
+            log: client.prepare(
+                "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $7 FOR SHARE)
+                 INSERT INTO logs (run, step, idx, attempt, at, text)
+                 SELECT $1, $2, $3, $4, $5, $6 FROM held",
+            )?,
+            consume: client.prepare(
+                "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $4 FOR SHARE)
+                 UPDATE signals SET consumed_by = $3
+                 WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM held)",
+            )?,
+            release: client.prepare(
+                "UPDATE runs SET lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
+                    lease_started = NULL, lease_expires_at = NULL
+                 WHERE id = $1 AND lease_token = $2",
+            )?,
+            why_not: client.prepare("SELECT lease_token, next_seq FROM runs WHERE id = $1")?,
+        })
+    }
+}
+
+/// Starts the writer thread on `client`.
+pub(crate) fn spawn(
+    client: Client,
+    connector: Connector,
+    rx: Receiver<Cmd>,
+    shared: Arc<Shared>,
+    clock: Arc<dyn Clock>,
+) -> Result<JoinHandle<()>, StoreError> {
+    let mut client = client;
+    let statements = Statements::prepare(&mut client).map_err(|e| connector.error(&e))?;
+    std::thread::Builder::new()
+        .name("reel-store-pg-writer".to_string())
+        .spawn(move || {
+            Writer {
+                conn: Some((client, statements)),
+                connector,
+                rx,
+                shared,
+                carry: Vec::new(),
+                clock,
+                values_removed: None,
+            }
+            .run();
+        })
+        .map_err(|e| StoreError::Io {
+            path: "reel-store-pg-writer".to_string(),
+            message: e.to_string(),
+        })
+}
+
+/// The writer thread's state.
+pub(super) struct Writer {
+    /// The connection and its statements; `None` after it broke, until reconnected.
+    conn: Option<(Client, Statements)>,
+    connector: Connector,
+    rx: Receiver<Cmd>,
+    pub(super) shared: Arc<Shared>,
+    /// Values from a failed batch, written first in the next one.
+    carry: Vec<Cmd>,
+    pub(super) clock: Arc<dyn Clock>,
+    /// How many cleans had removed values when this writer last looked.
+    values_removed: Option<i64>,
+}
+
+impl Writer {
+    fn run(mut self) {
+        let mut batch = Vec::new();
+        while let Ok(first) = self.rx.recv() {
+            self.gather(first, &mut batch);
+            self.commit(&mut batch);
+        }
+        if !self.carry.is_empty() {
+            let mut last = std::mem::take(&mut self.carry);
+            self.commit(&mut last);
+        }
+    }
+
+    fn gather(&mut self, first: Cmd, batch: &mut Vec<Cmd>) {
+        batch.append(&mut self.carry);
+        let mut urgent = first.awaited();
+        batch.push(first);
+        while batch.len() < MAX_BATCH_COMMANDS {
+            match self.rx.try_recv() {
+                Ok(cmd) => {
+                    urgent |= cmd.awaited();
+                    batch.push(cmd);
+                }
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+            }
+        }
+        // edge: the linger is I/O timing, not a decision; it reads the monotonic clock.
+        #[allow(clippy::disallowed_methods)]
+        let deadline = Instant::now() + LINGER;
+        while !urgent && batch.len() < MAX_BATCH_COMMANDS {
+            #[allow(clippy::disallowed_methods)]
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match self.rx.recv_timeout(left) {
+                Ok(cmd) => {
+                    urgent |= cmd.awaited();
+                    batch.push(cmd);
+                }
+                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
+            }
+        }
+    }
+
+    /// Writes a batch in one transaction and answers every command in it.
+    fn commit(&mut self, batch: &mut Vec<Cmd>) {
+        let durable = batch.iter().any(Cmd::durable);
+        let mut results = Vec::with_capacity(batch.len());
+        let outcome = self.write(batch, durable, &mut results);
+        self.shared.batches.fetch_add(1, Ordering::Relaxed);
+        if batch
+            .iter()
+            .any(|c| c.durable() && !matches!(c, Cmd::Sync { .. }))
+        {
+            self.shared.full_syncs.fetch_add(1, Ordering::Relaxed);
+        }
+        self.shared
+            .commands
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        match outcome {
+            Ok(()) => {
+                {
+                    let mut pending = lock(&self.shared.pending);
+                    for cmd in batch.iter() {
+                        if let Cmd::Value { digest, .. } = cmd {
+                            pending.remove(digest);
+                        }
+                    }
+                }
+                for (cmd, result) in batch.drain(..).zip(results) {
+                    cmd.answer(result);
+                }
+            }
+            Err(error) => {
+                if self.conn.as_ref().is_some_and(|(c, _)| c.is_closed()) {
+                    self.conn = None;
+                }
+                for cmd in batch.drain(..) {
+                    if let Some(tag) = cmd.data_tag() {
+                        self.shared.poison(&tag.run, tag.token, error.clone());
+                    }
+                    match cmd {
+                        Cmd::Value { .. } => self.carry.push(cmd),
+                        Cmd::Sync { ref tag, .. } | Cmd::Release { ref tag, .. } => {
+                            let error = self
+                                .shared
+                                .poisoned(&tag.run, tag.token)
+                                .unwrap_or_else(|| error.clone());
+                            cmd.answer(Err(error));
+                        }
+                        cmd => cmd.answer(Err(error.clone())),
+                    }
+                }
+            }
+        }
+    }
+
+    /// The connection, connecting again when it broke.
+    fn connection(&mut self) -> Result<&mut (Client, Statements), StoreError> {
+        if self.conn.is_none() {
+            let mut client = match self.connector.connect() {
+                Ok(client) => client,
+                Err(e) => {
+                    std::thread::sleep(RECONNECT_PAUSE);
+                    return Err(e);
+                }
+            };
+            let statements =
+                Statements::prepare(&mut client).map_err(|e| self.connector.error(&e))?;
+            self.conn = Some((client, statements));
+        }
+        Ok(self.conn.as_mut().expect("connected just above"))
+    }
+
+    /// Runs the batch in one transaction, again when the server broke a deadlock with it.
+    fn write(
+        &mut self,
+        batch: &mut [Cmd],
+        durable: bool,
+        results: &mut Vec<Result<(), StoreError>>,
+    ) -> Result<(), StoreError> {
+        let mut attempt = 1;
+        loop {
+            results.clear();
+            match self.try_write(batch, durable, results) {
+                Ok(()) => return Ok(()),
+                Err(lost) if lost.retry && attempt < BATCH_ATTEMPTS => attempt += 1,
+                Err(lost) => return Err(lost.error),
+            }
+        }
+    }
+
+    fn try_write(
+        &mut self,
+        batch: &mut [Cmd],
+        durable: bool,
+        results: &mut Vec<Result<(), StoreError>>,
+    ) -> Result<(), Lost> {
+        let shared = Arc::clone(&self.shared);
+        let clock = Arc::clone(&self.clock);
+        let mut values_removed = self.values_removed;
+        let (client, statements) = self.connection()?;
+        let mut tx = client.transaction().map_err(|e| lost(&e))?;
+        // `fast` keeps its meaning: a commit does not wait for the server's disk (a crash of
+        // the server may lose the last moments, a crash of reel loses nothing committed).
+        tx.batch_execute(if durable {
+            "SET LOCAL synchronous_commit = on"
+        } else {
+            "SET LOCAL synchronous_commit = off"
+        })
+        .map_err(|e| lost(&e))?;
+        {
+            let mut run = Batch {
+                tx,
+                st: statements,
+                shared: &shared,
+                clock: &*clock,
+            };
+            run.notice_removed_values(&mut values_removed)?;
+            for cmd in batch.iter_mut() {
+                results.push(run.run_in_batch(cmd)?);
+            }
+            run.tx.commit().map_err(|e| lost(&e))?;
+        }
+        self.values_removed = values_removed;
+        Ok(())
+    }
+}
+
+/// One batch's transaction and what its commands need.
+pub(super) struct Batch<'a, 't> {
+    pub(super) tx: Transaction<'t>,
+    st: &'a Statements,
+    pub(super) shared: &'a Shared,
+    pub(super) clock: &'a dyn Clock,
+}
+
+impl Batch<'_, '_> {
+    /// Forgets the digests this process remembers as stored when a clean (of any process)
+    /// removed values since the last look.
+    fn notice_removed_values(&mut self, seen_at: &mut Option<i64>) -> Result<(), Lost> {
+        let now: i64 = self
+            .tx
+            .query_one(
+                "SELECT COALESCE((SELECT value FROM meta WHERE key = $1), 0)",
+                &[&crate::writer::VALUES_REMOVED],
+            )
+            .map_err(|e| lost(&e))?
+            .get(0);
+        if *seen_at != Some(now) {
+            if seen_at.is_some() {
+                lock(&self.shared.seen).clear();
+            }
+            *seen_at = Some(now);
+        }
+        Ok(())
+    }
+
+    /// Runs one command unless its run is poisoned: `Ok(outcome)` for the command alone, `Err`
+    /// when the transaction is lost.
+    fn run_in_batch(&mut self, cmd: &mut Cmd) -> Result<Result<(), StoreError>, Lost> {
+        match cmd {
+            Cmd::Value { digest, text, size } => {
+                let ValueText::Inline(text) = text else {
+                    return Err(StoreError::Postgres(format!(
+                        "value {digest} was not handed over whole"
+                    ))
+                    .into());
+                };
+                self.tx
+                    .execute(&self.st.value, &[&*digest, &&**text, &*size])
+                    .map_err(|e| lost(&e))?;
+                return Ok(Ok(()));
+            }
+            Cmd::Sync { tag, .. } => {
+                return Ok(match self.shared.poisoned(&tag.run, tag.token) {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                });
+            }
+            _ => {}
+        }
+        let poisoned = cmd
+            .data_tag()
+            .and_then(|tag| self.shared.poisoned(&tag.run, tag.token));
+        if let Some(e) = &poisoned
+            && !matches!(cmd, Cmd::Release { .. })
+        {
+            return Ok(Err(e.clone()));
+        }
+        match self.exec(cmd) {
+            Ok(()) => Ok(poisoned.map_or(Ok(()), Err)),
+            Err(Fail::Batch(e)) => Err(e),
+            Err(Fail::Command(e)) => {
+                if let Some(tag) = cmd.data_tag() {
+                    self.shared.poison(&tag.run, tag.token, e.clone());
+                }
+                Ok(Err(e))
+            }
+        }
+    }
+
+    /// Why a fenced statement matched no row: no run, a lost lease, or (`other`) something
+    /// the statement itself knows.
+    fn why_not(
+        &mut self,
+        run: &str,
+        token: u64,
+        other: impl FnOnce(u64) -> StoreError,
+    ) -> Result<StoreError, Fail> {
+        let row = self
+            .tx
+            .query_opt(&self.st.why_not, &[&run])
+            .map_err(batch)?;
+        Ok(match row {
+            None => StoreError::NotFound(run.to_string()),
+            Some(r) if r.get::<_, i64>(0) != int(token) => lease_lost(run),
+            Some(r) => other(u64::try_from(r.get::<_, i64>(1)).unwrap_or(0)),
+        })
+    }
+
+    fn exec(&mut self, cmd: &mut Cmd) -> Result<(), Fail> {
+        match cmd {
+            Cmd::Value { .. } | Cmd::Sync { .. } => Ok(()),
+            Cmd::Spec { digest, json, .. } => {
+                self.tx
+                    .execute(&self.st.spec, &[&*digest, &*json])
+                    .map_err(batch)?;
+                Ok(())
+            }
+            Cmd::Append {
+                tag,
+                first_seq,
+                rows,
+            } => self.append(tag, *first_seq, rows),
+            Cmd::Update { tag, update } => self.update(tag, update),
+            Cmd::Log { tag, log } => {
+                let changed = self
+                    .tx
+                    .execute(
+                        &self.st.log,
+                        &[
+                            &tag.run,
+                            &log.step,
+                            &log.index.map(i64::from),
+                            &i64::from(log.attempt),
+                            &log.at,
+                            &log.text,
+                            &int(tag.token),
+                        ],
+                    )
+                    .map_err(batch)?;
+                if changed == 0 {
+                    let run = tag.run.clone();
+                    return Err(self.why_not(&run, tag.token, |_| lease_lost(&run))?.into());
+                }
+                Ok(())
+            }
+            Cmd::Consume { tag, seq, by } => {
+                let changed = self
+                    .tx
+                    .execute(
+                        &self.st.consume,
+                        &[&tag.run, &int(*seq), &int(*by), &int(tag.token)],
+                    )
+                    .map_err(batch)?;
+                if changed == 0 {
+                    let (run, seq) = (tag.run.clone(), *seq);
+                    return Err(self
+                        .why_not(&run, tag.token, |_| {
+                            StoreError::Postgres(format!("run {run} has no signal {seq}"))
+                        })?
+                        .into());
+                }
+                Ok(())
+            }
+            Cmd::Release { tag, .. } => {
+                self.tx
+                    .execute(&self.st.release, &[&tag.run, &int(tag.token)])
+                    .map_err(batch)?;
+                Ok(())
+            }
+            Cmd::Create {
+                run,
+                rows,
+                owner,
+                lease_ms,
+                ..
+            } => {
+                self.create(run, owner, *lease_ms)?;
+                let tag = Tag {
+                    run: run.id.clone(),
+                    token: 1,
+                    durable: run.durability == Durability::Durable,
+                };
+                if rows.is_empty() {
+                    Ok(())
+                } else {
+                    // The run's row was written: a refusal now takes the batch with it.
+                    self.append(&tag, 0, rows).map_err(|e| match e {
+                        Fail::Command(e) => Fail::Batch(e.into()),
+                        lost => lost,
+                    })
+                }
+            }
+            Cmd::Claim {
+                run,
+                owner,
+                lease_ms,
+                out,
+                ..
+            } => {
+                *out = self.claim(run, owner, *lease_ms)?;
+                Ok(())
+            }
+            Cmd::Renew { tag, lease_ms, .. } => {
+                let expires = self.clock.now_ms().saturating_add(int(*lease_ms));
+                let changed = self
+                    .tx
+                    .execute(
+                        "UPDATE runs SET lease_expires_at = $3
+                         WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
+                        &[&tag.run, &int(tag.token), &expires],
+                    )
+                    .map_err(batch)?;
+                if changed == 0 {
+                    let run = tag.run.clone();
+                    return Err(self.why_not(&run, tag.token, |_| lease_lost(&run))?.into());
+                }
+                Ok(())
+            }
+            Cmd::Signal {
+                run,
+                name,
+                digest,
+                seq,
+                ..
+            } => {
+                *seq = self.signal(run, name, digest)?;
+                Ok(())
+            }
+            Cmd::Clean {
+                scope,
+                dry_run,
+                out,
+                ..
+            } => {
+                let plan = self.clean(scope, *dry_run)?;
+                *out = (plan, Vec::new());
+                Ok(())
+            }
+            Cmd::Cancel { run, done, .. } => {
+                let changed = self
+                    .tx
+                    .execute(
+                        "UPDATE runs SET cancel_requested = TRUE
+                         WHERE id = $1 AND status NOT IN ('succeeded', 'failed', 'canceled')",
+                        &[&*run],
+                    )
+                    .map_err(batch)?;
+                *done = changed > 0;
+                if !*done && !self.exists(run)? {
+                    return Err(StoreError::NotFound(run.clone()).into());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn exists(&mut self, run: &str) -> Result<bool, Fail> {
+        Ok(self
+            .tx
+            .query_one("SELECT EXISTS (SELECT 1 FROM runs WHERE id = $1)", &[&run])
+            .map_err(batch)?
+            .get(0))
+    }
+
+    fn append(&mut self, tag: &Tag, first_seq: u64, rows: &[Row]) -> Result<(), Fail> {
+        let next = first_seq + rows.len() as u64;
+        // Fencing and continuity in one row-locking statement.
+        let changed = self
+            .tx
+            .execute(
+                &self.st.fence_append,
+                &[&int(next), &tag.run, &int(tag.token), &int(first_seq)],
+            )
+            .map_err(batch)?;
+        if changed == 0 {
+            return Err(Fail::Command(self.why_not(
+                &tag.run,
+                tag.token,
+                |found| StoreError::Continuity {
+                    run: tag.run.clone(),
+                    expected: first_seq,
+                    found,
+                },
+            )?));
+        }
+        let seqs: Vec<i64> = (first_seq..next).map(int).collect();
+        let at: Vec<i64> = rows.iter().map(|r| r.at).collect();
+        let kind: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+        let step: Vec<Option<&str>> = rows.iter().map(|r| r.step.as_deref()).collect();
+        let idx: Vec<Option<i64>> = rows.iter().map(|r| r.index.map(i64::from)).collect();
+        let attempt: Vec<Option<i64>> = rows.iter().map(|r| r.attempt.map(i64::from)).collect();
+        let data: Vec<&str> = rows.iter().map(|r| r.data.as_str()).collect();
+        self.tx
+            .execute(
+                &self.st.insert_journal,
+                &[&tag.run, &seqs, &at, &kind, &step, &idx, &attempt, &data],
+            )
+            .map_err(batch)?;
+        Ok(())
+    }
+
+    fn update(&mut self, tag: &Tag, u: &Update) -> Result<(), Fail> {
+        let changed = self
+            .tx
+            .execute(
+                &self.st.update,
+                &[
+                    &tag.run,
+                    &int(tag.token),
+                    &u.status,
+                    &u.due_at.is_some(),
+                    &u.due_at.flatten(),
+                    &u.waiting_on,
+                    &u.clear_signal_pending,
+                    &u.ended_at,
+                    &u.output_digest,
+                    &u.error,
+                ],
+            )
+            .map_err(batch)?;
+        if changed == 0 {
+            return Err(Fail::Command(
+                self.why_not(&tag.run, tag.token, |_| lease_lost(&tag.run))?,
+            ));
+        }
+        Ok(())
+    }
+
+    fn create(&mut self, run: &NewRun, owner: &Owner, lease_ms: u64) -> Result<(), Fail> {
+        let expires = self.clock.now_ms().saturating_add(int(lease_ms));
+        // ON CONFLICT keeps the transaction alive when the id is taken, so the refusal fails
+        // this command alone.
+        let inserted = self
+            .tx
+            .execute(
+                "INSERT INTO runs (id, flow, flow_digest, source, source_abs, cwd, parent, status,
+                    created_at, keep_for_ms, durability, lease_owner, lease_pid, lease_host,
+                    lease_started, lease_expires_at, lease_token, next_seq)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, $13, $14,
+                    $15, 1, 0)
+                 ON CONFLICT (id) DO NOTHING",
+                &[
+                    &run.id,
+                    &run.flow,
+                    &run.flow_digest,
+                    &run.source,
+                    &run.source_abs,
+                    &run.cwd,
+                    &run.parent,
+                    &run.created_at,
+                    &run.keep_for_ms.map(int),
+                    &durability_str(run.durability),
+                    &owner.id,
+                    &i64::from(owner.pid),
+                    &owner.host,
+                    &int(owner.started),
+                    &expires,
+                ],
+            )
+            .map_err(batch)?;
+        if inserted == 0 {
+            return Err(Fail::Command(StoreError::Postgres(format!(
+                "run {} already exists",
+                run.id
+            ))));
+        }
+        Ok(())
+    }
+
+    fn claim(&mut self, run: &str, owner: &Owner, lease_ms: u64) -> Result<ClaimOut, Fail> {
+        let now = self.clock.now_ms();
+        // FOR UPDATE: two claimers of one run take turns, and the second sees the first's
+        // lease (and its token) once it has committed.
+        let row = self
+            .tx
+            .query_opt(
+                "SELECT lease_owner, lease_pid, lease_host, lease_started, lease_expires_at,
+                    lease_token, next_seq, durability
+                 FROM runs WHERE id = $1 FOR UPDATE",
+                &[&run],
+            )
+            .map_err(batch)?;
+        let Some(row) = row else {
+            return Ok(ClaimOut::NotFound);
+        };
+        let holder = super::read::owner_at(&row, 0);
+        let expires: Option<i64> = row.get(4);
+        let token: i64 = row.get(5);
+        let next_seq: i64 = row.get(6);
+        let durability: String = row.get(7);
+        if let Some(holder) = holder
+            && expires.is_some_and(|e| e > now)
+            && !holder.is_dead()
+        {
+            return Ok(ClaimOut::HeldBy(holder));
+        }
+        let expires = now.saturating_add(int(lease_ms));
+        self.tx
+            .execute(
+                "UPDATE runs SET lease_owner = $2, lease_pid = $3, lease_host = $4,
+                    lease_started = $5, lease_expires_at = $6, lease_token = lease_token + 1,
+                    status = CASE status WHEN 'waiting' THEN 'running' ELSE status END
+                 WHERE id = $1",
+                &[
+                    &run,
+                    &owner.id,
+                    &i64::from(owner.pid),
+                    &owner.host,
+                    &int(owner.started),
+                    &expires,
+                ],
+            )
+            .map_err(batch)?;
+        Ok(ClaimOut::Claimed {
+            token: u64::try_from(token).unwrap_or(0) + 1,
+            next_seq: u64::try_from(next_seq).unwrap_or(0),
+            durability: crate::writer::parse_durability(&durability),
+        })
+    }
+
+    fn signal(&mut self, run: &str, name: &str, digest: &str) -> Result<u64, Fail> {
+        // Marking the run first locks its row: two senders to one run number their signals
+        // one after the other.
+        let marked = self
+            .tx
+            .execute(
+                "UPDATE runs SET signal_pending = TRUE WHERE id = $1",
+                &[&run],
+            )
+            .map_err(batch)?;
+        if marked == 0 {
+            return Err(Fail::Command(StoreError::NotFound(run.to_string())));
+        }
+        let seq: i64 = self
+            .tx
+            .query_one(
+                "SELECT COALESCE(MAX(seq) + 1, 0) FROM signals WHERE run = $1",
+                &[&run],
+            )
+            .map_err(batch)?
+            .get(0);
+        self.tx
+            .execute(
+                "INSERT INTO signals (run, seq, name, payload_digest, sent_at)
+                 VALUES ($1, $2, $3, $4, $5)",
+                &[&run, &seq, &name, &digest, &self.clock.now_ms()],
+            )
+            .map_err(batch)?;
+        Ok(u64::try_from(seq).unwrap_or(0))
+    }
+}
+
+fn lease_lost(run: &str) -> StoreError {
+    StoreError::LeaseLost {
+        run: run.to_string(),
+    }
+}

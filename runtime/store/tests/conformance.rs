@@ -1,0 +1,1202 @@
+//! One suite of store tests, run unchanged against both implementations: the SQLite store and
+//! the PostgreSQL store. Each test is written once against [`Backend`] and instantiated for
+//! each store by `conformance!` at the bottom.
+//!
+//! The PostgreSQL tests need a server: `scripts/test.sh` starts a private one and sets
+//! `REEL_TEST_POSTGRES_URL` (or `source scripts/postgres-for-tests.sh` by hand). Without it
+//! they fail, saying so; none is skipped.
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reel_store::{
+    Claim, CleanScope, Durability, EventRow, Flow, JournalRow, Lease, LogRow, ManualClock,
+    NewEvent, NewRun, Owner, PgStore, RunFilter, RunStatus, RunUpdate, SqliteStore, Store,
+    StoreError, Ticket,
+};
+use serde_json::json;
+
+/// The time the tests' clock stands at.
+const T0: i64 = 1_700_000_000_000;
+
+/// The variable naming the test server (see `scripts/postgres-for-tests.sh`).
+const PG_URL: &str = "REEL_TEST_POSTGRES_URL";
+
+/// A store implementation under test: opens stores on one database, and reaches into that
+/// database directly to damage it.
+trait Backend {
+    /// The clock the stores it opens read.
+    fn clock(&self) -> Arc<ManualClock>;
+    /// Opens a store (another one on the same database each time: another "process").
+    fn open(&self) -> Result<Box<dyn Store>, StoreError>;
+    /// Opens a store for reading only.
+    fn open_read_only(&self) -> Result<Box<dyn Store>, StoreError>;
+    /// Runs SQL on the database directly (statements both dialects read alike).
+    fn raw(&self, sql: &str);
+    /// The first number a raw query returns.
+    fn raw_count(&self, sql: &str) -> i64;
+}
+
+struct Sqlite {
+    dir: tempfile::TempDir,
+    clock: Arc<ManualClock>,
+}
+
+impl Sqlite {
+    fn new() -> Sqlite {
+        Sqlite {
+            dir: tempfile::tempdir().unwrap(),
+            clock: Arc::new(ManualClock::at(T0)),
+        }
+    }
+
+    fn path(&self) -> PathBuf {
+        self.dir.path().join(".reel")
+    }
+
+    fn conn(&self) -> rusqlite::Connection {
+        let conn = rusqlite::Connection::open(self.path().join("reel.db")).unwrap();
+        conn.busy_timeout(std::time::Duration::from_secs(10))
+            .unwrap();
+        conn
+    }
+}
+
+impl Backend for Sqlite {
+    fn clock(&self) -> Arc<ManualClock> {
+        self.clock.clone()
+    }
+    fn open(&self) -> Result<Box<dyn Store>, StoreError> {
+        Ok(Box::new(SqliteStore::open(
+            &self.path(),
+            self.clock.clone(),
+        )?))
+    }
+    fn open_read_only(&self) -> Result<Box<dyn Store>, StoreError> {
+        Ok(Box::new(SqliteStore::open_read_only(&self.path())?))
+    }
+    fn raw(&self, sql: &str) {
+        self.conn().execute_batch(sql).unwrap();
+    }
+    fn raw_count(&self, sql: &str) -> i64 {
+        self.conn().query_row(sql, [], |r| r.get(0)).unwrap()
+    }
+}
+
+struct Postgres {
+    url: String,
+    clock: Arc<ManualClock>,
+}
+
+impl Postgres {
+    /// A fresh database on the test server, for one test.
+    // edge: the test server's address is the environment the test script set up.
+    #[allow(clippy::disallowed_methods)]
+    fn new() -> Postgres {
+        static COUNTER: AtomicU64 = AtomicU64::new(0);
+        let base = std::env::var(PG_URL).unwrap_or_else(|_| {
+            panic!(
+                "{PG_URL} is not set: the PostgreSQL store tests need a server. Run the tests \
+                 with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
+            )
+        });
+        let name = format!(
+            "reel_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        let mut admin = ::postgres::Client::connect(&base, ::postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot reach the test server at {PG_URL}: {e}"));
+        admin
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap();
+        let (server, _db) = base
+            .split_once('?')
+            .map_or(base.as_str(), |(b, _)| b)
+            .rsplit_once('/')
+            .expect("a database in the URL");
+        let query = base.split_once('?').map(|(_, q)| format!("?{q}"));
+        Postgres {
+            url: format!("{server}/{name}{}", query.unwrap_or_default()),
+            clock: Arc::new(ManualClock::at(T0)),
+        }
+    }
+
+    fn conn(&self) -> ::postgres::Client {
+        let mut client = ::postgres::Client::connect(&self.url, ::postgres::NoTls).unwrap();
+        client.batch_execute("SET search_path TO reel").unwrap();
+        client
+    }
+}
+
+impl Backend for Postgres {
+    fn clock(&self) -> Arc<ManualClock> {
+        self.clock.clone()
+    }
+    fn open(&self) -> Result<Box<dyn Store>, StoreError> {
+        Ok(Box::new(PgStore::open(&self.url, self.clock.clone())?))
+    }
+    fn open_read_only(&self) -> Result<Box<dyn Store>, StoreError> {
+        Ok(Box::new(PgStore::open_read_only(&self.url)?))
+    }
+    fn raw(&self, sql: &str) {
+        self.conn().batch_execute(sql).unwrap();
+    }
+    fn raw_count(&self, sql: &str) -> i64 {
+        self.conn().query_one(sql, &[]).unwrap().get(0)
+    }
+}
+
+fn new_run(id: &str) -> NewRun {
+    NewRun {
+        first_events: Vec::new(),
+        id: id.to_string(),
+        flow: "deploy".to_string(),
+        flow_digest: "f".repeat(64),
+        source: Some("deploy.reel".to_string()),
+        source_abs: Some("/src/deploy.reel".to_string()),
+        cwd: "/src".to_string(),
+        parent: None,
+        keep_for_ms: Some(7 * 24 * 3600 * 1000),
+        durability: Durability::Fast,
+        created_at: 1_000,
+    }
+}
+
+fn event(kind: &str, n: u64) -> NewEvent {
+    NewEvent {
+        at: 5_000 + n as i64,
+        kind: kind.to_string(),
+        step: Some(format!("step{n}")),
+        index: Some(2),
+        attempt: Some(1),
+        data: json!({ "n": n }),
+    }
+}
+
+fn wait(ticket: Ticket) -> Result<(), StoreError> {
+    ticket.0.blocking_recv().unwrap_or(Err(StoreError::Closed))
+}
+
+fn journal(store: &dyn Store, run: &str) -> Result<Vec<EventRow>, StoreError> {
+    let mut rows = Vec::new();
+    store.read_journal(run, 0, &mut |row| {
+        rows.push(row);
+        Flow::Continue
+    })?;
+    Ok(rows)
+}
+
+fn numbers(rows: &[EventRow]) -> Vec<u64> {
+    rows.iter().map(|r| r.data["n"].as_u64().unwrap()).collect()
+}
+
+fn me() -> Owner {
+    Owner::this_process()
+}
+
+/// A holder that is alive (it is this process) but is not us as far as leases go.
+fn other_live_owner() -> Owner {
+    Owner {
+        id: format!("{}-other", me().id),
+        ..me()
+    }
+}
+
+fn a_run_round_trips(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("r1"), &me(), 60_000).unwrap();
+    assert_eq!((lease.token, lease.next_seq.load(Ordering::SeqCst)), (1, 0));
+    store
+        .append(
+            &lease,
+            vec![event("run_started", 0), event("step_started", 1)],
+        )
+        .unwrap();
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Succeeded),
+                ended_at: Some(9_000),
+                output_digest: Some("o".repeat(64)),
+                error: Some(json!({ "code": "x" })),
+                waiting_on: Some(vec!["approve".to_string()]),
+                due_at: Some(Some(7)),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.sync(&lease)).unwrap();
+
+    let rows = journal(&*store, "r1").unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1].seq, 1);
+    assert_eq!(rows[1].kind, "step_started");
+    assert_eq!(rows[1].step.as_deref(), Some("step1"));
+    assert_eq!(
+        (rows[1].index, rows[1].attempt, rows[1].at),
+        (Some(2), Some(1), 5_001)
+    );
+    let run = store.run("r1").unwrap().unwrap();
+    assert_eq!(run.status, RunStatus::Succeeded);
+    assert_eq!(run.next_seq, 2);
+    assert_eq!(run.ended_at, Some(9_000));
+    assert_eq!(run.due_at, Some(7));
+    assert_eq!(run.waiting_on, vec!["approve".to_string()]);
+    assert_eq!(run.error, Some(json!({ "code": "x" })));
+    assert_eq!(run.output_digest, Some("o".repeat(64)));
+    assert_eq!(run.lease_owner, Some(me()));
+    assert_eq!(run.lease_token, 1);
+    assert_eq!(run.lease_expires_at, Some(T0 + 60_000));
+    assert_eq!(run.keep_for_ms, Some(7 * 24 * 3600 * 1000));
+    assert_eq!(
+        (run.flow.as_str(), run.cwd.as_str(), run.created_at),
+        ("deploy", "/src", 1_000)
+    );
+    assert_eq!(store.run("nope").unwrap(), None);
+    assert_eq!(
+        journal(&*store, "nope").unwrap_err(),
+        StoreError::NotFound("nope".to_string())
+    );
+
+    let mut seen = Vec::new();
+    store
+        .read_journal("r1", 1, &mut |row| {
+            seen.push(row.seq);
+            Flow::Stop
+        })
+        .unwrap();
+    assert_eq!(seen, vec![1]);
+
+    wait(store.release(&lease)).unwrap();
+    assert_eq!(store.run("r1").unwrap().unwrap().lease_owner, None);
+    assert!(
+        store
+            .create_run(new_run("r1"), &me(), 1)
+            .unwrap_err()
+            .to_string()
+            .contains("already exists")
+    );
+    // A run's first events land with it.
+    let mut first = new_run("r2");
+    first.first_events = vec![event("run_started", 0)];
+    let lease = store.create_run(first, &me(), 60_000).unwrap();
+    assert_eq!(lease.next_seq.load(Ordering::SeqCst), 1);
+    assert_eq!(numbers(&journal(&*store, "r2").unwrap()), vec![0]);
+}
+
+fn rows_land_in_order_without_gaps_across_threads_and_runs(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let runs = 6;
+    let per_run = 200u64;
+    let leases: Vec<Lease> = (0..runs)
+        .map(|i| {
+            store
+                .create_run(new_run(&format!("run{i}")), &me(), 60_000)
+                .unwrap()
+        })
+        .collect();
+    std::thread::scope(|s| {
+        for chunk in leases.chunks(2) {
+            let store = &store;
+            s.spawn(move || {
+                let mut n = 0;
+                while n < per_run {
+                    for lease in chunk {
+                        // Appends of one to three events, so batches cut through appends.
+                        let k = 1 + n % 3;
+                        let events = (n..(n + k).min(per_run)).map(|i| event("e", i)).collect();
+                        store.append(lease, events).unwrap();
+                    }
+                    n += 1 + n % 3;
+                }
+                for lease in chunk {
+                    wait(store.sync(lease)).unwrap();
+                }
+            });
+        }
+    });
+    for lease in &leases {
+        let rows = journal(&*store, &lease.run).unwrap();
+        assert_eq!(numbers(&rows), (0..per_run).collect::<Vec<_>>());
+        assert!(rows.iter().enumerate().all(|(i, r)| r.seq == i as u64));
+        assert_eq!(store.run(&lease.run).unwrap().unwrap().next_seq, per_run);
+    }
+}
+
+fn a_journal_read_while_it_grows_is_always_a_prefix(b: &dyn Backend) {
+    let writer = b.open().unwrap();
+    let reader = b.open().unwrap();
+    let lease = writer.create_run(new_run("p"), &me(), 60_000).unwrap();
+    let total = 300u64;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for n in 0..total {
+                writer.append(&lease, vec![event("e", n)]).unwrap();
+                if n % 7 == 0 {
+                    wait(writer.sync(&lease)).unwrap();
+                }
+            }
+            wait(writer.sync(&lease)).unwrap();
+        });
+        let mut last = 0;
+        while last < total {
+            let rows = journal(&*reader, "p").unwrap();
+            let len = rows.len() as u64;
+            assert_eq!(numbers(&rows), (0..len).collect::<Vec<_>>());
+            assert!(len >= last, "a journal never shrinks ({len} after {last})");
+            last = len;
+        }
+    });
+}
+
+fn a_taken_over_lease_fences_its_old_holder(b: &dyn Backend) {
+    // Two stores on one database: two processes, the first of which slept past its lease.
+    let old = b.open().unwrap();
+    let new = b.open().unwrap();
+    let first = old.create_run(new_run("r"), &me(), 30).unwrap();
+    old.append(&first, vec![event("e", 0)]).unwrap();
+    wait(old.sync(&first)).unwrap();
+    b.clock().advance(60);
+
+    let Claim::Claimed(second) = new.claim_run("r", &other_live_owner(), 60_000).unwrap() else {
+        panic!("the expired lease should be taken over");
+    };
+    assert_eq!(second.token, 2);
+    assert_eq!(second.next_seq.load(Ordering::SeqCst), 1);
+
+    // The old holder wakes up and still believes it holds the run: nothing it writes lands.
+    old.append(&first, vec![event("e", 100)]).unwrap();
+    old.append(&first, vec![event("e", 101)]).unwrap();
+    let lost = StoreError::LeaseLost {
+        run: "r".to_string(),
+    };
+    assert_eq!(wait(old.sync(&first)), Err(lost.clone()));
+    assert_eq!(old.append(&first, vec![event("e", 102)]), Err(lost.clone()));
+    assert_eq!(old.renew(&first, 1_000), Err(lost.clone()));
+    assert_eq!(
+        old.update_run(
+            &first,
+            RunUpdate {
+                status: Some(RunStatus::Failed),
+                ..RunUpdate::default()
+            }
+        ),
+        Err(lost.clone())
+    );
+    wait(old.release(&first)).unwrap_err();
+    let run = new.run("r").unwrap().unwrap();
+    assert_eq!(run.lease_owner, Some(other_live_owner()));
+    assert_eq!(run.status, RunStatus::Running);
+
+    new.append(&second, vec![event("e", 1)]).unwrap();
+    new.append_log(
+        &second,
+        LogRow {
+            run: "r".to_string(),
+            step: "s".to_string(),
+            index: None,
+            attempt: 1,
+            at: 1,
+            text: "mine".to_string(),
+        },
+    )
+    .unwrap();
+    wait(new.sync(&second)).unwrap();
+    assert_eq!(numbers(&journal(&*new, "r").unwrap()), vec![0, 1]);
+    new.renew(&second, 60_000).unwrap();
+}
+
+fn logs_are_kept_in_order_and_only_from_the_holder(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("r"), &me(), 30).unwrap();
+    let log = |text: &str, index: Option<u32>| LogRow {
+        run: "r".to_string(),
+        step: "build".to_string(),
+        index,
+        attempt: 2,
+        at: 6_000,
+        text: text.to_string(),
+    };
+    for (i, text) in ["one", "two", "three"].iter().enumerate() {
+        store.append_log(&lease, log(text, Some(i as u32))).unwrap();
+    }
+    wait(store.sync(&lease)).unwrap();
+    let logs = store.logs("r").unwrap();
+    assert_eq!(
+        logs.iter().map(|l| l.text.as_str()).collect::<Vec<_>>(),
+        ["one", "two", "three"]
+    );
+    assert_eq!(logs[2], log("three", Some(2)));
+    assert!(store.logs("none").unwrap().is_empty());
+
+    b.clock().advance(60);
+    let other = b.open().unwrap();
+    assert!(matches!(
+        other.claim_run("r", &other_live_owner(), 60_000).unwrap(),
+        Claim::Claimed(_)
+    ));
+    store.append_log(&lease, log("late", None)).unwrap();
+    assert_eq!(
+        wait(store.sync(&lease)),
+        Err(StoreError::LeaseLost {
+            run: "r".to_string()
+        })
+    );
+    assert_eq!(store.logs("r").unwrap().len(), 3);
+}
+
+fn a_live_holder_keeps_its_run_and_a_dead_one_loses_it_at_once(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    store.create_run(new_run("live"), &me(), 60_000).unwrap();
+    match store
+        .claim_run("live", &other_live_owner(), 60_000)
+        .unwrap()
+    {
+        Claim::HeldBy(holder) => assert_eq!(holder, me()),
+        other => panic!("expected HeldBy, got {other:?}"),
+    }
+    let dead = Owner {
+        id: "ghost".to_string(),
+        pid: u32::MAX - 11,
+        ..me()
+    };
+    let ghost = store.create_run(new_run("dead"), &dead, 3_600_000).unwrap();
+    store.append(&ghost, vec![event("e", 0)]).unwrap();
+    wait(store.sync(&ghost)).unwrap();
+    match store.claim_run("dead", &me(), 60_000).unwrap() {
+        Claim::Claimed(lease) => {
+            assert_eq!(lease.token, 2);
+            assert_eq!(lease.next_seq.load(Ordering::SeqCst), 1);
+            assert_eq!(lease.owner, me());
+        }
+        other => panic!("expected a takeover, got {other:?}"),
+    }
+    assert!(matches!(
+        store.claim_run("missing", &me(), 1).unwrap(),
+        Claim::NotFound
+    ));
+}
+
+fn racing_claims_give_a_run_to_one_claimer(b: &dyn Backend) {
+    let stores: Vec<Box<dyn Store>> = (0..4).map(|_| b.open().unwrap()).collect();
+    for i in 0..10 {
+        let lease = stores[0]
+            .create_run(new_run(&format!("r{i}")), &me(), 10)
+            .unwrap();
+        wait(stores[0].release(&lease)).unwrap();
+    }
+    let won = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for (k, store) in stores.iter().enumerate() {
+            let won = &won;
+            s.spawn(move || {
+                let owner = Owner {
+                    id: format!("claimer-{k}"),
+                    ..me()
+                };
+                for i in 0..10 {
+                    if let Claim::Claimed(lease) =
+                        store.claim_run(&format!("r{i}"), &owner, 60_000).unwrap()
+                    {
+                        won.lock().unwrap().push((i, lease.token));
+                    }
+                }
+            });
+        }
+    });
+    let mut won = won.into_inner().unwrap();
+    won.sort();
+    assert_eq!(won, (0..10).map(|i| (i, 2)).collect::<Vec<_>>());
+}
+
+fn claims_wake_waiting_runs_and_leave_ended_ones_ended(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("w"), &me(), 60_000).unwrap();
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Waiting),
+                due_at: Some(Some(100)),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.release(&lease)).unwrap();
+    assert!(matches!(
+        store.claim_run("w", &me(), 1_000).unwrap(),
+        Claim::Claimed(_)
+    ));
+    assert_eq!(store.run("w").unwrap().unwrap().status, RunStatus::Running);
+
+    let lease = store.create_run(new_run("e"), &me(), 60_000).unwrap();
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Failed),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.release(&lease)).unwrap();
+    assert!(matches!(
+        store.claim_run("e", &me(), 1_000).unwrap(),
+        Claim::Claimed(_)
+    ));
+    assert_eq!(store.run("e").unwrap().unwrap().status, RunStatus::Failed);
+}
+
+fn values_are_stored_once_by_digest_large_ones_too(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let small = json!({ "b": 1, "a": [true, null] });
+    let d1 = store.put_value(&small).unwrap();
+    let d2 = store
+        .put_value(&json!({ "a": [true, null], "b": 1.0 }))
+        .unwrap();
+    assert_eq!(d1, d2);
+    assert_eq!(d1, reel_flowspec::canonical::digest_value(&small));
+    // Readable at once, before any commit.
+    assert_eq!(store.get_value(&d1).unwrap(), Some(small.clone()));
+
+    // Over 64 KiB.
+    let big = json!({ "text": "x".repeat(100 * 1024) });
+    let big_digest = store.put_value(&big).unwrap();
+    assert_eq!(store.put_value(&big).unwrap(), big_digest);
+    assert_eq!(store.get_value(&big_digest).unwrap(), Some(big.clone()));
+    let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
+    wait(store.sync(&lease)).unwrap();
+    assert_eq!(b.raw_count("SELECT COUNT(*) FROM vals"), 2);
+    assert!(
+        b.raw_count(&format!(
+            "SELECT size FROM vals WHERE digest = '{big_digest}'"
+        )) > 100 * 1024
+    );
+
+    // Another process reads both.
+    let other = b.open().unwrap();
+    assert_eq!(other.get_value(&d1).unwrap(), Some(small));
+    assert_eq!(other.get_value(&big_digest).unwrap(), Some(big));
+    assert_eq!(other.get_value(&"0".repeat(64)).unwrap(), None);
+    assert_eq!(other.get_value("../../etc/passwd").unwrap(), None);
+
+    // Bytes that no longer match their digest are refused.
+    b.raw(&format!(
+        "UPDATE vals SET json = '{{\"a\":[true,null],\"b\":2}}' WHERE digest = '{d1}'"
+    ));
+    assert_eq!(
+        other.get_value(&d1).unwrap_err(),
+        StoreError::CorruptValue { digest: d1.clone() }
+    );
+}
+
+fn specs_are_stored_by_digest(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let d = "a".repeat(64);
+    store.put_spec(&d, "{\"spec\":1}").unwrap();
+    store.put_spec(&d, "{\"spec\":1}").unwrap();
+    assert_eq!(store.get_spec(&d).unwrap().as_deref(), Some("{\"spec\":1}"));
+    assert_eq!(store.get_spec("none").unwrap(), None);
+    let mut seen = Vec::new();
+    assert!(
+        store
+            .read_spec(&d, &mut |json| seen.push(json.to_owned()))
+            .unwrap()
+    );
+    assert!(
+        !store
+            .read_spec("none", &mut |json| seen.push(json.to_owned()))
+            .unwrap()
+    );
+    assert_eq!(seen, ["{\"spec\":1}"]);
+    assert_eq!(b.raw_count("SELECT COUNT(*) FROM specs"), 1);
+}
+
+fn a_reader_sees_committed_data_and_refuses_writes(b: &dyn Backend) {
+    let missing = b.open_read_only().err().expect("no store yet");
+    assert_eq!(missing.code(), "store.open");
+
+    let writer = b.open().unwrap();
+    let lease = writer.create_run(new_run("r"), &me(), 60_000).unwrap();
+    let reader = b.open_read_only().unwrap();
+    for n in 0..3 {
+        writer.append(&lease, vec![event("e", n)]).unwrap();
+        wait(writer.sync(&lease)).unwrap();
+        assert_eq!(journal(&*reader, "r").unwrap().len() as u64, n + 1);
+    }
+    let digest = writer.put_value(&json!(42)).unwrap();
+    wait(writer.sync(&lease)).unwrap();
+    assert_eq!(reader.get_value(&digest).unwrap(), Some(json!(42)));
+
+    let ro = StoreError::ReadOnly;
+    assert_eq!(reader.put_value(&json!(1)), Err(ro.clone()));
+    assert_eq!(reader.put_spec("d", "{}"), Err(ro.clone()));
+    assert_eq!(reader.create_run(new_run("x"), &me(), 1).unwrap_err(), ro);
+    assert_eq!(reader.claim_run("r", &me(), 1).unwrap_err(), ro);
+    assert_eq!(reader.append(&lease, vec![event("e", 9)]), Err(ro.clone()));
+    assert_eq!(
+        reader.update_run(&lease, RunUpdate::default()),
+        Err(ro.clone())
+    );
+    assert_eq!(reader.send_signal("r", "go", &json!(1)), Err(ro.clone()));
+    assert_eq!(reader.request_cancel("r"), Err(ro.clone()));
+    assert_eq!(reader.clean(&CleanScope::AllEnded, true), Err(ro.clone()));
+    assert_eq!(wait(reader.sync(&lease)), Err(ro.clone()));
+    assert_eq!(wait(reader.release(&lease)), Err(ro));
+}
+
+fn signals_sent_before_the_wait_are_kept(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
+    assert_eq!(
+        store
+            .send_signal("r", "approve", &json!({ "ok": true }))
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store
+            .send_signal("r", "approve", &json!({ "ok": false }))
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store
+            .send_signal("missing", "approve", &json!(1))
+            .unwrap_err(),
+        StoreError::NotFound("missing".to_string())
+    );
+    assert!(store.run("r").unwrap().unwrap().signal_pending);
+    let pending = store.pending_signals("r").unwrap();
+    assert_eq!(pending.len(), 2);
+    assert_eq!(
+        store.get_value(&pending[0].payload_digest).unwrap(),
+        Some(json!({ "ok": true }))
+    );
+    assert_eq!(
+        (pending[0].name.as_str(), pending[0].sent_at),
+        ("approve", T0)
+    );
+
+    store
+        .append(&lease, vec![event("signal_received", 0)])
+        .unwrap();
+    store.consume_signal(&lease, 0, 0).unwrap();
+    let clear = RunUpdate {
+        clear_signal_pending: true,
+        ..RunUpdate::default()
+    };
+    store.update_run(&lease, clear.clone()).unwrap();
+    wait(store.sync(&lease)).unwrap();
+    // One signal is still unconsumed, so the mark stays.
+    assert!(store.run("r").unwrap().unwrap().signal_pending);
+    assert_eq!(store.pending_signals("r").unwrap()[0].seq, 1);
+
+    store.consume_signal(&lease, 1, 0).unwrap();
+    store.update_run(&lease, clear).unwrap();
+    wait(store.sync(&lease)).unwrap();
+    assert!(!store.run("r").unwrap().unwrap().signal_pending);
+    assert!(store.pending_signals("r").unwrap().is_empty());
+
+    store.consume_signal(&lease, 7, 0).unwrap();
+    let err = wait(store.sync(&lease)).unwrap_err();
+    assert!(err.to_string().contains("has no signal 7"), "{err}");
+}
+
+fn signals_from_many_senders_are_numbered_without_gaps(b: &dyn Backend) {
+    let stores: Vec<Box<dyn Store>> = (0..3).map(|_| b.open().unwrap()).collect();
+    stores[0].create_run(new_run("r"), &me(), 60_000).unwrap();
+    std::thread::scope(|s| {
+        for store in &stores {
+            s.spawn(move || {
+                for n in 0..10 {
+                    store.send_signal("r", "poke", &json!(n)).unwrap();
+                }
+            });
+        }
+    });
+    let seqs: Vec<u64> = stores[1]
+        .pending_signals("r")
+        .unwrap()
+        .iter()
+        .map(|s| s.seq)
+        .collect();
+    assert_eq!(seqs, (0..30).collect::<Vec<_>>());
+}
+
+fn holes_and_gaps_are_reported(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
+    store
+        .append(&lease, (0..10).map(|n| event("e", n)).collect())
+        .unwrap();
+    wait(store.sync(&lease)).unwrap();
+    b.raw("UPDATE journal SET data = '{broken' WHERE run = 'r' AND seq = 5");
+    let mut read = Vec::new();
+    let err = store
+        .read_journal("r", 0, &mut |row| {
+            read.push(row.seq);
+            Flow::Continue
+        })
+        .unwrap_err();
+    assert_eq!(read, vec![0, 1, 2, 3, 4]);
+    match &err {
+        StoreError::Hole {
+            run,
+            seq: 5,
+            message,
+        } => {
+            assert_eq!(run, "r");
+            assert!(message.contains("not JSON"), "{message}");
+        }
+        other => panic!("expected a hole at 5, got {other:?}"),
+    }
+    assert_eq!(err.code(), "store.hole");
+
+    b.raw("DELETE FROM journal WHERE run = 'r' AND seq = 7");
+    let mut from_six = Vec::new();
+    let err = store
+        .read_journal("r", 6, &mut |row| {
+            from_six.push(row.seq);
+            Flow::Continue
+        })
+        .unwrap_err();
+    assert_eq!(from_six, vec![6]);
+    assert!(matches!(err, StoreError::Hole { seq: 7, .. }), "{err:?}");
+
+    b.raw("DELETE FROM journal WHERE run = 'r' AND seq = 9");
+    let err = store
+        .read_journal("r", 8, &mut |_| Flow::Continue)
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Hole { seq: 9, .. }), "{err:?}");
+
+    // A view goes past every hole: corrupt bytes (5), missing rows (7, and 9 at the end).
+    let mut seen = Vec::new();
+    store
+        .read_journal_rows("r", 0, &mut |row| {
+            seen.push(match row {
+                JournalRow::Event(e) => format!("{}", e.seq),
+                JournalRow::Hole { seq, message } => format!("{seq}: {message}"),
+            });
+            Flow::Continue
+        })
+        .unwrap();
+    assert_eq!(seen.len(), 10, "{seen:?}");
+    assert_eq!(seen[..5], ["0", "1", "2", "3", "4"]);
+    assert!(
+        seen[5].starts_with("5: ") && seen[5].contains("not JSON"),
+        "{seen:?}"
+    );
+    assert_eq!(
+        seen[6..],
+        ["6", "7: the row is missing", "8", "9: the row is missing"]
+    );
+}
+
+fn opening_again_keeps_the_runs_and_a_newer_schema_is_refused(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    store.create_run(new_run("r"), &me(), 1).unwrap();
+    drop(store);
+    let store = b.open().unwrap();
+    assert!(store.run("r").unwrap().is_some());
+    drop(store);
+    let version = b.raw_count("SELECT value FROM meta WHERE key = 'schema_version'");
+    b.raw("UPDATE meta SET value = value + 1 WHERE key = 'schema_version'");
+    for err in [b.open().err(), b.open_read_only().err()] {
+        let err = err.expect("a newer schema must be refused");
+        assert_eq!(err.code(), "store.open");
+        let text = err.to_string();
+        assert!(text.contains("newer than this reel knows"), "{text}");
+        // Both versions are named.
+        assert!(
+            text.contains(&format!("version {}", version + 1))
+                && text.contains(&format!("({version})")),
+            "{text}"
+        );
+    }
+}
+
+fn two_stores_on_one_database_do_not_corrupt_each_other(b: &dyn Backend) {
+    let one = b.open().unwrap();
+    let two = b.open().unwrap();
+    let per_run = 150u64;
+    std::thread::scope(|s| {
+        for (i, store) in [&one, &two].into_iter().enumerate() {
+            s.spawn(move || {
+                let leases: Vec<Lease> = (0..3)
+                    .map(|r| {
+                        store
+                            .create_run(new_run(&format!("s{i}r{r}")), &me(), 60_000)
+                            .unwrap()
+                    })
+                    .collect();
+                for n in 0..per_run {
+                    for lease in &leases {
+                        store.put_value(&json!({ "shared": n })).unwrap();
+                        store.append(lease, vec![event("e", n)]).unwrap();
+                    }
+                    if n % 50 == 0 {
+                        let other = if i == 0 { "s1r0" } else { "s0r0" };
+                        // Signals from "another process" while this one writes.
+                        let _ = store.send_signal(other, "poke", &json!(n));
+                    }
+                }
+                for lease in &leases {
+                    wait(store.sync(lease)).unwrap();
+                }
+            });
+        }
+    });
+    for store in [&one, &two] {
+        for i in 0..2 {
+            for r in 0..3 {
+                let rows = journal(&**store, &format!("s{i}r{r}")).unwrap();
+                assert_eq!(numbers(&rows), (0..per_run).collect::<Vec<_>>());
+            }
+        }
+    }
+    let digest = reel_flowspec::canonical::digest_value(&json!({ "shared": 7 }));
+    assert_eq!(
+        one.get_value(&digest).unwrap(),
+        Some(json!({ "shared": 7 }))
+    );
+}
+
+fn due_runs_are_timers_awaited_signals_and_abandoned_leases(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let park = |id: &str, due: Option<i64>, signals: &[&str]| {
+        let lease = store.create_run(new_run(id), &me(), 60_000).unwrap();
+        store
+            .update_run(
+                &lease,
+                RunUpdate {
+                    status: Some(RunStatus::Waiting),
+                    due_at: Some(due),
+                    waiting_on: Some(signals.iter().map(|s| s.to_string()).collect()),
+                    ..RunUpdate::default()
+                },
+            )
+            .unwrap();
+        wait(store.release(&lease)).unwrap();
+    };
+    let now = T0;
+    park("timer-past", Some(now - 1_000), &[]);
+    park("timer-future", Some(now + 3_600_000), &[]);
+    park("signal", None, &["go"]);
+    park("idle", None, &[]);
+    // A signal kept for a later wait does not wake a run that waits for something else.
+    park("kept", None, &["other"]);
+    park("canceled", None, &[]);
+    store.send_signal("signal", "go", &json!(null)).unwrap();
+    store.send_signal("kept", "go", &json!(null)).unwrap();
+    store.request_cancel("canceled").unwrap();
+    store.create_run(new_run("held"), &me(), 600_000).unwrap();
+    store.create_run(new_run("expired"), &me(), 0).unwrap();
+    let dead = Owner {
+        pid: u32::MAX - 3,
+        ..me()
+    };
+    store.create_run(new_run("orphan"), &dead, 600_000).unwrap();
+
+    let later = T0 + 1;
+    let mut due = store.due_runs(later, 100).unwrap();
+    let mut waiting: Vec<_> = due.drain(..3).collect();
+    assert_eq!(waiting.remove(0), "timer-past");
+    waiting.sort();
+    assert_eq!(waiting, vec!["canceled", "signal"]);
+    due.sort();
+    assert_eq!(due, vec!["expired", "orphan"]);
+    assert_eq!(store.due_runs(later, 1).unwrap().len(), 1);
+    assert!(store.due_runs(later, 0).unwrap().is_empty());
+    // The timer comes due.
+    assert!(
+        store
+            .due_runs(T0 + 3_600_000, 100)
+            .unwrap()
+            .contains(&"timer-future".to_string())
+    );
+}
+
+fn cancel_requests_reach_only_runs_that_have_not_ended(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
+    assert!(store.request_cancel("r").unwrap());
+    assert!(store.run("r").unwrap().unwrap().cancel_requested);
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Canceled),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.sync(&lease)).unwrap();
+    let run = store.run("r").unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.cancel_requested),
+        (RunStatus::Canceled, false)
+    );
+    assert!(!store.request_cancel("r").unwrap());
+    assert_eq!(
+        store.request_cancel("x").unwrap_err(),
+        StoreError::NotFound("x".to_string())
+    );
+}
+
+fn runs_are_found_by_prefix_and_listed_newest_first(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    for (i, id) in ["01abc", "01abd", "01b", "02", "01B"].iter().enumerate() {
+        let mut run = new_run(id);
+        run.created_at = i as i64;
+        if *id == "02" {
+            run.flow = "other".to_string();
+        }
+        store.create_run(run, &me(), 1).unwrap();
+    }
+    assert_eq!(store.find_runs("01a").unwrap(), vec!["01abc", "01abd"]);
+    assert_eq!(store.find_runs("01abd").unwrap(), vec!["01abd"]);
+    assert_eq!(store.find_runs("01b").unwrap(), vec!["01b"]);
+    assert!(store.find_runs("9").unwrap().is_empty());
+    // Bytewise order, whatever the database's locale.
+    assert_eq!(
+        store.find_runs("").unwrap(),
+        vec!["01B", "01abc", "01abd", "01b", "02"]
+    );
+
+    let ids = |filter: RunFilter| -> Vec<String> {
+        store
+            .list_runs(&filter)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.id)
+            .collect()
+    };
+    assert_eq!(
+        ids(RunFilter::default()),
+        vec!["01B", "02", "01b", "01abd", "01abc"]
+    );
+    let latest = RunFilter {
+        flow: Some("deploy".to_string()),
+        source_abs: Some("/src/deploy.reel".to_string()),
+        limit: Some(2),
+        ..RunFilter::default()
+    };
+    assert_eq!(ids(latest), vec!["01B", "01b"]);
+    let running = RunFilter {
+        status: Some(RunStatus::Running),
+        ..RunFilter::default()
+    };
+    assert_eq!(ids(running).len(), 5);
+    let none = RunFilter {
+        status: Some(RunStatus::Waiting),
+        ..RunFilter::default()
+    };
+    assert!(ids(none).is_empty());
+}
+
+fn durable_runs_commit_and_read_back(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let mut run = new_run("d");
+    run.durability = Durability::Durable;
+    let lease = store.create_run(run, &me(), 60_000).unwrap();
+    assert_eq!(lease.durability, Durability::Durable);
+    let fast = store.create_run(new_run("f"), &me(), 60_000).unwrap();
+    for n in 0..20 {
+        store.append(&lease, vec![event("e", n)]).unwrap();
+        store.append(&fast, vec![event("e", n)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+    }
+    wait(store.sync(&fast)).unwrap();
+    assert_eq!(journal(&*store, "d").unwrap().len(), 20);
+    assert_eq!(journal(&*store, "f").unwrap().len(), 20);
+    assert_eq!(
+        store.run("d").unwrap().unwrap().durability,
+        Durability::Durable
+    );
+    // A claim hands the run's mode on.
+    b.clock().advance(120_000);
+    let Claim::Claimed(again) = store.claim_run("d", &me(), 1_000).unwrap() else {
+        panic!("an expired lease is taken over");
+    };
+    assert_eq!(again.durability, Durability::Durable);
+}
+
+fn a_long_journal_reads_whole_and_in_order(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("long"), &me(), 60_000).unwrap();
+    let total = 5_000u64;
+    for chunk in (0..total).collect::<Vec<_>>().chunks(100) {
+        let events = chunk
+            .iter()
+            .map(|&n| NewEvent {
+                data: json!({ "n": n, "output": "d".repeat(64) }),
+                ..event("step_succeeded", n)
+            })
+            .collect();
+        store.append(&lease, events).unwrap();
+    }
+    wait(store.sync(&lease)).unwrap();
+    let mut count = 0u64;
+    store
+        .read_journal("long", 0, &mut |row| {
+            assert_eq!(row.seq, count);
+            count += 1;
+            Flow::Continue
+        })
+        .unwrap();
+    assert_eq!(count, total);
+    let mut from = Vec::new();
+    store
+        .read_journal("long", 4_990, &mut |row| {
+            from.push(row.seq);
+            Flow::Continue
+        })
+        .unwrap();
+    assert_eq!(from, (4_990..5_000).collect::<Vec<_>>());
+    assert_eq!(store.succeeded_steps("long").unwrap().len(), total as usize);
+}
+
+fn succeeded_steps_names_each_succeeded_step_once(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
+    let succeeded = |n: u64| NewEvent {
+        step: Some(format!("step{}", n % 2)),
+        ..event("step_succeeded", n)
+    };
+    store
+        .append(
+            &lease,
+            vec![
+                succeeded(0),
+                event("step_started", 1),
+                succeeded(2),
+                succeeded(3),
+            ],
+        )
+        .unwrap();
+    wait(store.sync(&lease)).unwrap();
+    let steps = store.succeeded_steps("r").unwrap();
+    assert_eq!(
+        steps,
+        HashSet::from(["step0".to_string(), "step1".to_string()])
+    );
+}
+
+fn a_clean_removes_ended_runs_and_what_only_they_reference(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let shared = store.put_value(&json!("shared")).unwrap();
+    let own = store
+        .put_value(&json!({ "own": "x".repeat(70 * 1024) }))
+        .unwrap();
+    let end = |id: &str, values: Vec<&str>, status: RunStatus| {
+        let lease = store.create_run(new_run(id), &me(), 60_000).unwrap();
+        store
+            .append(
+                &lease,
+                vec![NewEvent {
+                    data: json!({ "values": values }),
+                    ..event("step_succeeded", 0)
+                }],
+            )
+            .unwrap();
+        store
+            .update_run(
+                &lease,
+                RunUpdate {
+                    status: Some(status),
+                    ended_at: Some(2_000),
+                    ..RunUpdate::default()
+                },
+            )
+            .unwrap();
+        wait(store.release(&lease)).unwrap();
+    };
+    end("done", vec![&shared, &own], RunStatus::Succeeded);
+    end("open", vec![&shared], RunStatus::Waiting);
+    let dry = store.clean(&CleanScope::AllEnded, true).unwrap();
+    assert_eq!(
+        (dry.runs.clone(), dry.events, dry.values),
+        (vec!["done".to_string()], 1, 1)
+    );
+    assert!(store.run("done").unwrap().is_some());
+    assert_eq!(
+        store
+            .clean(&CleanScope::Run("open".to_string()), false)
+            .unwrap_err()
+            .code(),
+        "store.not-ended"
+    );
+    let cleaned = store.clean(&CleanScope::AllEnded, false).unwrap();
+    assert_eq!(cleaned.runs, vec!["done".to_string()]);
+    assert_eq!(cleaned.values, 1);
+    assert!(cleaned.bytes > 70 * 1024);
+    assert_eq!(store.run("done").unwrap(), None);
+    assert_eq!(store.get_value(&own).unwrap(), None);
+    assert_eq!(store.get_value(&shared).unwrap(), Some(json!("shared")));
+    assert!(store.run("open").unwrap().is_some());
+    // A value removed is written again when a run needs it.
+    assert_eq!(
+        store
+            .put_value(&json!({ "own": "x".repeat(70 * 1024) }))
+            .unwrap(),
+        own
+    );
+    let lease = store.create_run(new_run("again"), &me(), 60_000).unwrap();
+    wait(store.sync(&lease)).unwrap();
+    assert!(store.get_value(&own).unwrap().is_some());
+}
+
+macro_rules! conformance {
+    ($($name:ident),* $(,)?) => {
+        /// The suite on the embedded SQLite store.
+        mod sqlite {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&super::Sqlite::new());
+                }
+            )*
+        }
+
+        /// The suite on PostgreSQL (the server `scripts/postgres-for-tests.sh` starts).
+        mod postgres {
+            $(
+                #[test]
+                fn $name() {
+                    super::$name(&super::Postgres::new());
+                }
+            )*
+        }
+    };
+}
+
+conformance!(
+    a_run_round_trips,
+    rows_land_in_order_without_gaps_across_threads_and_runs,
+    a_journal_read_while_it_grows_is_always_a_prefix,
+    a_taken_over_lease_fences_its_old_holder,
+    logs_are_kept_in_order_and_only_from_the_holder,
+    a_live_holder_keeps_its_run_and_a_dead_one_loses_it_at_once,
+    racing_claims_give_a_run_to_one_claimer,
+    claims_wake_waiting_runs_and_leave_ended_ones_ended,
+    values_are_stored_once_by_digest_large_ones_too,
+    specs_are_stored_by_digest,
+    a_reader_sees_committed_data_and_refuses_writes,
+    signals_sent_before_the_wait_are_kept,
+    signals_from_many_senders_are_numbered_without_gaps,
+    holes_and_gaps_are_reported,
+    opening_again_keeps_the_runs_and_a_newer_schema_is_refused,
+    two_stores_on_one_database_do_not_corrupt_each_other,
+    due_runs_are_timers_awaited_signals_and_abandoned_leases,
+    cancel_requests_reach_only_runs_that_have_not_ended,
+    runs_are_found_by_prefix_and_listed_newest_first,
+    durable_runs_commit_and_read_back,
+    a_long_journal_reads_whole_and_in_order,
+    succeeded_steps_names_each_succeeded_step_once,
+    a_clean_removes_ended_runs_and_what_only_they_reference,
+);

@@ -1,0 +1,105 @@
+# Sourced by scripts/test.sh (or by hand: `source scripts/postgres-for-tests.sh`): starts a
+# private PostgreSQL server for the tests and exports REEL_TEST_POSTGRES_URL, which the
+# PostgreSQL store tests need (they fail, naming this script, without it). The server is
+# installed from the system's packages when missing, keeps its data under the target folder,
+# listens only on a Unix socket there (no port, no network), runs with fsync off (the tests
+# never need their data after a crash), and is stopped when the sourcing shell exits.
+#
+# PostgreSQL refuses to run as root, so as root the server runs as the `postgres` user (which
+# the packages create) and owns its directory. REEL_PG_BINDIR picks the server's binaries.
+
+reel_pg_bindir() {
+  if [ -n "${REEL_PG_BINDIR:-}" ]; then
+    echo "$REEL_PG_BINDIR"
+    return
+  fi
+  if command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ]; then
+    pg_config --bindir
+    return
+  fi
+  if command -v initdb >/dev/null 2>&1 && command -v pg_ctl >/dev/null 2>&1; then
+    dirname "$(command -v initdb)"
+    return
+  fi
+  # Debian keeps the server's binaries in a directory per version, off PATH.
+  local dir
+  dir=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  if [ -n "$dir" ] && [ -x "$dir/initdb" ]; then
+    echo "$dir"
+  fi
+}
+
+reel_pg_start() {
+  local bindir
+  bindir=$(reel_pg_bindir)
+  if [ -z "$bindir" ]; then
+    echo "postgres-for-tests: installing PostgreSQL from the system's packages" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+    bindir=$(reel_pg_bindir)
+  fi
+  if [ -z "$bindir" ]; then
+    echo "postgres-for-tests: no PostgreSQL server (initdb, pg_ctl) found or installable" >&2
+    return 1
+  fi
+  local target="${CARGO_TARGET_DIR:-target}"
+  mkdir -p "$target"
+  REEL_PG_DIR="$(cd "$target" && pwd)/pg-test"
+  # A socket path must stay under ~100 bytes; a deep target folder falls back to /tmp.
+  if [ ${#REEL_PG_DIR} -gt 80 ]; then
+    REEL_PG_DIR=$(mktemp -d /tmp/reel-pg-test.XXXXXX)
+  fi
+  # A server left running by an interrupted earlier run is stopped before its folder goes.
+  if [ -f "$REEL_PG_DIR/data/postmaster.pid" ]; then
+    reel_pg_as "$bindir/pg_ctl" -D "$REEL_PG_DIR/data" -m immediate stop >/dev/null 2>&1 || true
+  fi
+  rm -rf "$REEL_PG_DIR"
+  mkdir -p "$REEL_PG_DIR"
+  if [ "$(id -u)" = 0 ]; then
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home postgres
+    chown postgres "$REEL_PG_DIR"
+    # A checkout under a folder the postgres user cannot enter (root's home) keeps the server
+    # in /tmp instead.
+    if ! runuser -u postgres -- test -w "$REEL_PG_DIR"; then
+      rm -rf "$REEL_PG_DIR"
+      REEL_PG_DIR=$(mktemp -d /tmp/reel-pg-test.XXXXXX)
+      chown postgres "$REEL_PG_DIR"
+    fi
+  fi
+  chmod 700 "$REEL_PG_DIR"
+  REEL_PG_BIN="$bindir"
+  reel_pg_as "$bindir/initdb" -D "$REEL_PG_DIR/data" -U postgres --auth=trust \
+    --encoding=UTF8 --locale=C >"$REEL_PG_DIR/initdb.log" 2>&1 || {
+    cat "$REEL_PG_DIR/initdb.log" >&2
+    return 1
+  }
+  reel_pg_as "$bindir/pg_ctl" -D "$REEL_PG_DIR/data" -l "$REEL_PG_DIR/server.log" -w -t 60 \
+    -o "-c listen_addresses='' -k $REEL_PG_DIR -c fsync=off -c full_page_writes=off \
+        -c max_connections=400 -c shared_buffers=64MB" start >/dev/null || {
+    cat "$REEL_PG_DIR/server.log" >&2
+    return 1
+  }
+  trap reel_pg_stop EXIT
+  local socket
+  socket=$(printf '%s' "$REEL_PG_DIR" | sed 's|/|%2F|g')
+  export REEL_TEST_POSTGRES_URL="postgres://postgres@${socket}/postgres"
+  echo "postgres-for-tests: server in $REEL_PG_DIR (REEL_TEST_POSTGRES_URL is set)" >&2
+}
+
+reel_pg_as() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+reel_pg_stop() {
+  if [ -n "${REEL_PG_DIR:-}" ] && [ -f "$REEL_PG_DIR/data/postmaster.pid" ]; then
+    reel_pg_as "$REEL_PG_BIN/pg_ctl" -D "$REEL_PG_DIR/data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  case "${REEL_PG_DIR:-}" in
+    /tmp/reel-pg-test.*) rm -rf "$REEL_PG_DIR" ;;
+  esac
+}
+
+reel_pg_start

@@ -1,0 +1,180 @@
+//! `reel store`: the store itself: bring its schema up to date, or copy every run from one
+//! store to another (SQLite to PostgreSQL and back), every value checked against its digest.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use reel_store::{PgStore, RunExport, SqliteStore, Store, StoreError, is_postgres_url, redact_url};
+use serde_json::json;
+
+use super::project::Project;
+use super::ui::{Ui, print_stdout};
+use super::{Failure, Status};
+
+/// Look after the store: `migrate` brings its schema up to date, `copy` moves every run.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Apply the schema migrations the project's store lacks (every command that writes does
+    /// so too, at start); a store newer than this reel is refused.
+    ///
+    /// Example: `REEL_STORE_URL=postgres://reel@db/reel reel store migrate`.
+    Migrate,
+    /// Copy every run, with its journal, signals, logs, values and FlowSpec, from one store to
+    /// another: a store directory (SQLite) or a postgres:// URL on either side. Runs the
+    /// target already has are left as they are. Every value is checked against its digest, and
+    /// every copied run is read back from the target and compared.
+    ///
+    /// Exit status: 0 copied, 1 a copy that did not read back the same.
+    ///
+    /// Example: `reel store copy --from .reel --to postgres://reel@db/reel`.
+    Copy {
+        /// The store to copy from: a store directory, or a postgres:// URL.
+        #[arg(long, value_name = "STORE")]
+        from: String,
+        /// The store to copy to (created if needed): a store directory, or a postgres:// URL.
+        #[arg(long, value_name = "STORE")]
+        to: String,
+        /// Print a JSON object {runs, skipped, values, specs} instead of words.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `reel store`.
+pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
+    match args.command {
+        Command::Migrate => {
+            let project = Project::current()?;
+            drop(project.open_store()?);
+            ui.line(&format!(
+                "the store at {} is up to date",
+                project.store_shown()
+            ));
+            Ok(Status::Success)
+        }
+        Command::Copy { from, to, json } => copy(&from, &to, json, ui),
+    }
+}
+
+/// A store as `copy` needs it: the common interface and moving whole runs.
+enum Either {
+    Sqlite(Arc<SqliteStore>),
+    Pg(Arc<PgStore>),
+}
+
+impl Either {
+    fn open(given: &str) -> Result<Either, Failure> {
+        let clock = Arc::new(super::capabilities::SystemClock);
+        let failed = |e: StoreError| Failure::failed(e.to_string());
+        if is_postgres_url(given) {
+            PgStore::open(given, clock)
+                .map(|s| Either::Pg(Arc::new(s)))
+                .map_err(failed)
+        } else {
+            SqliteStore::open(&PathBuf::from(given), clock)
+                .map(|s| Either::Sqlite(Arc::new(s)))
+                .map_err(failed)
+        }
+    }
+
+    fn store(&self) -> &dyn Store {
+        match self {
+            Either::Sqlite(s) => s.as_ref(),
+            Either::Pg(s) => s.as_ref(),
+        }
+    }
+
+    fn export_run(&self, id: &str) -> Result<Option<RunExport>, StoreError> {
+        match self {
+            Either::Sqlite(s) => s.export_run(id),
+            Either::Pg(s) => s.export_run(id),
+        }
+    }
+
+    fn import_run(&self, run: &RunExport) -> Result<bool, StoreError> {
+        match self {
+            Either::Sqlite(s) => s.import_run(run),
+            Either::Pg(s) => s.import_run(run),
+        }
+    }
+}
+
+fn shown(given: &str) -> String {
+    if is_postgres_url(given) {
+        redact_url(given)
+    } else {
+        given.to_string()
+    }
+}
+
+fn copy(from: &str, to: &str, as_json: bool, ui: &Ui) -> Result<Status, Failure> {
+    if !is_postgres_url(from) && !PathBuf::from(from).join("reel.db").is_file() {
+        return Err(Failure::usage(format!(
+            "there is no Reel store at {from} (no reel.db there)"
+        )));
+    }
+    let source = Either::open(from)?;
+    let target = Either::open(to)?;
+    let failed = |e: StoreError| Failure::failed(e.to_string());
+    let (mut runs, mut skipped, mut values, mut specs) = (0u64, 0u64, 0u64, 0u64);
+    for id in source.store().find_runs("").map_err(failed)? {
+        let Some(run) = source.export_run(&id).map_err(failed)? else {
+            continue;
+        };
+        if target.store().run(&id).map_err(failed)?.is_some() {
+            skipped += 1;
+            continue;
+        }
+        for digest in run.digests() {
+            // Reading checks the bytes against the digest; storing computes it again.
+            let Some(value) = source.store().get_value(&digest).map_err(failed)? else {
+                continue;
+            };
+            let stored = target.store().put_value(&value).map_err(failed)?;
+            if stored != digest {
+                return Err(Failure::failed(format!(
+                    "value {digest} of run {id} was stored as {stored}: not copied"
+                )));
+            }
+            values += 1;
+        }
+        let spec = &run.row.flow_digest;
+        if let Some(json) = source.store().get_spec(spec).map_err(failed)? {
+            // Blocking: once it returns, the values queued before it are committed too.
+            target.store().put_spec(spec, &json).map_err(failed)?;
+            specs += 1;
+        }
+        if !target.import_run(&run).map_err(failed)? {
+            skipped += 1;
+            continue;
+        }
+        let back = target.export_run(&id).map_err(failed)?;
+        if back.as_ref() != Some(&run) {
+            return Err(Failure::failed(format!(
+                "run {id} did not read back the same from {}",
+                shown(to)
+            )));
+        }
+        runs += 1;
+    }
+    if as_json {
+        print_stdout(&format!(
+            "{}\n",
+            json!({ "runs": runs, "skipped": skipped, "values": values, "specs": specs })
+        ))?;
+    } else {
+        ui.line(&format!(
+            "copied {runs} runs ({values} values, {specs} flows) from {} to {}; {skipped} \
+             already there",
+            shown(from),
+            shown(to)
+        ));
+    }
+    Ok(Status::Success)
+}

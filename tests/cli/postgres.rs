@@ -1,0 +1,371 @@
+//! `reel` with its store on PostgreSQL (`REEL_STORE_URL`): the same flows give the same output
+//! as on SQLite, and every command reads and writes the same runs there.
+//!
+//! These tests need the private server `scripts/test.sh` starts (it sets
+//! `REEL_TEST_POSTGRES_URL`); without it they fail, saying so.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::support::{Run, json, reel_env, temp, write};
+
+/// A fresh database on the test server, as a store URL.
+// edge: the test server's address is the environment the test script set up.
+#[allow(clippy::disallowed_methods)]
+fn database() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "REEL_TEST_POSTGRES_URL is not set: the PostgreSQL tests need a server. Run the \
+             tests with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
+        )
+    });
+    let name = format!(
+        "reel_cli_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    let mut admin = postgres::Client::connect(&base, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    let (server, _) = base.rsplit_once('/').expect("a database in the URL");
+    format!("{server}/{name}")
+}
+
+fn on_postgres(dir: &Path, url: &str, args: &[&str]) -> Run {
+    reel_env(dir, args, &[("REEL_STORE_URL", url)])
+}
+
+fn on_sqlite(dir: &Path, args: &[&str]) -> Run {
+    let home = dir.join(".reel");
+    reel_env(dir, args, &[("REEL_HOME", home.to_str().unwrap())])
+}
+
+#[test]
+fn an_example_flow_gives_the_same_output_on_both_stores() {
+    let example = include_str!("../../examples/greet.reel");
+    let (a, b) = (temp(), temp());
+    write(a.path(), "greet.reel", example);
+    write(b.path(), "greet.reel", example);
+    let url = database();
+    let sqlite = on_sqlite(a.path(), &["run", "greet.reel"]);
+    let pg = on_postgres(b.path(), &url, &["run", "greet.reel"]);
+    assert_eq!(sqlite.status, 0, "{sqlite:?}");
+    assert_eq!(pg.status, 0, "{pg:?}");
+    assert_eq!(pg.stdout, sqlite.stdout);
+    assert_eq!(
+        std::fs::read_to_string(b.path().join("card.txt")).unwrap(),
+        std::fs::read_to_string(a.path().join("card.txt")).unwrap()
+    );
+    // Nothing went to a SQLite store beside the flow.
+    assert!(!b.path().join(".reel").exists());
+
+    let runs = json(&on_postgres(b.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs[0]["status"], "succeeded");
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let events = on_postgres(b.path(), &url, &["events", &id]);
+    assert_eq!(events.status, 0, "{events:?}");
+    assert!(events.stdout.contains("run_finished"), "{events:?}");
+    let logs = on_postgres(b.path(), &url, &["logs", &id]);
+    assert_eq!(logs.status, 0, "{logs:?}");
+    let replay = on_postgres(b.path(), &url, &["replay", &id]);
+    assert_eq!(replay.status, 0, "{replay:?}");
+    let clean = on_postgres(b.path(), &url, &["clean", "--all", "--json"]);
+    assert_eq!(clean.status, 0, "{clean:?}");
+    assert_eq!(json(&clean)["runs"], serde_json::json!([id]));
+    let runs = json(&on_postgres(b.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs, serde_json::json!([]));
+}
+
+#[test]
+fn a_run_parked_on_postgres_is_signaled_and_finished_by_a_worker_elsewhere() {
+    let flow =
+        "flow wait_for_go {\n  step go = signal { name: \"go\", timeout: 1d }\n  output go\n}\n";
+    let (starter, worker) = (temp(), temp());
+    write(starter.path(), "wait.reel", flow);
+    let url = database();
+    let started = on_postgres(starter.path(), &url, &["run", "wait.reel", "--json"]);
+    assert_eq!(started.status, 0, "{started:?}");
+    let id = json(&started)["run"].as_str().unwrap().to_string();
+    let sent = on_postgres(worker.path(), &url, &["signal", &id, "go", "{\"ok\":true}"]);
+    assert_eq!(sent.status, 0, "{sent:?}");
+    // Another directory (standing for another machine) finishes it from the database alone.
+    let done = on_postgres(
+        worker.path(),
+        &url,
+        &["worker", "--until-idle", "--poll-ms", "20"],
+    );
+    assert_eq!(done.status, 0, "{done:?}");
+    let runs = json(&on_postgres(worker.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs[0]["status"], "succeeded", "{runs}");
+    let events = on_postgres(starter.path(), &url, &["events", &id]);
+    assert!(events.stdout.contains("signal_received"), "{events:?}");
+}
+
+#[test]
+fn a_store_url_password_is_never_shown() {
+    let dir = temp();
+    let url = "postgres://reel:hunter2@127.0.0.1:9/nowhere?connect_timeout=2";
+    let r = on_postgres(dir.path(), url, &["runs"]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(
+        r.stderr.contains("postgres://reel@127.0.0.1:9/nowhere"),
+        "{r:?}"
+    );
+    assert!(
+        !r.stderr.contains("hunter2") && !r.stdout.contains("hunter2"),
+        "{r:?}"
+    );
+    let bad = on_postgres(dir.path(), "mysql://reel:hunter2@x/y", &["runs"]);
+    assert_eq!(bad.status, 2, "{bad:?}");
+    assert!(bad.stderr.contains("REEL_STORE_URL"), "{bad:?}");
+    assert!(!bad.stderr.contains("hunter2"), "{bad:?}");
+}
+
+#[test]
+fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
+    let dir = temp();
+    write(
+        dir.path(),
+        "greet.reel",
+        include_str!("../../examples/greet.reel"),
+    );
+    let first = on_sqlite(dir.path(), &["run", "greet.reel", "--json"]);
+    assert_eq!(first.status, 0, "{first:?}");
+    let id = json(&first)["run"].as_str().unwrap().to_string();
+    let url = database();
+    let home = dir.path().join(".reel");
+    let back = dir.path().join("back");
+    let there = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            home.to_str().unwrap(),
+            "--to",
+            &url,
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(there.status, 0, "{there:?}");
+    assert_eq!(json(&there)["runs"], 1, "{there:?}");
+    let again = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            back.to_str().unwrap(),
+            "--to",
+            &url,
+        ],
+        &[],
+    );
+    assert_eq!(again.status, 2, "a missing source is refused: {again:?}");
+    let home_back = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            &url,
+            "--to",
+            back.to_str().unwrap(),
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(home_back.status, 0, "{home_back:?}");
+    assert_eq!(json(&home_back)["runs"], 1, "{home_back:?}");
+
+    // The same run, event for event and value for value, in all three stores.
+    let events = |env: (&str, &str)| {
+        let r = reel_env(dir.path(), &["events", &id, "--json", "--full"], &[env]);
+        assert_eq!(r.status, 0, "{r:?}");
+        r.stdout
+    };
+    let original = events(("REEL_HOME", home.to_str().unwrap()));
+    assert_eq!(events(("REEL_STORE_URL", &url)), original);
+    assert_eq!(events(("REEL_HOME", back.to_str().unwrap())), original);
+    let runs = |env: (&str, &str)| reel_env(dir.path(), &["runs", "--json"], &[env]).stdout;
+    assert_eq!(
+        runs(("REEL_STORE_URL", &url)),
+        runs(("REEL_HOME", home.to_str().unwrap()))
+    );
+    let replay = reel_env(dir.path(), &["replay", &id], &[("REEL_STORE_URL", &url)]);
+    assert_eq!(replay.status, 0, "{replay:?}");
+    // Copying again leaves the runs the target has.
+    let twice = reel_env(
+        dir.path(),
+        &[
+            "store",
+            "copy",
+            "--from",
+            home.to_str().unwrap(),
+            "--to",
+            &url,
+            "--json",
+        ],
+        &[],
+    );
+    assert_eq!(json(&twice)["skipped"], 1, "{twice:?}");
+}
+
+#[test]
+fn two_workers_in_two_directories_finish_each_run_once() {
+    let flow = "flow relay {\n  input n: int = 0\n  step go = signal { name: \"go\", timeout: 1d }\n  step nap = sleep { for: 50ms, after: [go] }\n  step said = echo { value: { n: input.n, go: go }, after: [nap] }\n  output said\n}\n";
+    let (starter, one, two) = (temp(), temp(), temp());
+    write(starter.path(), "relay.reel", flow);
+    let url = database();
+    let runs = 12;
+    let mut ids = Vec::new();
+    for n in 0..runs {
+        let input = format!("n={n}");
+        let r = on_postgres(
+            starter.path(),
+            &url,
+            &["run", "relay.reel", "--input", &input, "--json"],
+        );
+        assert_eq!(r.status, 0, "{r:?}");
+        ids.push(json(&r)["run"].as_str().unwrap().to_string());
+    }
+    for id in &ids {
+        let s = on_postgres(starter.path(), &url, &["signal", id, "go", "1"]);
+        assert_eq!(s.status, 0, "{s:?}");
+    }
+    // Two machines: two directories, two processes, one database.
+    let spawn = |dir: &Path| {
+        crate::support::reel(dir, &["worker", "--until-idle", "--poll-ms", "20"])
+            .env("REEL_STORE_URL", &url)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(one.path()), spawn(two.path()));
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for (n, id) in ids.iter().enumerate() {
+        let r = on_postgres(starter.path(), &url, &["events", id, "--json"]);
+        let events: Vec<serde_json::Value> = json(&r).as_array().unwrap().clone();
+        // Every journal's seq runs without a gap, and the run ended once.
+        for (i, e) in events.iter().enumerate() {
+            assert_eq!(e["seq"], i, "{id}: {events:?}");
+        }
+        let kinds: Vec<&str> = events.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "run_finished").count(),
+            1,
+            "{kinds:?}"
+        );
+        // Its one call was made and recorded once.
+        assert_eq!(
+            kinds.iter().filter(|k| **k == "effect_recorded").count(),
+            1,
+            "{kinds:?}"
+        );
+        let out = on_postgres(starter.path(), &url, &["runs", "--json"]);
+        let row = json(&out)
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["run"] == id.as_str())
+            .cloned()
+            .unwrap();
+        assert_eq!(row["status"], "succeeded", "run {n}: {row}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+// edge: the test waits out a real lease, so it reads the real monotonic clock.
+#[allow(clippy::disallowed_methods)]
+fn a_worker_stopped_past_its_lease_writes_nothing_after_another_takes_its_run() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let (first, second) = (temp(), temp());
+    // The call logs its idempotency key, marks that it started, and takes its time.
+    write(
+        first.path(),
+        "fenced.reel",
+        "flow fenced {\n  step slow = exec { cmd: [\"sh\", \"-c\", \"echo $REEL_IDEMPOTENCY_KEY >> calls.log; touch started; sleep 3; echo done\"] }\n  step after = echo { value: slow.stdout }\n  output after\n}\n",
+    );
+    let url = database();
+    let stopped = crate::support::reel(first.path(), &["run", "fenced.reel", "--json"])
+        .env("REEL_STORE_URL", &url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !first.path().join("started").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill only sends a signal, to a child not yet waited for (its id is still ours).
+    assert_eq!(
+        unsafe { libc::kill(stopped.id() as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
+    // Past its lease (15 s from its last renewal at most), another machine takes the run over.
+    std::thread::sleep(Duration::from_secs(16));
+    let runs = json(&on_postgres(second.path(), &url, &["runs", "--json"]));
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    let took = on_postgres(
+        second.path(),
+        &url,
+        &["worker", "--until-idle", "--poll-ms", "50"],
+    );
+    assert_eq!(took.status, 0, "{took:?}");
+    let journal = |dir: &Path| {
+        json(&on_postgres(dir, &url, &["events", &id, "--json"]))
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let finished = journal(second.path());
+    // The stopped process wakes up and finds its lease gone: it writes nothing more.
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::kill(stopped.id() as libc::pid_t, libc::SIGCONT) },
+        0
+    );
+    let out = stopped.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("taken over by another process"), "{stderr}");
+    let after = journal(second.path());
+    assert_eq!(
+        after, finished,
+        "the stopped process wrote after the takeover: {stderr}"
+    );
+    for (i, e) in after.iter().enumerate() {
+        assert_eq!(e["seq"], i, "{after:?}");
+    }
+    let kinds: Vec<&str> = after.iter().map(|e| e["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.last(), Some(&"run_finished"), "{kinds:?}");
+    assert_eq!(kinds.iter().filter(|k| **k == "run_finished").count(), 1);
+    let runs = json(&on_postgres(second.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs[0]["status"], "succeeded", "{runs}");
+    // The call whose result had not landed ran again, with its first key.
+    let calls = std::fs::read_to_string(first.path().join("calls.log")).unwrap();
+    let keys: Vec<&str> = calls.lines().collect();
+    assert_eq!(keys.len(), 2, "{calls}");
+    assert_eq!(keys[0], keys[1], "{calls}");
+}
