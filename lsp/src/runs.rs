@@ -524,6 +524,7 @@ mod tests {
             starts: Vec::new(),
             keys: Vec::new(),
             effects: Vec::new(),
+            unknown: Vec::new(),
         };
         let h = hint(StepRun {
             view: &s,
