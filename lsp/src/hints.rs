@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use reel_journal::fold::StepView;
 use reel_syntax::ast::{Item, Member};
 use tower_lsp_server::lsp_types::{InlayHint, InlayHintKind, InlayHintLabel, Uri};
 
@@ -96,9 +97,10 @@ pub fn inlay_hints(
                 Some(_) => "",
             };
             let line = cx.lines.line_of(s.name.span.start as usize);
+            let unknown = unknown_outcome_mark(step.view);
             out.push(InlayHint {
                 position: cx.lines.position(cx.lines.line_end(line)),
-                label: InlayHintLabel::String(format!("{prefix}{}", runs::hint(step))),
+                label: InlayHintLabel::String(format!("{prefix}{}{unknown}", runs::hint(step))),
                 kind: Some(InlayHintKind::TYPE),
                 text_edits: None,
                 tooltip: None,
@@ -109,6 +111,16 @@ pub fn inlay_hints(
         }
     }
     out
+}
+
+/// Appended to a step's hint when a resume found one of its calls with an unknown outcome
+/// (its start recorded, not its result): the effect may have happened twice (`repeated`,
+/// `retried`), or the run waits for a person to decide (`held`).
+fn unknown_outcome_mark(step: &StepView) -> String {
+    match step.unknown.last() {
+        None => String::new(),
+        Some((_, _, then)) => format!(" ⚠ unknown outcome, {}", then.as_str()),
+    }
 }
 
 /// The recorded result of the step named at `offset`, for its hover.
@@ -182,6 +194,28 @@ pub fn changed(before: &BTreeMap<WatchKey, String>, now: &BTreeMap<WatchKey, Str
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_call_of_unknown_outcome_marks_its_step() {
+        use reel_journal::fold::StepState;
+        use reel_journal::journal::Resolution;
+        let mut view = StepView {
+            state: StepState::Running,
+            first_at: 0,
+            last_at: 0,
+            attempts: 1,
+            calls: None,
+            starts: Vec::new(),
+            keys: Vec::new(),
+            effects: Vec::new(),
+            unknown: Vec::new(),
+        };
+        assert_eq!(unknown_outcome_mark(&view), "");
+        view.unknown.push((None, 1, Resolution::Held));
+        assert_eq!(unknown_outcome_mark(&view), " ⚠ unknown outcome, held");
+        view.unknown.push((None, 1, Resolution::Accepted));
+        assert_eq!(unknown_outcome_mark(&view), " ⚠ unknown outcome, accepted");
+    }
 
     #[test]
     fn a_change_or_a_new_run_means_refresh() {

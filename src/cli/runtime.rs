@@ -143,7 +143,10 @@ pub fn report_with(
                             "the flow is at fault: correct it and fork the run with `reel fork {} --flow FILE`, which reuses what still matches (preview it with `reel replay {} --flow FILE`)",
                             outcome.run, outcome.run
                         ));
-                    } else if outcome.status == RunStatus::Failed {
+                    } else if outcome.status == RunStatus::Failed
+                        // Its message says what to run: a person decides, nothing is fixed.
+                        && e.code != "run.unknown-outcome"
+                    {
                         ui.line(&format!(
                             "fix the cause and continue it with `reel resume {}`: its finished steps are kept",
                             outcome.run

@@ -15,3 +15,4 @@ mod signals;
 mod store;
 mod support;
 mod tool_env;
+mod unknown_outcome;

@@ -281,6 +281,32 @@ mod tests {
     }
 
     #[test]
+    fn repeat_never_reaches_its_callers_and_raises_the_version() {
+        let before = sealed();
+        let mut after = before.clone();
+        if let Some(tool) = after.tools.get_mut("classifier") {
+            tool.repeat = Repeat::Never;
+        }
+        after.seal();
+        // An older reader would attempt its calls again: it must refuse the spec instead.
+        assert_eq!(after.version, 3);
+        assert_ne!(semantic(&before, "classify"), semantic(&after, "classify"));
+        assert_eq!(semantic(&before, "fetch"), semantic(&after, "fetch"));
+        let text = after.to_json();
+        assert!(text.contains(r#""repeat":"never""#), "{text}");
+        let back = FlowSpec::from_json(&text).expect("a version-3 spec reads back");
+        assert_eq!(back, after);
+        // The default is left out: a tool without `repeat` keeps its spec and digests.
+        if let Some(tool) = after.tools.get_mut("classifier") {
+            tool.repeat = Repeat::WithKey;
+        }
+        after.seal();
+        assert_eq!(after.version, before.version);
+        assert_eq!(after.digest, before.digest);
+        assert!(!after.to_json().contains("repeat"));
+    }
+
+    #[test]
     fn verify_notices_tampering() {
         let mut spec = sealed();
         spec.name = "renamed".into();

@@ -681,6 +681,60 @@ mod tests {
     }
 
     #[test]
+    fn an_effect_started_without_its_result_keeps_its_key_and_its_marks_show() {
+        let started = |step: &str, key: Option<&str>| Event::StepStarted {
+            step: step.into(),
+            index: None,
+            attempt: 1,
+            inputs: "i".repeat(64),
+            key: key.map(str::to_string),
+        };
+        let unknown = Event::UnknownOutcome {
+            step: "pay".into(),
+            index: None,
+            attempt: 1,
+            key: "k".into(),
+            then: Resolution::Held,
+        };
+        let events = [
+            started("pay", Some("k")),
+            started("look", None),
+            unknown.clone(),
+        ];
+        let folded = fold_events(events.iter().cloned().map(|e| (1, e)));
+        // The mark changes nothing of the call: it stays of unknown outcome until a result or
+        // a new start lands.
+        assert_eq!(
+            folded.calls[&("pay".to_string(), None)],
+            CallRecord::Started {
+                attempt: 1,
+                key: Some("k".into())
+            }
+        );
+        assert_eq!(
+            folded.calls[&("look".to_string(), None)],
+            CallRecord::Started {
+                attempt: 1,
+                key: None
+            }
+        );
+        let rows: Vec<NewEvent> = events.iter().map(|e| e.to_row(1)).collect();
+        let (_tmp, store, _) = store_with(rows);
+        let found = marks(&store, "r").unwrap();
+        assert!(found.holes.is_empty());
+        assert_eq!(
+            found.unknown,
+            vec![("pay".to_string(), None, 1, Resolution::Held)]
+        );
+        let mut view = Folded::with_views();
+        view.read(&store, "r", Holes::Stop).unwrap();
+        assert_eq!(
+            view.views.unwrap()["pay"].unknown,
+            vec![(None, 1, Resolution::Held)]
+        );
+    }
+
+    #[test]
     fn an_unreadable_row_stops_a_resume_and_is_passed_over_by_a_view() {
         let mut all = rows();
         all.insert(
