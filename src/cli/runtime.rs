@@ -156,10 +156,21 @@ pub fn report_with(
                 None => ui.error(&format!("run {} {what}", outcome.run)),
             }
         }
+        // The store stopped taking its record: nothing recorded is lost, and it is resumable.
+        RunStatus::Running if outcome.error.is_some() => {
+            if let Some(e) = &outcome.error {
+                ui.error(&format!("run {} stopped: [{}] {}", outcome.run, e.code, e.message));
+            }
+            ui.line(&format!(
+                "nothing recorded is lost: continue it with `reel resume {}` once the store can be written",
+                outcome.run
+            ));
+        }
         RunStatus::Running => ui.line(&format!("run {} is still running", outcome.run)),
         RunStatus::Quarantined => ui.error(&format!("run {} is quarantined", outcome.run)),
     }
     Ok(match outcome.status {
+        RunStatus::Running if outcome.error.is_some() => Status::Failed,
         RunStatus::Succeeded | RunStatus::Waiting | RunStatus::Running => Status::Success,
         RunStatus::Failed | RunStatus::Canceled => Status::Failed,
         RunStatus::Quarantined => Status::Quarantined,

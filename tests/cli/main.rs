@@ -13,6 +13,7 @@ mod replay;
 mod runs;
 mod signals;
 mod store;
+mod store_faults;
 mod support;
 mod tool_env;
 mod unknown_outcome;

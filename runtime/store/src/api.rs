@@ -359,6 +359,14 @@ pub enum StoreError {
     /// SQLite failed.
     #[error("the store failed: {0}")]
     Sqlite(String),
+    /// The disk holding the store is full: nothing more can be written until space is freed.
+    #[error(
+        "the store's disk is full: {0}; free some space, then continue the run with `reel resume`"
+    )]
+    DiskFull(String),
+    /// The store's files cannot be written (read-only, or not ours).
+    #[error("the store's files cannot be written: {0}")]
+    Unwritable(String),
     /// Another process holds the run: its lease was lost (fencing).
     #[error("the lease on run {run} was taken over by another process")]
     LeaseLost {
@@ -442,6 +450,8 @@ impl StoreError {
         match self {
             StoreError::Open { .. } => "store.open",
             StoreError::Sqlite(_) => "store.sqlite",
+            StoreError::DiskFull(_) => "store.disk-full",
+            StoreError::Unwritable(_) => "store.unwritable",
             StoreError::LeaseLost { .. } => "store.lease-lost",
             StoreError::Hole { .. } => "store.hole",
             StoreError::NotFound(_) => "store.not-found",
