@@ -89,16 +89,15 @@ impl Deframer {
                     "Parse error: no valid Content-Length header",
                 ));
             };
-            if self.buf.len() < end + length {
+            let length = if self.buf.len() < end + length {
                 // A body that already runs into another header is cut there: its length was
                 // wrong, and waiting for the rest would swallow the next message.
-                let next = find_frame_header(&self.buf[end..])?;
-                let body: Vec<u8> = self.buf.drain(..end + next).skip(end).collect();
-                return Some(self.judge(body));
-            }
-            // The same cut when the whole length is there already: whether the next message
-            // arrived in the same read must not decide whether it is swallowed.
-            let length = find_frame_header(&self.buf[end..end + length]).unwrap_or(length);
+                find_frame_header(&self.buf[end..])?
+            } else {
+                // The same cut when the whole length is there already: whether the next
+                // message arrived in the same read must not decide whether it is swallowed.
+                find_frame_header(&self.buf[end..end + length]).unwrap_or(length)
+            };
             let body: Vec<u8> = self.buf.drain(..end + length).skip(end).collect();
             if body.is_empty() {
                 continue;
@@ -441,5 +440,15 @@ mod tests {
         );
         let codes: Vec<Option<i64>> = frames(cut.as_bytes()).iter().map(code).collect();
         assert_eq!(codes, [Some(-32700), None, None]);
+        // A header right after a header: the same in one read as in pieces.
+        let twice = format!("Content-Length: 75\r\n\r\n{}", framed(good));
+        let mut d = Deframer::default();
+        let mut pieces = Vec::new();
+        for piece in twice.as_bytes().chunks(7) {
+            d.push(piece);
+            pieces.extend(std::iter::from_fn(|| d.next_frame()));
+        }
+        assert_eq!(pieces, frames(twice.as_bytes()));
+        assert_eq!(pieces, [Frame::Message(good.as_bytes().to_vec())]);
     }
 }
