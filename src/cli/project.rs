@@ -127,6 +127,25 @@ pub fn resolve_run(store: &dyn StoreRead, given: &str) -> Result<String, Failure
     }
 }
 
+/// The write fault a test asks the store for (`REEL_STORE_FAULT=WHAT@WHEN[*N]`, such as
+/// `full@effect_recorded`): only in debug builds, read here at the edge and handed to the store.
+// edge: a test's fault injection, read where the program starts; absent from release builds.
+#[allow(clippy::disallowed_methods)]
+fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
+    #[cfg(debug_assertions)]
+    if let Some(fault) = std::env::var("REEL_STORE_FAULT")
+        .ok()
+        .filter(|f| !f.is_empty())
+    {
+        store
+            .inject_fault(&fault)
+            .map_err(|e| Failure::usage(format!("REEL_STORE_FAULT: {e}")))?;
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = store;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -151,23 +170,4 @@ mod tests {
         let err = Project::find(dir.path(), None).unwrap_err();
         assert!(err.messages[0].contains("reel.toml"), "{:?}", err.messages);
     }
-}
-
-/// The write fault a test asks the store for (`REEL_STORE_FAULT=WHAT@WHEN[*N]`, such as
-/// `full@effect_recorded`): only in debug builds, read here at the edge and handed to the store.
-// edge: a test's fault injection, read where the program starts; absent from release builds.
-#[allow(clippy::disallowed_methods)]
-fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
-    #[cfg(debug_assertions)]
-    if let Some(fault) = std::env::var("REEL_STORE_FAULT")
-        .ok()
-        .filter(|f| !f.is_empty())
-    {
-        store
-            .inject_fault(&fault)
-            .map_err(|e| Failure::usage(format!("REEL_STORE_FAULT: {e}")))?;
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = store;
-    Ok(())
 }
