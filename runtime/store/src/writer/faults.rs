@@ -163,13 +163,14 @@ mod tests {
         let f = WriteFault::parse("full@effect_recorded*2").unwrap();
         assert_eq!(f.kind, FaultKind::Full);
         assert_eq!(f.at, FaultAt::Event("effect_recorded".into(), None));
+        assert_eq!(f.times, Some(2));
         let f = WriteFault::parse("readonly@step_started:b").unwrap();
         assert_eq!(f.kind, FaultKind::ReadOnly);
         assert_eq!(
             f.at,
             FaultAt::Event("step_started".into(), Some("b".into()))
         );
-        assert_eq!(f.times, Some(2));
+        assert_eq!(f.times, None);
         let f = WriteFault::parse("delay=150@commit=3").unwrap();
         assert_eq!(f.kind, FaultKind::Delay(Duration::from_millis(150)));
         assert_eq!(f.at, FaultAt::Commit(3));
