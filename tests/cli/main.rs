@@ -1,6 +1,7 @@
 //! End-to-end tests of the `reel` binary: each runs the built command in a temporary directory
 //! and checks its exit status, stdout and stderr against `docs/cli.md`.
 
+mod bad_input;
 mod build;
 mod check;
 mod clean;
