@@ -309,6 +309,7 @@ fn step_digest(db: &dyn Db, flow: FlowId<'_>, name: &str) -> Result<String, NoDi
                 dir: String::new(),
                 input: user.input.clone(),
                 output: user.output.clone(),
+                repeat: user.repeat,
                 doc: None,
                 span: SourceSpan::default(),
             })
@@ -504,6 +505,35 @@ mod tests {
         let flow = file_flows(&db, file)[0];
         let mut standings = Standings::new(&cx, Some(flow), &recorded);
         assert_eq!(standings.of("a"), Standing::Unverified);
+    }
+
+    #[test]
+    fn a_call_of_unknown_outcome_marks_its_step() {
+        use reel_journal::fold::{StepState, StepView};
+        use reel_journal::journal::Resolution;
+        let label = |view: &StepView| {
+            runs::hint(
+                runs::StepRun { view, value: None },
+                None,
+                &runs::Standing::Current,
+            )
+        };
+        let mut view = StepView {
+            state: StepState::Running,
+            first_at: 0,
+            last_at: 0,
+            attempts: 1,
+            calls: None,
+            starts: Vec::new(),
+            keys: Vec::new(),
+            effects: Vec::new(),
+            unknown: Vec::new(),
+        };
+        assert_eq!(label(&view), "… running");
+        view.unknown.push((None, 1, Resolution::Held));
+        assert_eq!(label(&view), "… running · ⚠ held");
+        view.unknown.push((None, 1, Resolution::Accepted));
+        assert_eq!(label(&view), "… running · ⚠ accepted");
     }
 
     #[test]

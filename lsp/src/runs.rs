@@ -535,6 +535,11 @@ pub fn hint(step: StepRun<'_>, tool: Option<&str>, standing: &Standing) -> Strin
         StepState::Running => ("…", "running".to_string()),
     };
     let mut tail = counts(step);
+    // A call whose outcome was unknown at a resume: the effect may have happened twice, or the
+    // run waits for a person (`held`); said first, as the counts go before it when room runs out.
+    if let Some((_, _, then)) = step.unknown.last() {
+        tail.insert(0, format!("⚠ {}", then.as_str()));
+    }
     let took = step.last_at - step.first_at;
     // A failure's message needs the room more than its duration (the tooltip has both).
     if matches!(step.state, StepState::Succeeded { .. }) && took >= SHOWN_DURATION_MS {
@@ -737,6 +742,7 @@ mod tests {
             starts: vec![(None, 1, 0), (None, 2, 700)],
             keys: Vec::new(),
             effects: Vec::new(),
+            unknown: Vec::new(),
         };
         let label = |s: &StepView, value, standing: &Standing| {
             hint(StepRun { view: s, value }, Some("echo"), standing)

@@ -12,7 +12,9 @@
 //! Framing mistakes are recovered where the bytes allow: a header without a usable
 //! `Content-Length` is answered and skipped up to the next `Content-Length`; a body cut short
 //! by a wrong length is answered, and a body that runs into the next message's header (a length
-//! too long) is cut there, so the next message is still read.
+//! too long) is cut there, so the next message is still read, whether it arrived in the same
+//! read or later; a header block that runs into the next message's header is answered and cut
+//! there too (both found by the fuzzer, `fuzz/`).
 
 use std::io;
 
@@ -68,6 +70,16 @@ impl Deframer {
             }
             found?;
             let end = find(&self.buf, b"\r\n\r\n")? + 4;
+            // A header cut short runs into the next message's header: it is answered, and the
+            // next message is read from its own header rather than swallowed.
+            if let Some(next) = find_frame_header(&self.buf[1..end]) {
+                self.buf.drain(..next + 1);
+                return Some(refused(
+                    json!(null),
+                    -32700,
+                    "Parse error: a header cut short by the next message",
+                ));
+            }
             let length = content_length(&self.buf[..end]);
             let Some(length) = length else {
                 self.buf.drain(..end);
@@ -77,13 +89,15 @@ impl Deframer {
                     "Parse error: no valid Content-Length header",
                 ));
             };
-            if self.buf.len() < end + length {
+            let length = if self.buf.len() < end + length {
                 // A body that already runs into another header is cut there: its length was
                 // wrong, and waiting for the rest would swallow the next message.
-                let next = find_frame_header(&self.buf[end..])?;
-                let body: Vec<u8> = self.buf.drain(..end + next).skip(end).collect();
-                return Some(self.judge(body));
-            }
+                find_frame_header(&self.buf[end..])?
+            } else {
+                // The same cut when the whole length is there already: whether the next
+                // message arrived in the same read must not decide whether it is swallowed.
+                find_frame_header(&self.buf[end..end + length]).unwrap_or(length)
+            };
             let body: Vec<u8> = self.buf.drain(..end + length).skip(end).collect();
             if body.is_empty() {
                 continue;
@@ -405,5 +419,36 @@ mod tests {
             d.next_frame(),
             Some(Frame::Message(good.as_bytes().to_vec()))
         );
+    }
+
+    /// Found by the fuzzer (`fuzz/`): a length too long swallowed the next message when both
+    /// had arrived in one read, and a header cut short swallowed the next one's header.
+    #[test]
+    fn the_next_message_survives_whatever_came_in_the_same_read() {
+        let good = r#"{"jsonrpc":"2.0","id":2,"method":"shutdown"}"#;
+        let long = format!(
+            "Content-Length: 80\r\n\r\n{{\"id\":2{}{}",
+            framed(good),
+            framed(good)
+        );
+        let codes: Vec<Option<i64>> = frames(long.as_bytes()).iter().map(code).collect();
+        assert_eq!(codes, [Some(-32700), None, None]);
+        let cut = format!(
+            "Content-Length: 52\r\n\0\r\n{{\"jsonrpc\"}}{}{}",
+            framed(good),
+            framed(good)
+        );
+        let codes: Vec<Option<i64>> = frames(cut.as_bytes()).iter().map(code).collect();
+        assert_eq!(codes, [Some(-32700), None, None]);
+        // A header right after a header: the same in one read as in pieces.
+        let twice = format!("Content-Length: 75\r\n\r\n{}", framed(good));
+        let mut d = Deframer::default();
+        let mut pieces = Vec::new();
+        for piece in twice.as_bytes().chunks(7) {
+            d.push(piece);
+            pieces.extend(std::iter::from_fn(|| d.next_frame()));
+        }
+        assert_eq!(pieces, frames(twice.as_bytes()));
+        assert_eq!(pieces, [Frame::Message(good.as_bytes().to_vec())]);
     }
 }

@@ -136,12 +136,16 @@ impl Project {
         let clock = Arc::new(super::capabilities::SystemClock);
         match &self.store_url {
             Some(url) => PgStore::open_with(url, &super::capabilities::store_auth(), clock)
-                .map(|s| Arc::new(s) as Arc<dyn Store>),
+                .map(|s| Arc::new(s) as Arc<dyn Store>)
+                .map_err(|e| Failure::failed(e.to_string())),
             None => {
-                SqliteStore::open(&self.store_dir, clock).map(|s| Arc::new(s) as Arc<dyn Store>)
+                let store = SqliteStore::open(&self.store_dir, clock)
+                    .map_err(|e| Failure::failed(e.to_string()))?;
+                // A test's injected disk faults (debug builds only): SQLite's writer has them.
+                inject_store_fault(&store)?;
+                Ok(Arc::new(store))
             }
         }
-        .map_err(|e| Failure::failed(e.to_string()))
     }
 
     /// Opens an existing store for reading only.
@@ -228,6 +232,25 @@ pub fn resolve_run(store: &dyn StoreRead, given: &str) -> Result<String, Failure
             many.iter().take(5).cloned().collect::<Vec<_>>().join(", ")
         ))),
     }
+}
+
+/// The write fault a test asks the store for (`REEL_STORE_FAULT=WHAT@WHEN[*N]`, such as
+/// `full@effect_recorded`): only in debug builds, read here at the edge and handed to the store.
+// edge: a test's fault injection, read where the program starts; absent from release builds.
+#[allow(clippy::disallowed_methods)]
+fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
+    #[cfg(debug_assertions)]
+    if let Some(fault) = std::env::var("REEL_STORE_FAULT")
+        .ok()
+        .filter(|f| !f.is_empty())
+    {
+        store
+            .inject_fault(&fault)
+            .map_err(|e| Failure::usage(format!("REEL_STORE_FAULT: {e}")))?;
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = store;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use reel_runtime::resume;
+use reel_runtime::{Decided, Decision, resume_deciding};
 
 use super::progress::StderrProgress;
 use super::project::{Project, resolve_run};
@@ -19,6 +19,11 @@ use super::{Failure, Status};
 /// redriven: its successes are kept and the failed step runs again. A succeeded run is not run
 /// again: its result is printed.
 ///
+/// A call of a tool declared `repeat: "never"` whose outcome is unknown fails the run with
+/// `run.unknown-outcome` until a person decides: `--accept STEP=JSON` records JSON as the call's
+/// result without calling the tool (checked against the step's result type), `--retry STEP`
+/// attempts it again with the same idempotency key. `STEP[N]` names one call of a `foreach`.
+///
 /// Exit status: as `reel run`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -29,6 +34,64 @@ pub struct Args {
     /// Print {"run", "status", "output", "error"} on stdout.
     #[arg(long)]
     json: bool,
+
+    /// Record JSON as the result of STEP's call whose outcome is unknown, without calling its
+    /// tool (repeatable).
+    #[arg(long, value_name = "STEP=JSON")]
+    accept: Vec<String>,
+
+    /// Attempt STEP's call whose outcome is unknown again, with the same idempotency key
+    /// (repeatable).
+    #[arg(long, value_name = "STEP")]
+    retry: Vec<String>,
+}
+
+/// `STEP` or `STEP[N]`.
+fn call_name(text: &str) -> Result<(String, Option<u32>), Failure> {
+    let text = text.trim();
+    let (step, index) = match text.strip_suffix(']').and_then(|t| t.split_once('[')) {
+        Some((step, n)) => {
+            let n = n.parse().map_err(|_| {
+                Failure::usage(format!("`{text}`: the index in STEP[N] is a number"))
+            })?;
+            (step, Some(n))
+        }
+        None => (text, None),
+    };
+    if step.is_empty() {
+        return Err(Failure::usage(format!("`{text}` names no step")));
+    }
+    Ok((step.to_string(), index))
+}
+
+/// The decisions given with `--accept` and `--retry`.
+fn decisions(args: &Args) -> Result<Vec<Decided>, Failure> {
+    let mut out = Vec::new();
+    for a in &args.accept {
+        let Some((name, json)) = a.split_once('=') else {
+            return Err(Failure::usage(format!(
+                "--accept takes STEP=JSON, found `{a}`"
+            )));
+        };
+        let (step, index) = call_name(name)?;
+        let value = serde_json::from_str(json).map_err(|e| {
+            Failure::usage(format!("--accept {name}=…: the result is not JSON: {e}"))
+        })?;
+        out.push(Decided {
+            step,
+            index,
+            decision: Decision::Accept(value),
+        });
+    }
+    for r in &args.retry {
+        let (step, index) = call_name(r)?;
+        out.push(Decided {
+            step,
+            index,
+            decision: Decision::Retry,
+        });
+    }
+    Ok(out)
 }
 
 /// Runs `reel resume`.
@@ -36,6 +99,7 @@ pub struct Args {
 #[allow(clippy::disallowed_methods)]
 pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let began = Instant::now();
+    let decided = decisions(&args)?;
     let project = Project::current()?;
     let store = project.open_store()?;
     let id = resolve_run(store.as_ref(), &args.run)?;
@@ -44,7 +108,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let outcome = rt.block_on(async {
         let deps = run_deps(store, Some(progress.clone()));
         stop_on_ctrl_c(&deps);
-        resume(&deps, &rider_config(), &id, "resume").await
+        resume_deciding(&deps, &rider_config(), &id, "resume", decided).await
     });
     progress.finish();
     match outcome {

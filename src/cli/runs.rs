@@ -1,5 +1,6 @@
 //! `reel runs`: list runs, newest first.
 
+use reel_journal::fold::Marks;
 use reel_store::{RunFilter, RunRow, RunStatus};
 use serde_json::{Value, json};
 
@@ -30,8 +31,8 @@ pub fn time_json(ms: Option<i64>) -> Value {
 }
 
 /// The JSON object of one run, as `reel runs --json` prints it, with the count of its
-/// journal's unreadable rows (holes).
-pub fn run_json(r: &RunRow, holes: usize) -> Value {
+/// journal's unreadable rows (holes) and its calls found with an unknown outcome.
+pub fn run_json(r: &RunRow, marks: &Marks) -> Value {
     json!({
         "run": r.id,
         "flow": r.flow,
@@ -43,7 +44,17 @@ pub fn run_json(r: &RunRow, holes: usize) -> Value {
         "due_at": time_json(r.due_at),
         "waiting_on": r.waiting_on,
         "error": r.error,
-        "holes": holes,
+        "holes": marks.holes.len(),
+        "unknown_outcomes": marks
+            .unknown
+            .iter()
+            .map(|(step, index, attempt, then)| json!({
+                "step": step,
+                "index": index,
+                "attempt": attempt,
+                "then": then.as_str(),
+            }))
+            .collect::<Vec<Value>>(),
     })
 }
 
@@ -77,18 +88,19 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             ..RunFilter::default()
         })
         .map_err(|e| Failure::failed(e.to_string()))?;
-    // Each listed run's journal is read for rows that cannot be read: a run with one cannot
-    // resume, and nobody should learn that only from `reel resume`.
-    let holes = runs
+    // Each listed run's journal is read for rows that cannot be read (a run with one cannot
+    // resume, and nobody should learn that only from `reel resume`) and for calls whose outcome
+    // was unknown (an effect that may have happened twice, or waits for a person).
+    let marks = runs
         .iter()
-        .map(|r| reel_journal::fold::holes(store.as_ref(), &r.id).map(|h| h.len()))
-        .collect::<Result<Vec<usize>, _>>()
+        .map(|r| reel_journal::fold::marks(store.as_ref(), &r.id))
+        .collect::<Result<Vec<Marks>, _>>()
         .map_err(|e| Failure::failed(e.to_string()))?;
     if args.json {
         let all: Vec<Value> = runs
             .iter()
-            .zip(&holes)
-            .map(|(r, h)| run_json(r, *h))
+            .zip(&marks)
+            .map(|(r, m)| run_json(r, m))
             .collect();
         print_stdout(&format!("{}\n", Value::Array(all)))?;
         return Ok(Status::Success);
@@ -98,7 +110,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         "{:<26}  {:<16}  {:<11}  {:<20}  {}\n",
         "RUN", "FLOW", "STATUS", "STARTED", "ENDED"
     ));
-    for r in &runs {
+    for (r, m) in runs.iter().zip(&marks) {
         let t = |ms: Option<i64>| match time_json(ms) {
             Value::String(s) => s.chars().take(19).collect::<String>().replace('T', " "),
             _ => "-".to_string(),
@@ -109,8 +121,9 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             .as_ref()
             .map(|p| format!("  fork of {p}"))
             .unwrap_or_default();
+        let unknown = unknown_marker(m);
         out.push_str(&format!(
-            "{:<26}  {:<16}  {:<11}  {:<20}  {}{parent}\n",
+            "{:<26}  {:<16}  {:<11}  {:<20}  {}{parent}{unknown}\n",
             r.id,
             r.flow,
             r.status.as_str(),
@@ -119,14 +132,36 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         ));
     }
     print_stdout(&out)?;
-    for (r, h) in runs.iter().zip(&holes).filter(|(_, h)| **h > 0) {
+    for (r, h) in runs
+        .iter()
+        .zip(marks.iter().map(|m| m.holes.len()))
+        .filter(|(_, h)| *h > 0)
+    {
         ui.line(&format!(
             "note: run {} has {h} unreadable journal row{} (holes): it cannot be resumed; \
              `reel events {}` shows where",
             r.id,
-            if *h == 1 { "" } else { "s" },
+            if h == 1 { "" } else { "s" },
             r.id
         ));
     }
     Ok(Status::Success)
+}
+
+/// After a run's columns, like a fork's parent: the calls a resume found with an unknown
+/// outcome, which may have acted twice (`repeated`, `retried`) or wait for a person (`held`).
+fn unknown_marker(m: &Marks) -> String {
+    let calls: Vec<String> = m
+        .unknown
+        .iter()
+        .map(|(step, index, _, then)| match index {
+            Some(i) => format!("{step}[{i}] {}", then.as_str()),
+            None => format!("{step} {}", then.as_str()),
+        })
+        .collect();
+    if calls.is_empty() {
+        String::new()
+    } else {
+        format!("  unknown outcome: {}", calls.join(", "))
+    }
 }

@@ -143,7 +143,10 @@ pub fn report_with(
                             "the flow is at fault: correct it and fork the run with `reel fork {} --flow FILE`, which reuses what still matches (preview it with `reel replay {} --flow FILE`)",
                             outcome.run, outcome.run
                         ));
-                    } else if outcome.status == RunStatus::Failed {
+                    } else if outcome.status == RunStatus::Failed
+                        // Its message says what to run: a person decides, nothing is fixed.
+                        && e.code != "run.unknown-outcome"
+                    {
                         ui.line(&format!(
                             "fix the cause and continue it with `reel resume {}`: its finished steps are kept",
                             outcome.run
@@ -153,10 +156,21 @@ pub fn report_with(
                 None => ui.error(&format!("run {} {what}", outcome.run)),
             }
         }
+        // The store stopped taking its record: nothing recorded is lost, and it is resumable.
+        RunStatus::Running if outcome.error.is_some() => {
+            if let Some(e) = &outcome.error {
+                ui.error(&format!("run {} stopped: [{}] {}", outcome.run, e.code, e.message));
+            }
+            ui.line(&format!(
+                "nothing recorded is lost: continue it with `reel resume {}` once the store can be written",
+                outcome.run
+            ));
+        }
         RunStatus::Running => ui.line(&format!("run {} is still running", outcome.run)),
         RunStatus::Quarantined => ui.error(&format!("run {} is quarantined", outcome.run)),
     }
     Ok(match outcome.status {
+        RunStatus::Running if outcome.error.is_some() => Status::Failed,
         RunStatus::Succeeded | RunStatus::Waiting | RunStatus::Running => Status::Success,
         RunStatus::Failed | RunStatus::Canceled => Status::Failed,
         RunStatus::Quarantined => Status::Quarantined,

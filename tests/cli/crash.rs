@@ -166,6 +166,9 @@ struct Journal {
     started: BTreeMap<CallId, BTreeSet<String>>,
     /// Whether `run_finished` is there.
     finished: bool,
+    /// Calls a resume found with an unknown outcome and repeated (`unknown_outcome`), with the
+    /// key they were marked with.
+    repeated: BTreeMap<CallId, BTreeSet<String>>,
 }
 
 impl Journal {
@@ -209,6 +212,14 @@ fn read_journal(dir: &Path, home: &Path, run_id: &str) -> Journal {
                     .insert(key);
             }
             "run_finished" => j.finished = true,
+            "unknown_outcome" => {
+                assert_eq!(e["data"]["then"], "repeated", "{e}");
+                let key = e["data"]["key"].as_str().unwrap_or("-").to_string();
+                j.repeated
+                    .entry((step.unwrap(), index))
+                    .or_default()
+                    .insert(key);
+            }
             _ => {}
         }
     }
@@ -400,7 +411,15 @@ fn crashed_run(
             final_output = Some(o);
         }
         settle_log(dir.path());
-        check_resume(mode, &before, &log_before, &read_log(dir.path()), trace);
+        let after = read_journal(dir.path(), &home, &run_id);
+        check_resume(
+            mode,
+            &before,
+            &after,
+            &log_before,
+            &read_log(dir.path()),
+            trace,
+        );
     }
 
     // The run ends with the output of an uninterrupted run.
@@ -451,6 +470,7 @@ fn crashed_run(
 fn check_resume(
     mode: &str,
     before: &Journal,
+    after: &Journal,
     log_before: &[(CallId, String)],
     log_after: &[(CallId, String)],
     trace: &mut Trace,
@@ -486,6 +506,18 @@ fn check_resume(
             assert!(
                 in_flight.contains(call),
                 "durable: {call:?} was repeated but was not in flight at the kill\n{}",
+                trace.text()
+            );
+        }
+        // A call made again whose start had landed is an unknown outcome: the journal says
+        // so, with the key of that start. (In `durable` mode the mark is synced before the
+        // call is made again; in `fast` mode a kill may land before it is committed, and the
+        // next resume marks the call then.)
+        if mode == "durable" && in_flight.contains(call) {
+            assert_eq!(
+                after.repeated.get(call),
+                before.started.get(call),
+                "{mode}: {call:?} was made again after an unknown outcome without its mark\n{}",
                 trace.text()
             );
         }

@@ -1,6 +1,7 @@
 //! End-to-end tests of the `reel` binary: each runs the built command in a temporary directory
 //! and checks its exit status, stdout and stderr against `docs/cli.md`.
 
+mod bad_input;
 mod build;
 mod cassette;
 mod check;
@@ -15,5 +16,7 @@ mod replay;
 mod runs;
 mod signals;
 mod store;
+mod store_faults;
 mod support;
 mod tool_env;
+mod unknown_outcome;

@@ -140,6 +140,7 @@ pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
                 dir: file.tool_dir(db).clone(),
                 input: user.input.clone(),
                 output: user.output.clone(),
+                repeat: user.repeat,
                 doc: user.doc.clone(),
                 span: source_span(db, file, span),
             };

@@ -1,6 +1,6 @@
 //! User `tool` declarations: checked into contracts the steps are checked against.
 
-use reel_flowspec::{ToolKind, Type};
+use reel_flowspec::{Repeat, ToolKind, Type};
 use reel_syntax::ast::{self, ExprKind, SchemaSide, ToolEntry};
 use reel_syntax::{Code, Diagnostic, Span};
 
@@ -19,6 +19,8 @@ pub struct UserTool {
     pub input: Type,
     /// The result type.
     pub output: Type,
+    /// Whether a call whose outcome is unknown is attempted again.
+    pub repeat: Repeat,
     /// Its doc comment.
     pub doc: Option<String>,
 }
@@ -39,6 +41,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
     }
     let mut kind: Option<ToolKind> = None;
     let mut exec: Option<Vec<String>> = None;
+    let mut repeat: Option<(Repeat, Span)> = None;
     let mut input: Option<Vec<(String, Type)>> = None;
     let mut output: Option<Vec<(String, Type)>> = None;
     let mut seen: Vec<(String, Span)> = Vec::new();
@@ -76,6 +79,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
             ToolEntry::Field(f) => match key.as_str() {
                 "kind" => kind = tool_kind(f, diags),
                 "exec" => exec = exec_list(f, diags),
+                "repeat" => repeat = tool_repeat(f, diags).map(|r| (r, f.value.span)),
                 "input" | "output" => diags.push(
                     Diagnostic::error(
                         Code::ToolInvalidSchema,
@@ -92,8 +96,10 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
                         format!("a tool has no setting `{other}`"),
                     )
                     .with_label("unknown setting")
-                    .with_help("a tool has `kind`, `exec`, `input { … }` and `output { … }`");
-                    if let Some(s) = closest(other, ["kind", "exec", "input", "output"]) {
+                    .with_help(
+                        "a tool has `kind`, `exec`, `repeat`, `input { … }` and `output { … }`",
+                    );
+                    if let Some(s) = closest(other, ["kind", "exec", "repeat", "input", "output"]) {
                         d = d.with_fix(format!("replace with `{s}`"), f.key.span, s);
                     }
                     diags.push(d);
@@ -172,6 +178,22 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
             .with_help("add the command to run, such as `exec: [\"python3\", \"tools/score.py\"]`"),
         );
     }
+    if let (Some(k), Some((Repeat::Never, span))) = (kind, repeat)
+        && k != ToolKind::Effect
+    {
+        diags.push(
+            Diagnostic::error(
+                Code::ToolInvalidRepeat,
+                span,
+                format!(
+                    "`repeat` is for effect tools; this tool is `{}`",
+                    k.as_str()
+                ),
+            )
+            .with_label("not an effect tool")
+            .with_help("a pure or read call is simply made again; remove `repeat`"),
+        );
+    }
     let (Some(kind), Some(exec), false) = (kind, exec, broken) else {
         // Calls of a broken tool are not checked against it: its own diagnostic is the one.
         return Some(UserTool {
@@ -188,6 +210,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
             exec: Vec::new(),
             input: Type::Error,
             output: Type::Error,
+            repeat: Repeat::WithKey,
             doc: tool.doc.clone(),
         });
     };
@@ -228,6 +251,7 @@ pub fn check_tool(tool: &ast::Tool, diags: &mut Vec<Diagnostic>) -> Option<UserT
         exec,
         input: Type::record(input_fields),
         output: output_ty,
+        repeat: repeat.map_or(Repeat::WithKey, |(r, _)| r),
         doc: tool.doc.clone(),
     })
 }
@@ -254,6 +278,39 @@ fn tool_kind(f: &ast::Field, diags: &mut Vec<Diagnostic>) -> Option<ToolKind> {
             .with_label("not a tool kind")
             .with_note("pure: no effect, same inputs give the same result; read: reads the world; effect: changes it, and gets an idempotency key");
             if let Some(s) = other.and_then(|o| closest(o, ["pure", "read", "effect"])) {
+                d = d.with_help(format!("did you mean \"{s}\"?")).with_fix(
+                    format!("replace with \"{s}\""),
+                    f.value.span,
+                    format!("\"{s}\""),
+                );
+            }
+            diags.push(d);
+            None
+        }
+    }
+}
+
+fn tool_repeat(f: &ast::Field, diags: &mut Vec<Diagnostic>) -> Option<Repeat> {
+    let text = match &f.value.kind {
+        ExprKind::Str(parts) => match parts.as_slice() {
+            [ast::StrPart::Text(t)] => Some(t.as_str()),
+            [] => Some(""),
+            _ => None,
+        },
+        _ => None,
+    };
+    match text {
+        Some("never") => Some(Repeat::Never),
+        Some("with-key") => Some(Repeat::WithKey),
+        other => {
+            let mut d = Diagnostic::error(
+                Code::ToolInvalidRepeat,
+                f.value.span,
+                "a tool's `repeat` is \"never\" or \"with-key\"",
+            )
+            .with_label("not a repeat policy")
+            .with_note("a call whose start was recorded but not its result has an unknown outcome: \"with-key\" (the default) attempts it again with the same idempotency key, \"never\" fails the run until a person decides");
+            if let Some(s) = other.and_then(|o| closest(o, ["never", "with-key"])) {
                 d = d.with_help(format!("did you mean \"{s}\"?")).with_fix(
                     format!("replace with \"{s}\""),
                     f.value.span,

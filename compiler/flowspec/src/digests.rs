@@ -13,8 +13,8 @@ use serde_json::Value;
 use crate::args::Args;
 use crate::canonical::{canonical_json, sha256_hex};
 use crate::spec::{
-    Duration, Expr, FORMAT_VERSION, FlowSpec, OLDEST_VERSION, RetrySpec, StepSpec, ToolKind,
-    ToolSpec, writing_implied_types,
+    Duration, Expr, FORMAT_VERSION, FlowSpec, OLDEST_VERSION, Repeat, RetrySpec, StepSpec,
+    ToolKind, ToolSpec, writing_implied_types,
 };
 use crate::types::Type;
 
@@ -45,6 +45,9 @@ struct ToolContract<'a> {
     exec: &'a [String],
     input: &'a Type,
     output: &'a Type,
+    /// Left out when it is the default, so a tool without `repeat` keeps its digests.
+    #[serde(skip_serializing_if = "Repeat::is_with_key")]
+    repeat: Repeat,
 }
 
 /// Whether `expr`, or an expression inside it, is a nested literal whose type version 2 leaves
@@ -71,9 +74,9 @@ fn to_value<T: Serialize>(data: &T) -> Value {
 /// SHA-256 of what `step` calls and with what; `tool` is the called user tool's contract, if any.
 ///
 /// Covers id, tool, kind, args, value, when, foreach, concurrency, after (as a set), retry,
-/// timeout, type and the user tool's name, kind, exec, input and output. Leaves out spans,
-/// doc comments, deps and the tool's directory, so moving or documenting a step, or moving the
-/// project, keeps the digest.
+/// timeout, type and the user tool's name, kind, exec, input, output and `repeat` (when not
+/// the default). Leaves out spans, doc comments, deps and the tool's directory, so moving or
+/// documenting a step, or moving the project, keeps the digest.
 pub fn step_semantic_digest(step: &StepSpec, tool: Option<&ToolSpec>) -> String {
     let mut after: Vec<&str> = step.after.iter().map(String::as_str).collect();
     // `after` only orders; listing a step twice or in another order means the same thing.
@@ -98,6 +101,7 @@ pub fn step_semantic_digest(step: &StepSpec, tool: Option<&ToolSpec>) -> String 
             exec: &t.exec,
             input: &t.input,
             output: &t.output,
+            repeat: t.repeat,
         }),
     };
     sha256_hex(canonical_json(&to_value(&semantics)).as_bytes())
@@ -114,11 +118,14 @@ impl FlowSpec {
         step.tool.as_deref().and_then(|name| self.tools.get(name))
     }
 
-    /// Sets `version` to the oldest that can read the spec (2 if a nested literal's type is
-    /// left out, else 1), then fills every step's `semantic_digest`, then the spec's `digest`.
+    /// Sets `version` to the oldest that can read the spec (3 if a tool is declared `repeat:
+    /// "never"`, 2 if a nested literal's type is left out, else 1), then fills every step's
+    /// `semantic_digest`, then the spec's `digest`.
     pub fn seal(&mut self) {
-        self.version = if self.exprs().any(implies_a_type) {
+        self.version = if self.tools.values().any(|t| t.repeat == Repeat::Never) {
             FORMAT_VERSION
+        } else if self.exprs().any(implies_a_type) {
+            2
         } else {
             OLDEST_VERSION
         };
@@ -271,6 +278,32 @@ mod tests {
         after.seal();
         assert_ne!(semantic(&before, "classify"), semantic(&after, "classify"));
         assert_eq!(semantic(&before, "fetch"), semantic(&after, "fetch"));
+    }
+
+    #[test]
+    fn repeat_never_reaches_its_callers_and_raises_the_version() {
+        let before = sealed();
+        let mut after = before.clone();
+        if let Some(tool) = after.tools.get_mut("classifier") {
+            tool.repeat = Repeat::Never;
+        }
+        after.seal();
+        // An older reader would attempt its calls again: it must refuse the spec instead.
+        assert_eq!(after.version, 3);
+        assert_ne!(semantic(&before, "classify"), semantic(&after, "classify"));
+        assert_eq!(semantic(&before, "fetch"), semantic(&after, "fetch"));
+        let text = after.to_json();
+        assert!(text.contains(r#""repeat":"never""#), "{text}");
+        let back = FlowSpec::from_json(&text).expect("a version-3 spec reads back");
+        assert_eq!(back, after);
+        // The default is left out: a tool without `repeat` keeps its spec and digests.
+        if let Some(tool) = after.tools.get_mut("classifier") {
+            tool.repeat = Repeat::WithKey;
+        }
+        after.seal();
+        assert_eq!(after.version, before.version);
+        assert_eq!(after.digest, before.digest);
+        assert!(!after.to_json().contains("repeat"));
     }
 
     #[test]

@@ -231,7 +231,7 @@ mod tests {
         let mut readable = value.clone();
         readable["format"] = "reel.journal".into();
         let readable_format = readable.to_string();
-        value["version"] = 3.into();
+        value["version"] = 4.into();
         let wrong_version = value.to_string();
         value["version"] = "1".into();
         let string_version = value.to_string();

@@ -362,6 +362,7 @@ pub(crate) fn sample_spec() -> FlowSpec {
                     },
                 ],
             },
+            repeat: Repeat::WithKey,
             doc: Some("Classifies an issue.".into()),
             span: span(70),
         },

@@ -86,7 +86,7 @@ mod tests {
         cases.push(("unknown node", v));
 
         let mut v = sealed_value();
-        v["version"] = json!(3);
+        v["version"] = json!(4);
         cases.push(("other version", v));
 
         let mut spec = sample_spec();

@@ -9,9 +9,10 @@ use crate::args::Args;
 use crate::types::Type;
 
 /// The newest version of the FlowSpec format this crate reads and writes; readers refuse newer
-/// ones. A spec is written as version 2 only when it leaves out the type of a nested literal
-/// (see [`Expr`]); any other spec is written exactly as version 1 was.
-pub const FORMAT_VERSION: u32 = 2;
+/// ones. A spec is written as version 3 only when a tool is declared `repeat: "never"` (an
+/// older reader would repeat its calls), as version 2 when it leaves out the type of a nested
+/// literal (see [`Expr`]); any other spec is written exactly as version 1 was.
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The oldest version this crate reads.
 pub const OLDEST_VERSION: u32 = 1;
@@ -36,8 +37,8 @@ pub(crate) fn writing_implied_types<R>(implied: bool, write: impl FnOnce() -> R)
 pub struct FlowSpec {
     /// Always `"reel.flowspec"`.
     pub format: String,
-    /// The format version: 2 when a nested literal's type is left out, else 1 (set by
-    /// [`FlowSpec::seal`]).
+    /// The format version: 3 when a tool is declared `repeat: "never"`, 2 when a nested
+    /// literal's type is left out, else 1 (set by [`FlowSpec::seal`]).
     pub version: u32,
     /// The flow's name.
     pub name: String,
@@ -153,11 +154,41 @@ pub struct ToolSpec {
     pub input: Type,
     /// The result's type.
     pub output: Type,
+    /// Whether a call whose outcome is unknown may be attempted again (left out when it may).
+    #[serde(default, skip_serializing_if = "Repeat::is_with_key")]
+    pub repeat: Repeat,
     /// Its doc comment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub doc: Option<String>,
     /// Where it is declared.
     pub span: SourceSpan,
+}
+
+/// What a resume does with an effect call whose start was recorded but not its result.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Repeat {
+    /// Attempt it again with the same idempotency key (the default).
+    #[default]
+    WithKey,
+    /// Never attempt it again on its own: the run fails with `run.unknown-outcome` until a
+    /// person decides (`reel resume --accept` or `--retry`).
+    Never,
+}
+
+impl Repeat {
+    /// Whether this is the default, which a spec leaves out.
+    pub fn is_with_key(&self) -> bool {
+        *self == Repeat::WithKey
+    }
+
+    /// The word a tool declaration writes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Repeat::WithKey => "with-key",
+            Repeat::Never => "never",
+        }
+    }
 }
 
 /// How the wait between attempts grows.

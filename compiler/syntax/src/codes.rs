@@ -131,9 +131,11 @@ catalogue! {
     ToolInvalidKind = "tool.invalid-kind", Error;
     /// `exec` is not a non-empty list of plain string literals (no interpolation).
     ToolInvalidExec = "tool.invalid-exec", Error;
+    /// `repeat` is not the string literal `"never"` or `"with-key"`, or is given on a tool whose `kind` is not `"effect"`.
+    ToolInvalidRepeat = "tool.invalid-repeat", Error;
     /// `input` or `output` written as a value (`input.
     ToolInvalidSchema = "tool.invalid-schema", Error;
-    /// A `tool` declaration has an entry other than `kind`, `exec`, `input { … }` and `output { … }`.
+    /// A `tool` declaration has an entry other than `kind`, `exec`, `repeat`, `input { … }` and `output { … }`.
     ToolUnknownEntry = "tool.unknown-entry", Error;
     /// A `tool` declaration gives the same entry twice.
     ToolDuplicateEntry = "tool.duplicate-entry", Error;

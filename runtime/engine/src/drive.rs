@@ -8,14 +8,16 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use reel_store::{Lease, LogRow, RunStatus, RunUpdate, Store, StoreError};
+use reel_store::{Claim, Lease, LogRow, RunStatus, RunUpdate, Store, StoreError};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::{ArrivedSignal, CallStart, Command, Ending, Input, Machine, Poll, Returned};
 use crate::deps::RunDeps;
+use crate::error::RunError;
 use crate::fork::Reuse;
+use crate::journal::Event;
 use crate::rider::{Refusal, RiderConfig, RunOutcome, blocking};
 
 /// Drives `machine` from `first` (`Started` or `Resumed`) to its end, or until it parks.
@@ -52,7 +54,23 @@ pub(crate) async fn drive_reusing(
     machine.handle(driver.now(), first);
     let result = driver.run(&mut machine).await;
     driver.calls_cancel.cancel();
-    result
+    match result {
+        Err(Refusal::Store(e)) if cannot_write(&e) => Ok(driver.stopped_by_the_store(e).await),
+        other => other,
+    }
+}
+
+/// Whether `e` is the store failing to write (a full disk, a read-only file, an I/O error), as
+/// opposed to another process holding the run or a record that cannot be read.
+fn cannot_write(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::DiskFull(_)
+            | StoreError::Unwritable(_)
+            | StoreError::Sqlite(_)
+            | StoreError::Poisoned { .. }
+            | StoreError::Io { .. }
+    )
 }
 
 struct Driver<'r> {
@@ -339,6 +357,63 @@ impl Driver<'_> {
         };
         m.handle(now, Input::Tick { poll });
         Ok(Next::Continue)
+    }
+
+    /// The store failed to write: what it committed stays (its journal has no gap; a failed
+    /// batch is dropped whole, and nothing later is written under the lease). The run is marked
+    /// failed with the store's error, under a new lease, if the store can still take that
+    /// record (a redrive then goes on from what was recorded); else it stays `running` and
+    /// resumable. Either way the outcome says so, so `reel run --json` prints its object.
+    async fn stopped_by_the_store(&mut self, e: StoreError) -> RunOutcome {
+        let error = RunError::new(e.code(), e.to_string());
+        let store = self.deps.store.clone();
+        // The lease is poisoned in this process: it is given up, and a fresh one taken.
+        let _ = store.release(&self.lease).await;
+        let owner = self.deps.owner.clone();
+        let lease_ms = self.cfg.lease_ms;
+        let run = self.run_id().to_string();
+        let now = self.now();
+        let marked: Result<(), StoreError> = async {
+            let id = run.clone();
+            let claim = blocking(store.clone(), move |s| s.claim_run(&id, &owner, lease_ms));
+            let Claim::Claimed(lease) = claim.await? else {
+                return Err(StoreError::LeaseLost { run: run.clone() });
+            };
+            let ended = Event::RunFinished {
+                status: "failed".into(),
+                output: None,
+                error: Some(error.clone()),
+            };
+            let written = async {
+                store.append(&lease, vec![ended.to_row(now)])?;
+                store.update_run(
+                    &lease,
+                    RunUpdate {
+                        status: Some(RunStatus::Failed),
+                        due_at: Some(None),
+                        waiting_on: Some(Vec::new()),
+                        ended_at: Some(now),
+                        error: Some(serde_json::to_value(&error).unwrap_or(Value::Null)),
+                        ..RunUpdate::default()
+                    },
+                )?;
+                store.sync(&lease).await
+            }
+            .await;
+            let _ = store.release(&lease).await;
+            written
+        }
+        .await;
+        RunOutcome {
+            run,
+            status: if marked.is_ok() {
+                RunStatus::Failed
+            } else {
+                RunStatus::Running
+            },
+            output: None,
+            error: Some(error),
+        }
     }
 
     /// Marks the run as the machine ended it, makes it durable and lets it go.

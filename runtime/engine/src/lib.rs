@@ -21,6 +21,7 @@ pub mod worker;
 // and the language server; they stay reachable here under their old paths.
 pub use reel_journal::{error, fold, journal};
 
+pub use core::{Decided, Decision};
 pub use deps::{
     BoxFuture, Clock, EnvSecrets, Environment, ManualClock, NoProgress, Progress, ProgressSink,
     RunDeps, Secrets, StepEnd, Tools,
@@ -33,5 +34,6 @@ pub use replay::{
     replay, test_against,
 };
 pub use rider::{
-    CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, cancel, resume, start,
+    CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, cancel, resume, resume_deciding,
+    start,
 };

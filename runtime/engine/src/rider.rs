@@ -12,7 +12,7 @@ use reel_flowspec::FlowSpec;
 use reel_store::{Claim, Durability, Lease, NewRun, RunStatus, RunUpdate, Store, StoreError};
 use serde_json::{Map, Value, json};
 
-use crate::core::{Input, Machine, Setup};
+use crate::core::{Decided, Input, Machine, Setup, check_decisions};
 use crate::deps::RunDeps;
 use crate::drive::{drive, drive_reusing};
 use crate::error::RunError;
@@ -221,11 +221,30 @@ pub async fn resume(
     run_id: &str,
     reason: &str,
 ) -> Result<RunOutcome, Refusal> {
+    resume_deciding(deps, cfg, run_id, reason, Vec::new()).await
+}
+
+/// Resumes a run as [`resume`] does, with a person's decisions about calls whose outcome is
+/// unknown (`reel resume --accept`, `--retry`). A decision that names no such call, or a result
+/// that does not fit the step's type, refuses the resume before anything is recorded.
+pub async fn resume_deciding(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    run_id: &str,
+    reason: &str,
+    decisions: Vec<Decided>,
+) -> Result<RunOutcome, Refusal> {
     let store = deps.store.clone();
     let row = store
         .run(run_id)?
         .ok_or_else(|| Refusal::UnknownRun(run_id.to_string()))?;
     match row.status {
+        RunStatus::Succeeded if !decisions.is_empty() => {
+            return Err(Refusal::Input(format!(
+                "run {} succeeded: it has no call whose outcome is unknown",
+                row.id
+            )));
+        }
         RunStatus::Succeeded => {
             let output = match &row.output_digest {
                 Some(d) => store.get_value(d)?,
@@ -285,8 +304,15 @@ pub async fn resume(
             return Err(refusal);
         }
     };
+    if let Err(message) = check_decisions(&spec, &folded, &decisions) {
+        give_back(&store, &lease, row.status).await;
+        return Err(Refusal::Input(format!(
+            "cannot resume run {}: {message}",
+            row.id
+        )));
+    }
     let redrive = matches!(folded.finished.as_deref(), Some("failed" | "canceled"));
-    let machine = Machine::new(Setup {
+    let mut machine = Machine::new(Setup {
         run_id: lease.run.clone(),
         spec,
         seed: started.seed,
@@ -299,6 +325,7 @@ pub async fn resume(
         max_parallel: cfg.max_parallel,
         faults: Vec::new(),
     });
+    machine.decide(decisions);
     let first = Input::Resumed {
         folded: Box::new(folded),
         reason: if redrive {

@@ -207,13 +207,39 @@ fn journal(store: &dyn Store, run: &str) -> Vec<EventRow> {
 
 /// The events to compare: times, resumes and parks aside; a call's start recorded twice (its
 /// result was not recorded before the cut, so it was made again) counted once, and the step's
-/// count of attempts without the re-run.
+/// count of attempts without the re-run. An effect made again must say so first: its
+/// `unknown_outcome` (`repeated`, with the key it started with) comes before the repeat.
 fn normalized(rows: &[EventRow]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     let mut reruns: HashMap<Option<String>, u64> = HashMap::new();
+    let mut marked: Vec<(Option<String>, Option<u32>, Value)> = Vec::new();
     for r in rows {
         if matches!(r.kind.as_str(), "run_resumed" | "run_waiting") {
             continue;
+        }
+        if r.kind == "unknown_outcome" {
+            assert_eq!(r.data["then"], "repeated", "{r:?}");
+            marked.push((r.step.clone(), r.index, r.data["key"].clone()));
+            continue;
+        }
+        if r.kind == "step_started" {
+            let key = &r.data["key"];
+            let mark = marked
+                .iter()
+                .position(|(s, i, k)| *s == r.step && *i == r.index && k == key);
+            let is_marked = mark.map(|m| marked.remove(m)).is_some();
+            let repeat = out.iter().any(|e| {
+                *e == format!(
+                    "{} {:?}{:?}#{:?} {}",
+                    r.kind, r.step, r.index, r.attempt, r.data
+                )
+            });
+            assert_eq!(
+                is_marked,
+                repeat && !key.is_null(),
+                "an effect's start is marked as a repeat after an unknown outcome exactly when it \
+                 is one: {r:?}"
+            );
         }
         let mut data = r.data.clone();
         if r.kind == "step_succeeded"
@@ -232,6 +258,7 @@ fn normalized(rows: &[EventRow]) -> Vec<String> {
         }
         out.push(e);
     }
+    assert!(marked.is_empty(), "marked and never repeated: {marked:?}");
     out.sort();
     out
 }

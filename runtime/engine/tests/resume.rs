@@ -309,8 +309,8 @@ async fn a_stored_flow_that_does_not_read_stops_the_resume() {
             "not a valid FlowSpec: unknown variant `pipe`",
         ),
         (
-            |json| edit(&json, |v| v["version"] = json!(3)),
-            "FlowSpec version 3 is not supported",
+            |json| edit(&json, |v| v["version"] = json!(4)),
+            "FlowSpec version 4 is not supported",
         ),
         (|_| None, "is missing from the store"),
     ];

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use reel_store::{EventRow, Flow, JournalRow, StoreError, StoreRead};
 
 use crate::error::RunError;
-use crate::journal::{Event, RunStarted, woke_value};
+use crate::journal::{Event, Resolution, RunStarted, woke_value};
 
 /// What the journal says about one call (one `foreach` element, or a step's single call).
 #[derive(Clone, Debug, PartialEq)]
@@ -22,6 +22,8 @@ pub enum CallRecord {
     Started {
         /// The attempt.
         attempt: u32,
+        /// The idempotency key, for an effect: set, the call's outcome is unknown.
+        key: Option<String>,
     },
     /// Finished with this result.
     Done {
@@ -117,6 +119,8 @@ pub struct StepView {
     pub keys: Vec<String>,
     /// Effects recorded, by key.
     pub effects: Vec<String>,
+    /// Calls found with an unknown outcome on a resume: (index, attempt, what was done).
+    pub unknown: Vec<(Option<u32>, u32, Resolution)>,
 }
 
 /// What to do with a journal row that cannot be read.
@@ -231,11 +235,12 @@ impl Folded {
                 step,
                 index,
                 attempt,
+                key,
                 ..
             } => {
                 *self.attempts.entry(step.clone()).or_default() += 1;
                 self.calls
-                    .insert(call_key(&step, index), CallRecord::Started { attempt });
+                    .insert(call_key(&step, index), CallRecord::Started { attempt, key });
             }
             Event::CallSucceeded {
                 step,
@@ -338,8 +343,9 @@ impl Folded {
                     },
                 );
             }
-            // What the reuse produced is in the `call_succeeded`/`effect_recorded` that follows.
-            Event::RunWaiting { .. } | Event::CallReused { .. } => {}
+            // What the reuse produced is in the `call_succeeded`/`effect_recorded` that follows;
+            // a call of unknown outcome stays `Started` until a new start or a result lands.
+            Event::RunWaiting { .. } | Event::CallReused { .. } | Event::UnknownOutcome { .. } => {}
             Event::RunFinished {
                 status,
                 output,
@@ -359,6 +365,7 @@ fn call_step(event: &Event) -> Option<&str> {
         Event::StepStarted { step, .. }
         | Event::CallSucceeded { step, .. }
         | Event::EffectRecorded { step, .. }
+        | Event::UnknownOutcome { step, .. }
         | Event::CallFailed { step, .. }
         | Event::TimerStarted { step, .. }
         | Event::TimerFired { step, .. }
@@ -386,6 +393,7 @@ fn view_step(views: &mut BTreeMap<String, StepView>, row: &EventRow, event: &Eve
         starts: Vec::new(),
         keys: Vec::new(),
         effects: Vec::new(),
+        unknown: Vec::new(),
     });
     step.last_at = at;
     if row.index.is_some() && step.calls.is_none() {
@@ -441,6 +449,12 @@ fn view_step(views: &mut BTreeMap<String, StepView>, row: &EventRow, event: &Eve
         Event::SignalAwaited { name, .. } => set(step, StepState::WaitingSignal(name.clone())),
         Event::SignalReceived { .. } | Event::TimerFired { .. } => set(step, StepState::Running),
         Event::TimerStarted { until, .. } => set(step, StepState::Sleeping(*until)),
+        Event::UnknownOutcome {
+            index,
+            attempt,
+            then,
+            ..
+        } => step.unknown.push((*index, *attempt, *then)),
         _ => {}
     }
 }
@@ -468,6 +482,38 @@ pub fn holes(store: &dyn StoreRead, run: &str) -> Result<Vec<(u64, String)>, Sto
                 }
             }
             JournalRow::Hole { seq, message } => out.push((seq, message)),
+        }
+        Flow::Continue
+    })?;
+    Ok(out)
+}
+
+/// What one pass over a run's journal finds that a list of runs shows beside each run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Marks {
+    /// Rows that cannot be read, as [`holes`] gives them.
+    pub holes: Vec<(u64, String)>,
+    /// Calls a resume found with an unknown outcome: (step, index, attempt, what was done).
+    pub unknown: Vec<(String, Option<u32>, u32, Resolution)>,
+}
+
+/// Reads a run's journal once for its [`Marks`]: holes, and calls whose outcome was unknown.
+pub fn marks(store: &dyn StoreRead, run: &str) -> Result<Marks, StoreError> {
+    let mut out = Marks::default();
+    store.read_journal_rows(run, 0, &mut |row| {
+        match row {
+            JournalRow::Event(row) => match Event::from_row(&row) {
+                Ok(Event::UnknownOutcome {
+                    step,
+                    index,
+                    attempt,
+                    then,
+                    ..
+                }) => out.unknown.push((step, index, attempt, then)),
+                Ok(_) => {}
+                Err(message) => out.holes.push((row.seq, message)),
+            },
+            JournalRow::Hole { seq, message } => out.holes.push((seq, message)),
         }
         Flow::Continue
     })?;
@@ -597,6 +643,7 @@ mod tests {
                 starts: vec![(Some(0), 1, 1), (Some(1), 1, 2), (Some(1), 2, 5)],
                 keys: vec!["k0".into(), "k1".into()],
                 effects: vec!["k1".into()],
+                unknown: Vec::new(),
             }
         );
         assert_eq!(views["b"].state, StepState::WaitingSignal("go".into()));
@@ -631,6 +678,60 @@ mod tests {
             assert_eq!(parts.steps, whole.steps, "cut at {cut}");
             assert_eq!(parts.calls, whole.calls, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn an_effect_started_without_its_result_keeps_its_key_and_its_marks_show() {
+        let started = |step: &str, key: Option<&str>| Event::StepStarted {
+            step: step.into(),
+            index: None,
+            attempt: 1,
+            inputs: "i".repeat(64),
+            key: key.map(str::to_string),
+        };
+        let unknown = Event::UnknownOutcome {
+            step: "pay".into(),
+            index: None,
+            attempt: 1,
+            key: "k".into(),
+            then: Resolution::Held,
+        };
+        let events = [
+            started("pay", Some("k")),
+            started("look", None),
+            unknown.clone(),
+        ];
+        let folded = fold_events(events.iter().cloned().map(|e| (1, e)));
+        // The mark changes nothing of the call: it stays of unknown outcome until a result or
+        // a new start lands.
+        assert_eq!(
+            folded.calls[&("pay".to_string(), None)],
+            CallRecord::Started {
+                attempt: 1,
+                key: Some("k".into())
+            }
+        );
+        assert_eq!(
+            folded.calls[&("look".to_string(), None)],
+            CallRecord::Started {
+                attempt: 1,
+                key: None
+            }
+        );
+        let rows: Vec<NewEvent> = events.iter().map(|e| e.to_row(1)).collect();
+        let (_tmp, store, _) = store_with(rows);
+        let found = marks(&store, "r").unwrap();
+        assert!(found.holes.is_empty());
+        assert_eq!(
+            found.unknown,
+            vec![("pay".to_string(), None, 1, Resolution::Held)]
+        );
+        let mut view = Folded::with_views();
+        view.read(&store, "r", Holes::Stop).unwrap();
+        assert_eq!(
+            view.views.unwrap()["pay"].unknown,
+            vec![(None, 1, Resolution::Held)]
+        );
     }
 
     #[test]

@@ -84,6 +84,20 @@ pub enum Event {
         /// The sequence number of the parent's event that recorded the result.
         seq: u64,
     },
+    /// A resume found an effect call whose start was recorded but not its result (the process
+    /// stopped in between): whether the tool acted is unknown. `then` says what was done.
+    UnknownOutcome {
+        /// The step.
+        step: String,
+        /// The `foreach` index.
+        index: Option<u32>,
+        /// The attempt whose outcome is unknown.
+        attempt: u32,
+        /// The idempotency key it started with (a repeat carries the same).
+        key: String,
+        /// What was done about it.
+        then: Resolution,
+    },
     /// A call failed; it may be tried again at `retry_at`.
     CallFailed {
         /// The step.
@@ -173,6 +187,45 @@ pub enum Event {
     },
 }
 
+/// What a resume does with a call whose outcome is unknown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Resolution {
+    /// Attempted again with the same key (the tool's default).
+    Repeated,
+    /// Not attempted again (`repeat: "never"`): the step fails with `run.unknown-outcome`
+    /// until a person decides.
+    Held,
+    /// Attempted again because a person asked (`reel resume --retry`).
+    Retried,
+    /// A person gave its result (`reel resume --accept`): the `effect_recorded` that follows
+    /// holds it; the tool was not called.
+    Accepted,
+}
+
+impl Resolution {
+    /// The word stored in the journal.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Resolution::Repeated => "repeated",
+            Resolution::Held => "held",
+            Resolution::Retried => "retried",
+            Resolution::Accepted => "accepted",
+        }
+    }
+
+    /// The resolution a stored word names.
+    pub fn parse(word: &str) -> Option<Resolution> {
+        [
+            Resolution::Repeated,
+            Resolution::Held,
+            Resolution::Retried,
+            Resolution::Accepted,
+        ]
+        .into_iter()
+        .find(|r| r.as_str() == word)
+    }
+}
+
 /// What a run started with.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RunStarted {
@@ -209,6 +262,7 @@ impl Event {
             Event::CallSucceeded { .. } => "call_succeeded",
             Event::EffectRecorded { .. } => "effect_recorded",
             Event::CallReused { .. } => "call_reused",
+            Event::UnknownOutcome { .. } => "unknown_outcome",
             Event::CallFailed { .. } => "call_failed",
             Event::StepSucceeded { .. } => "step_succeeded",
             Event::StepFailed { .. } => "step_failed",
@@ -282,6 +336,18 @@ impl Event {
                 *index,
                 Some(*attempt),
                 json!({ "parent": parent, "seq": seq }),
+            ),
+            Event::UnknownOutcome {
+                step,
+                index,
+                attempt,
+                key,
+                then,
+            } => (
+                Some(step),
+                *index,
+                Some(*attempt),
+                json!({ "key": key, "then": then.as_str() }),
             ),
             Event::CallFailed {
                 step,
@@ -424,6 +490,16 @@ impl Event {
                 parent: s("parent")?,
                 seq: d.get("seq").and_then(Value::as_u64).unwrap_or(0),
             },
+            "unknown_outcome" => Event::UnknownOutcome {
+                step: step()?,
+                index: row.index,
+                attempt: attempt(),
+                key: s("key")?,
+                then: s("then").and_then(|w| {
+                    Resolution::parse(&w)
+                        .ok_or_else(|| format!("`unknown_outcome` with `then` {w:?}"))
+                })?,
+            },
             "call_failed" => Event::CallFailed {
                 step: step()?,
                 index: row.index,
@@ -537,6 +613,41 @@ mod tests {
         assert_eq!(r.kind, "call_reused");
         assert_eq!(r.data, json!({ "parent": "p", "seq": 17 }));
         assert_eq!(Event::from_row(&r), Ok(reused));
+    }
+
+    #[test]
+    fn an_unknown_outcome_reads_back_as_written() {
+        for then in [
+            Resolution::Repeated,
+            Resolution::Held,
+            Resolution::Retried,
+            Resolution::Accepted,
+        ] {
+            let event = Event::UnknownOutcome {
+                step: "pay".into(),
+                index: None,
+                attempt: 2,
+                key: "k".into(),
+                then,
+            };
+            let r = row(&event, 4);
+            assert_eq!(r.kind, "unknown_outcome");
+            assert_eq!(r.attempt, Some(2));
+            assert_eq!(r.data, json!({ "key": "k", "then": then.as_str() }));
+            assert_eq!(Event::from_row(&r), Ok(event));
+        }
+        let mut r = row(
+            &Event::UnknownOutcome {
+                step: "pay".into(),
+                index: None,
+                attempt: 1,
+                key: "k".into(),
+                then: Resolution::Held,
+            },
+            4,
+        );
+        r.data = json!({ "key": "k", "then": "shrugged" });
+        assert!(Event::from_row(&r).is_err());
     }
 
     #[test]

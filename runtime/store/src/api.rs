@@ -362,6 +362,14 @@ pub enum StoreError {
     /// PostgreSQL failed (the message never holds the store URL's password).
     #[error("the store's database failed: {0}")]
     Postgres(String),
+    /// The disk holding the store is full: nothing more can be written until space is freed.
+    #[error(
+        "the store's disk is full: {0}; free some space, then continue the run with `reel resume`"
+    )]
+    DiskFull(String),
+    /// The store's files cannot be written (read-only, or not ours).
+    #[error("the store's files cannot be written: {0}")]
+    Unwritable(String),
     /// Another process holds the run: its lease was lost (fencing).
     #[error("the lease on run {run} was taken over by another process")]
     LeaseLost {
@@ -446,6 +454,8 @@ impl StoreError {
             StoreError::Open { .. } => "store.open",
             StoreError::Sqlite(_) => "store.sqlite",
             StoreError::Postgres(_) => "store.postgres",
+            StoreError::DiskFull(_) => "store.disk-full",
+            StoreError::Unwritable(_) => "store.unwritable",
             StoreError::LeaseLost { .. } => "store.lease-lost",
             StoreError::Hole { .. } => "store.hole",
             StoreError::NotFound(_) => "store.not-found",

@@ -35,6 +35,10 @@ pub(crate) fn blob_path(blobs: &Path, digest: &str) -> PathBuf {
 }
 
 fn io_error(path: &Path, e: io::Error) -> StoreError {
+    // A full disk is named as such, as SQLite's is: it is what the person must fix.
+    if e.kind() == io::ErrorKind::StorageFull {
+        return StoreError::DiskFull(format!("{}: {e}", path.display()));
+    }
     StoreError::Io {
         path: path.display().to_string(),
         message: e.to_string(),

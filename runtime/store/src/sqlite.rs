@@ -97,6 +97,18 @@ impl SqliteStore {
         })
     }
 
+    /// Makes the writer fail, refuse or delay writes as `fault` says (`WHAT@WHEN[*N]`, see
+    /// `writer::faults`): debug builds only, for tests of a full disk or a read-only store.
+    /// `Err` says what is wrong with the text; a second fault is refused.
+    #[cfg(debug_assertions)]
+    pub fn inject_fault(&self, fault: &str) -> Result<(), String> {
+        let fault = writer::faults::WriteFault::parse(fault)?;
+        self.shared
+            .fault
+            .set(fault)
+            .map_err(|_| "a fault is already injected".to_string())
+    }
+
     /// Opens an existing store for reading only (the language server, `reel runs` while a run
     /// writes): starts no writer, creates nothing of its own (SQLite may add its WAL index
     /// files beside `reel.db` when no other process has them open), and every write fails with

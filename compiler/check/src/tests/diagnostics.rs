@@ -528,6 +528,16 @@ diagnostic!(
     "flow f {\n  step a = sleep { for: 99999999999999999999s }\n}\n"
 );
 diagnostic!(
+    tool_decl_invalid_repeat,
+    "tool.invalid-repeat",
+    "tool t {\n  kind: \"effect\"\n  exec: [\"cat\"]\n  repeat: \"no\"\n}\n"
+);
+diagnostic!(
+    tool_decl_repeat_on_a_read_tool,
+    "tool.invalid-repeat",
+    "tool t {\n  kind: \"read\"\n  exec: [\"cat\"]\n  repeat: \"never\"\n}\n"
+);
+diagnostic!(
     broken_tool_is_reported_once,
     "tool.invalid-kind",
     "tool t {\n  kind: \"efect\"\n  exec: [\"cat\"]\n}\n\nflow f {\n  step a = t { x: 1 }\n}\n"

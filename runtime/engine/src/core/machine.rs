@@ -12,11 +12,12 @@ use reel_tools::{ToolCall, UserTool, scrub};
 use serde_json::{Map, Value};
 
 use super::command::{CallStart, Command, Ending, Stamped};
+use super::decide::{Decided, Decision, never_repeated};
 use super::input::{ArrivedSignal, Input, Returned};
 use crate::deps::{Progress, StepEnd};
 use crate::error::RunError;
 use crate::fold::{CallRecord, Folded, StepRecord};
-use crate::journal::{Event, woke_value};
+use crate::journal::{Event, Resolution, woke_value};
 use crate::scope::{RunScope, StepValues, idempotency_key, rfc3339, seeded_rng};
 
 /// What a run is made of: fixed for its whole life.
@@ -202,6 +203,9 @@ pub struct Machine {
     keys: HashMap<(usize, usize), String>,
     /// The calls of active steps by state.
     sched: Schedule,
+    /// What a person decided about calls whose outcome is unknown (`reel resume --accept`,
+    /// `--retry`), applied when their steps activate.
+    decisions: Vec<Decided>,
 }
 
 impl Machine {
@@ -272,7 +276,14 @@ impl Machine {
             restored_calls: HashMap::new(),
             keys: HashMap::new(),
             sched: Schedule::default(),
+            decisions: Vec::new(),
         }
+    }
+
+    /// Hands over a person's decisions about calls whose outcome is unknown, before `Resumed`
+    /// (checked first with [`super::check_decisions`]).
+    pub fn decide(&mut self, decisions: Vec<Decided>) {
+        self.decisions = decisions;
     }
 
     /// Takes in what happened at `now` and decides what follows; an input the machine does not
@@ -1001,7 +1012,11 @@ impl Machine {
             let index = spec.foreach.as_ref().map(|_| c as u32);
             if let Some(rec) = self.restored_calls.remove(&(spec.id.clone(), index)) {
                 let rt = match rec {
-                    CallRecord::Started { attempt } => CallRt {
+                    CallRecord::Started {
+                        attempt,
+                        key: Some(key),
+                    } => self.unknown_outcome(i, index, attempt, key),
+                    CallRecord::Started { attempt, key: None } => CallRt {
                         state: CallState::Ready,
                         attempt: attempt.saturating_sub(1),
                         tries: attempt.saturating_sub(1),
@@ -1056,6 +1071,88 @@ impl Machine {
             self.complete_if_done(i);
         }
         Go::Ok(())
+    }
+
+    /// An effect call of step `i` whose start the journal records but not its result: whether
+    /// the tool acted is unknown. It is attempted again with the same key, unless its tool is
+    /// declared `repeat: "never"`: then the step fails with `run.unknown-outcome` until a person
+    /// decides (a result to record, or a retry). The journal says which, before anything else
+    /// of the call.
+    fn unknown_outcome(
+        &mut self,
+        i: usize,
+        index: Option<u32>,
+        attempt: u32,
+        key: String,
+    ) -> CallRt {
+        let id = self.spec.steps[i].id.clone();
+        let decision = self
+            .decisions
+            .iter()
+            .filter(|d| d.covers(&id, index))
+            // A decision about this one call wins over one about the whole step.
+            .max_by_key(|d| d.index.is_some())
+            .map(|d| d.decision.clone());
+        let again = CallRt {
+            state: CallState::Ready,
+            attempt: attempt.saturating_sub(1),
+            tries: attempt.saturating_sub(1),
+        };
+        let then = match &decision {
+            Some(Decision::Accept(_)) => Resolution::Accepted,
+            Some(Decision::Retry) => Resolution::Retried,
+            None if never_repeated(&self.spec, &id) => Resolution::Held,
+            None => Resolution::Repeated,
+        };
+        self.record(Event::UnknownOutcome {
+            step: id.clone(),
+            index,
+            attempt,
+            key: key.clone(),
+            then,
+        });
+        match (then, decision) {
+            (Resolution::Accepted, Some(Decision::Accept(value))) => {
+                let digest = self.put(value.clone());
+                self.record(Event::EffectRecorded {
+                    step: id,
+                    index,
+                    attempt,
+                    key,
+                    result: digest,
+                });
+                CallRt {
+                    state: CallState::Done(value),
+                    attempt,
+                    tries: attempt,
+                }
+            }
+            (Resolution::Held, _) => {
+                let call = match index {
+                    Some(ix) => format!("{id}[{ix}]"),
+                    None => id.clone(),
+                };
+                let tool = self.spec.steps[i].tool.clone().unwrap_or_default();
+                let run = self.setup.run_id.clone();
+                let error = RunError::new(
+                    "run.unknown-outcome",
+                    format!(
+                        "the outcome of `{call}` is unknown: its start (attempt {attempt}) was \
+                         recorded but not its result, and its tool `{tool}` is declared \
+                         `repeat: \"never\"`; decide with `reel resume {run} --accept \
+                         {call}=JSON` (records JSON as its result) or `reel resume {run} --retry \
+                         {call}` (attempts it again with the same idempotency key)"
+                    ),
+                );
+                self.fail_step(i, error);
+                CallRt {
+                    state: CallState::Failed,
+                    attempt,
+                    tries: attempt,
+                }
+            }
+            _ => again,
+        }
     }
 
     fn complete_if_done(&mut self, i: usize) {

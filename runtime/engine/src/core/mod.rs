@@ -9,9 +9,11 @@
 //! same core with other answers.
 
 mod command;
+mod decide;
 mod input;
 mod machine;
 
 pub use command::{CallStart, Command, Ending, Stamped};
+pub use decide::{Decided, Decision, check_decisions, never_repeated, unknown_calls};
 pub use input::{ArrivedSignal, Input, Poll, Returned, ReusedFrom};
 pub use machine::{Machine, Setup};

@@ -80,6 +80,21 @@ fn durable_steps_sync_once_each() {
     fixture("durable");
 }
 
+#[test]
+fn a_call_of_unknown_outcome_is_repeated_with_its_key_and_marked() {
+    fixture("unknown_outcome");
+}
+
+#[test]
+fn a_call_of_unknown_outcome_of_a_never_repeated_tool_waits_for_an_accepted_result() {
+    fixture("unknown_outcome_accept");
+}
+
+#[test]
+fn a_call_of_unknown_outcome_of_a_never_repeated_tool_is_retried_when_a_person_says_so() {
+    fixture("unknown_outcome_retry");
+}
+
 /// The core does no I/O: none of its modules names a way to reach the outside world (the
 /// live driver, `drive.rs`, is where those go).
 #[test]

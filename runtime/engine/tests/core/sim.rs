@@ -9,7 +9,8 @@ use std::sync::Arc;
 
 use reel_flowspec::FlowSpec;
 use reel_runtime::core::{
-    ArrivedSignal, Command, Ending, Input, Machine, Poll, Returned, Setup, Stamped,
+    ArrivedSignal, Command, Decided, Decision, Ending, Input, Machine, Poll, Returned, Setup,
+    Stamped, check_decisions,
 };
 use reel_runtime::fold::fold_events;
 use reel_store::Durability;
@@ -38,6 +39,12 @@ pub struct Script {
     pub signals: Vec<(i64, String, Value)>,
     /// When `reel cancel` is asked, if it is.
     pub cancel_at: Option<i64>,
+    /// Calls whose launch the process does not survive (step, index, attempt): their starts
+    /// are recorded, their results never are, and the run resumes from its journal.
+    pub crashes: HashSet<(String, Option<u32>, u32)>,
+    /// What a person decides when the run fails (`reel resume --accept`/`--retry`): given
+    /// to the resume after the first failure.
+    pub decisions: Vec<Decided>,
 }
 
 impl Script {
@@ -50,6 +57,9 @@ impl Script {
     /// a[2]#1 returns {"ok": true}
     /// signal go at 5000 = {"by": "ada"}
     /// cancel at 1500
+    /// crash at a[2]#1
+    /// accept a = {"ok": true}
+    /// retry a[1]
     /// ```
     pub fn parse(text: &str) -> Script {
         let mut script = Script::default();
@@ -66,6 +76,27 @@ impl Script {
                 script.durable = true;
             } else if let Some(rest) = line.strip_prefix("cancel at ") {
                 script.cancel_at = Some(rest.parse().expect("a time in ms"));
+            } else if let Some(rest) = line.strip_prefix("crash at ") {
+                let (call, attempt) = rest.split_once('#').expect("crash at STEP[INDEX]#ATTEMPT");
+                let (step, index) = call_name(call);
+                script
+                    .crashes
+                    .insert((step, index, attempt.parse().expect("an attempt")));
+            } else if let Some(rest) = line.strip_prefix("accept ") {
+                let (call, json) = rest.split_once(" = ").expect("accept STEP = JSON");
+                let (step, index) = call_name(call);
+                script.decisions.push(Decided {
+                    step,
+                    index,
+                    decision: Decision::Accept(serde_json::from_str(json).expect("JSON")),
+                });
+            } else if let Some(call) = line.strip_prefix("retry ") {
+                let (step, index) = call_name(call);
+                script.decisions.push(Decided {
+                    step,
+                    index,
+                    decision: Decision::Retry,
+                });
             } else if let Some(rest) = line.strip_prefix("signal ") {
                 let (head, payload) = rest.split_once(" = ").expect("signal NAME at MS = JSON");
                 let (name, at) = head.split_once(" at ").expect("signal NAME at MS");
@@ -109,6 +140,17 @@ impl Script {
             }
         }
         script
+    }
+}
+
+/// `STEP` or `STEP[INDEX]`.
+fn call_name(text: &str) -> (String, Option<u32>) {
+    match text.split_once('[') {
+        Some((s, i)) => (
+            s.to_string(),
+            Some(i.trim_end_matches(']').parse().expect("an index")),
+        ),
+        None => (text.to_string(), None),
     }
 }
 
@@ -188,6 +230,21 @@ impl Sim {
                     self.consumed.insert(signal);
                 }
                 Command::Launch(calls) => {
+                    let crash = calls.iter().any(|c| {
+                        let step = &self.spec.steps[c.step];
+                        let index = step.foreach.as_ref().map(|_| c.index as u32);
+                        self.script
+                            .crashes
+                            .remove(&(step.id.clone(), index, c.attempt))
+                    });
+                    if crash {
+                        // The process dies as the calls are made: what was appended stays,
+                        // nothing in flight is answered, and the run is resumed from its journal.
+                        let _ = writeln!(self.transcript, "  ** the process dies **");
+                        self.in_flight.clear();
+                        self.resume("crash", Vec::new());
+                        continue;
+                    }
                     let mut at_once = Vec::new();
                     for c in calls {
                         let step = &self.spec.steps[c.step];
@@ -251,11 +308,19 @@ impl Sim {
                         return self;
                     };
                     self.now = self.now.max(next);
-                    self.resume(if outside == Some(next) {
-                        "signal"
-                    } else {
-                        "due"
-                    });
+                    self.resume(
+                        if outside == Some(next) {
+                            "signal"
+                        } else {
+                            "due"
+                        },
+                        Vec::new(),
+                    );
+                }
+                Command::Finish(Ending::Failed(_)) if !self.script.decisions.is_empty() => {
+                    // A person decides, and resumes the failed run with the decisions.
+                    let decisions = std::mem::take(&mut self.script.decisions);
+                    self.resume("redrive", decisions);
                 }
                 Command::Finish(ending) => {
                     self.ending = Some(ending);
@@ -274,12 +339,18 @@ impl Sim {
         );
     }
 
-    /// A new machine from the journal, as the worker resumes a parked run.
-    fn resume(&mut self, reason: &str) {
+    /// A new machine from the journal, as the worker resumes a parked run (or `reel resume` a
+    /// crashed or failed one, with a person's decisions, checked as the Rider checks them).
+    fn resume(&mut self, reason: &str, decisions: Vec<Decided>) {
         let folded = fold_events(self.journal.iter().map(|e| (e.at, e.event.clone())));
         let inputs =
             reel_runtime::resolve_inputs(&self.spec, &self.script.inputs).expect("valid inputs");
+        check_decisions(&self.spec, &folded, &decisions).expect("the decisions are valid");
+        for d in &decisions {
+            let _ = writeln!(self.transcript, "> a person decides: {d:?}");
+        }
         self.machine = Machine::new(setup(&self.spec, inputs, self.script.durable));
+        self.machine.decide(decisions);
         self.feed(Input::Resumed {
             folded: Box::new(folded),
             reason: reason.into(),

@@ -237,7 +237,18 @@ impl Writer {
             self.rollback();
             return Err(e);
         }
-        for cmd in batch.iter_mut() {
+        #[cfg(debug_assertions)]
+        let refused = self.shared.fault.get().and_then(|f| f.refused(batch));
+        for (_i, cmd) in batch.iter_mut().enumerate() {
+            #[cfg(debug_assertions)]
+            if refused == Some(_i) {
+                let e = StoreError::Sqlite("the write was refused (an injected fault)".into());
+                if let Some(tag) = cmd.data_tag() {
+                    self.shared.poison(&tag.run, tag.token, e.clone());
+                }
+                results.push(Err(e));
+                continue;
+            }
             match self.run_in_batch(cmd) {
                 Ok(result) => results.push(result),
                 Err(fatal) => {
@@ -250,6 +261,11 @@ impl Writer {
         if self.shared.fail_commit.load(Ordering::SeqCst) {
             self.rollback();
             return Err(StoreError::Sqlite("injected commit failure".to_string()));
+        }
+        #[cfg(debug_assertions)]
+        if let Some(e) = self.shared.fault.get().and_then(|f| f.at_commit(batch)) {
+            self.rollback();
+            return Err(sqlite(e));
         }
         if let Err(e) = self.simple("COMMIT") {
             self.rollback();

@@ -26,6 +26,8 @@
 
 mod clean;
 mod command;
+#[cfg(debug_assertions)]
+pub mod faults;
 mod group_commit;
 mod statements;
 
@@ -45,9 +47,17 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// An SQLite failure as a store error.
+/// An SQLite failure as a store error; a full disk and a file that cannot be written are named
+/// as such, so the person reading the error knows what to fix.
 pub(crate) fn sqlite(e: rusqlite::Error) -> StoreError {
-    StoreError::Sqlite(e.to_string())
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => StoreError::DiskFull(e.to_string()),
+        Some(ErrorCode::ReadOnly | ErrorCode::PermissionDenied | ErrorCode::CannotOpen) => {
+            StoreError::Unwritable(e.to_string())
+        }
+        _ => StoreError::Sqlite(e.to_string()),
+    }
 }
 
 /// A number as SQLite stores it; values past `i64::MAX` cannot be stored.
@@ -69,6 +79,8 @@ impl Poison {
             StoreError::LeaseLost { .. } => StoreError::LeaseLost {
                 run: run.to_string(),
             },
+            // The cause is what the person must fix: it is named as it was.
+            first @ (StoreError::DiskFull(_) | StoreError::Unwritable(_)) => first.clone(),
             first => StoreError::Poisoned {
                 run: run.to_string(),
                 message: first.to_string(),
@@ -98,6 +110,9 @@ pub(crate) struct Shared {
     /// Test hook: fails every batch at its commit, as a full disk would.
     #[cfg(test)]
     pub(crate) fail_commit: std::sync::atomic::AtomicBool,
+    /// A write fault handed in by a test (debug builds only).
+    #[cfg(debug_assertions)]
+    pub(crate) fault: std::sync::OnceLock<faults::WriteFault>,
 }
 
 impl Shared {
