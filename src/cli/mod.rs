@@ -14,6 +14,7 @@ mod logs;
 mod lsp;
 mod progress;
 mod project;
+mod quarantine;
 mod replay;
 mod resume;
 mod run;
@@ -68,6 +69,8 @@ enum Command {
     Logs(logs::Args),
     Signal(signal::Args),
     Cancel(cancel::Args),
+    Release(quarantine::ReleaseArgs),
+    Abandon(quarantine::AbandonArgs),
     Clean(clean::Args),
     Worker(worker::Args),
     Store(store::Args),
@@ -169,6 +172,8 @@ pub fn main() -> ExitCode {
         Command::Logs(args) => logs::run(args, &ui),
         Command::Signal(args) => signal::run(args, &ui),
         Command::Cancel(args) => cancel::run(args, &ui),
+        Command::Release(args) => quarantine::release(args, &ui),
+        Command::Abandon(args) => quarantine::abandon(args, &ui),
         Command::Clean(args) => clean::run(args, &ui),
         Command::Worker(args) => worker::run(args, &ui),
         Command::Store(args) => store::run(args, &ui),

@@ -69,7 +69,10 @@ pub fn stop_on_ctrl_c(deps: &RunDeps) {
 
 /// The engine's settings.
 pub fn rider_config() -> RiderConfig {
-    RiderConfig::default()
+    RiderConfig {
+        faults: super::replay::test_faults(),
+        ..RiderConfig::default()
+    }
 }
 
 /// Where a new run starts: the current directory (its tools and paths resolve there, on every
@@ -167,7 +170,19 @@ pub fn report_with(
             ));
         }
         RunStatus::Running => ui.line(&format!("run {} is still running", outcome.run)),
-        RunStatus::Quarantined => ui.error(&format!("run {} is quarantined", outcome.run)),
+        RunStatus::Quarantined => match &outcome.error {
+            Some(e) => ui.error(&format!(
+                "run {} is quarantined{}: [{}] {}",
+                outcome.run,
+                e.step
+                    .as_deref()
+                    .map(|s| format!(" at step `{s}`"))
+                    .unwrap_or_default(),
+                e.code,
+                e.message
+            )),
+            None => ui.error(&format!("run {} is quarantined", outcome.run)),
+        },
     }
     Ok(match outcome.status {
         RunStatus::Running if outcome.error.is_some() => Status::Failed,

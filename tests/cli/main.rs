@@ -12,6 +12,7 @@ mod fmt;
 mod holes;
 mod numbers;
 mod postgres;
+mod quarantine;
 mod replay;
 mod runs;
 mod signals;

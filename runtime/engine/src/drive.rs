@@ -435,6 +435,7 @@ impl Driver<'_> {
             }
             Ending::Failed(e) => (RunStatus::Failed, None, Some(e), None),
             Ending::Canceled(e) => (RunStatus::Canceled, None, Some(e), None),
+            Ending::Quarantined(e) => (RunStatus::Quarantined, None, Some(e), None),
         };
         store.update_run(
             &self.lease,

@@ -34,6 +34,6 @@ pub use replay::{
     replay, test_against,
 };
 pub use rider::{
-    CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, cancel, resume, resume_deciding,
-    start,
+    CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, abandon, cancel, release,
+    resume, resume_deciding, start,
 };

@@ -360,6 +360,7 @@ fn finish(mut r: Replayer<'_>, strict: bool) -> Result<ReplayReport, Refusal> {
         Some(Ending::Succeeded { output, .. }) => ("succeeded", Some(output), None),
         Some(Ending::Failed(e)) => ("failed", None, Some(e)),
         Some(Ending::Canceled(e)) => ("canceled", None, Some(e)),
+        Some(Ending::Quarantined(e)) => ("quarantined", None, Some(e)),
         Some(Ending::Waiting) => ("waiting", None, None),
         None => ("diverged", None, None),
     };

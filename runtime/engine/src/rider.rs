@@ -30,6 +30,9 @@ pub struct RiderConfig {
     pub lease_ms: u64,
     /// How often the run looks for signals and cancellation while it works (ms).
     pub poll_ms: u64,
+    /// Builtins whose results are changed on purpose: a test's fault injection, which a resume
+    /// must catch as a divergence; empty in every real run.
+    pub faults: Vec<String>,
 }
 
 impl Default for RiderConfig {
@@ -38,6 +41,7 @@ impl Default for RiderConfig {
             max_parallel: 64,
             lease_ms: 15_000,
             poll_ms: 200,
+            faults: Vec::new(),
         }
     }
 }
@@ -208,7 +212,7 @@ pub(crate) async fn begin(
         secrets,
         durability: lease.durability,
         max_parallel: cfg.max_parallel,
-        faults: Vec::new(),
+        faults: cfg.faults.clone(),
     });
     drive_reusing(deps, cfg, Arc::new(lease), machine, Input::Started, reuse).await
 }
@@ -323,7 +327,7 @@ pub async fn resume_deciding(
         secrets,
         durability: lease.durability,
         max_parallel: cfg.max_parallel,
-        faults: Vec::new(),
+        faults: cfg.faults.clone(),
     });
     machine.decide(decisions);
     let first = Input::Resumed {
@@ -488,6 +492,113 @@ pub async fn cancel(
             store.release(&lease).await?;
             Ok(CancelOutcome::Canceled)
         }
+    }
+}
+
+/// Ends a quarantine by trying again (`reel release`): the run's row leaves `quarantined` and
+/// the run is resumed as a redrive, its call of unknown outcome made again only if it now
+/// computes the inputs (and so the key) it was first made with; else it is quarantined again.
+pub async fn release(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    run_id: &str,
+) -> Result<RunOutcome, Refusal> {
+    let store = deps.store.clone();
+    let row = store
+        .run(run_id)?
+        .ok_or_else(|| Refusal::UnknownRun(run_id.to_string()))?;
+    if row.status != RunStatus::Quarantined {
+        return Err(Refusal::Input(format!(
+            "run {} is {}, not quarantined: `reel release` ends a quarantine (`reel resume` continues a run)",
+            row.id,
+            row.status.as_str()
+        )));
+    }
+    let lease = claimed(deps, cfg, &row.id).await?;
+    store.update_run(
+        &lease,
+        RunUpdate {
+            status: Some(RunStatus::Running),
+            ..RunUpdate::default()
+        },
+    )?;
+    store.sync(&lease).await?;
+    store.release(&lease).await?;
+    resume(deps, cfg, &row.id, "release").await
+}
+
+/// Ends a quarantine by giving up (`reel abandon`): the run ends failed with `run.abandoned`,
+/// nothing is made again.
+pub async fn abandon(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    run_id: &str,
+) -> Result<RunOutcome, Refusal> {
+    let store = deps.store.clone();
+    let row = store
+        .run(run_id)?
+        .ok_or_else(|| Refusal::UnknownRun(run_id.to_string()))?;
+    if row.status != RunStatus::Quarantined {
+        return Err(Refusal::Input(format!(
+            "run {} is {}, not quarantined: `reel abandon` ends a quarantine (`reel cancel` stops a run)",
+            row.id,
+            row.status.as_str()
+        )));
+    }
+    let lease = claimed(deps, cfg, &row.id).await?;
+    let error = RunError::new(
+        "run.abandoned",
+        "the run was quarantined and then abandoned with `reel abandon`",
+    );
+    let now = deps.clock.now_ms();
+    let event = Event::RunFinished {
+        status: "failed".into(),
+        output: None,
+        error: Some(error.clone()),
+    };
+    store.append(&lease, vec![event.to_row(now)])?;
+    store.update_run(
+        &lease,
+        RunUpdate {
+            status: Some(RunStatus::Failed),
+            due_at: Some(None),
+            waiting_on: Some(Vec::new()),
+            ended_at: Some(now),
+            error: Some(serde_json::to_value(&error).unwrap_or(Value::Null)),
+            ..RunUpdate::default()
+        },
+    )?;
+    store.sync(&lease).await?;
+    store.release(&lease).await?;
+    Ok(RunOutcome {
+        run: row.id,
+        status: RunStatus::Failed,
+        output: None,
+        error: Some(error),
+    })
+}
+
+/// The lease of run `id`, claimed for this process; refused when another process holds it.
+async fn claimed(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    id: &str,
+) -> Result<reel_store::Lease, Refusal> {
+    let owner = deps.owner.clone();
+    let lease_ms = cfg.lease_ms;
+    let run = id.to_string();
+    match blocking(deps.store.clone(), move |s| {
+        s.claim_run(&run, &owner, lease_ms)
+    })
+    .await?
+    {
+        Claim::Claimed(lease) => Ok(lease),
+        Claim::HeldBy(owner) => Err(Refusal::Held {
+            run: id.to_string(),
+            pid: owner.pid,
+            host: owner.host,
+        }),
+        Claim::NotFound => Err(Refusal::UnknownRun(id.to_string())),
     }
 }
 

@@ -49,6 +49,9 @@ pub enum Ending {
     Failed(RunError),
     /// It was canceled.
     Canceled(RunError),
+    /// Resuming it diverged from its own journal (a fault of the platform): it waits for a
+    /// person to release it (try again) or abandon it.
+    Quarantined(RunError),
 }
 
 /// Something for the driver to do.
@@ -201,6 +204,7 @@ impl fmt::Display for Command {
                 Ending::Succeeded { output, .. } => write!(f, "finish succeeded {output}"),
                 Ending::Failed(e) => write!(f, "finish failed {}: {}", e.code, e.message),
                 Ending::Canceled(e) => write!(f, "finish canceled {}", e.code),
+                Ending::Quarantined(e) => write!(f, "finish quarantined {}", e.code),
             },
         }
     }

@@ -206,6 +206,13 @@ pub struct Machine {
     /// What a person decided about calls whose outcome is unknown (`reel resume --accept`,
     /// `--retry`), applied when their steps activate.
     decisions: Vec<Decided>,
+    /// The idempotency key each call of unknown outcome had when it was first made, by step and
+    /// call: made again, it must have the same (its inputs must not have changed).
+    first_keys: HashMap<(usize, usize), String>,
+    /// Set when resuming diverged from the run's own journal: the run ends quarantined.
+    quarantined: bool,
+    /// Iterations of the machine's loops so far (see [`Machine::work`]).
+    work: u64,
 }
 
 impl Machine {
@@ -277,6 +284,9 @@ impl Machine {
             keys: HashMap::new(),
             sched: Schedule::default(),
             decisions: Vec::new(),
+            first_keys: HashMap::new(),
+            quarantined: false,
+            work: 0,
         }
     }
 
@@ -381,6 +391,13 @@ impl Machine {
     /// The next thing to do, in order.
     pub fn poll_command(&mut self) -> Option<Command> {
         self.commands.pop_front()
+    }
+
+    /// How many iterations the machine's loops have made so far: each step or call looked at
+    /// once counts one. A test divides it by the calls made to show that the cost of an event
+    /// does not grow with the flow's size.
+    pub fn work(&self) -> u64 {
+        self.work
     }
 
     /// Whether the run has ended, parked or stopped in this process.
@@ -548,7 +565,10 @@ impl Machine {
     /// Takes the journal's state: finished steps keep only their status and output digest
     /// (no value is loaded here: expressions ask for the few they need when they run).
     fn restore(&mut self, mut folded: Folded) {
-        let redrive = matches!(folded.finished.as_deref(), Some("failed" | "canceled"));
+        let redrive = matches!(
+            folded.finished.as_deref(),
+            Some("failed" | "canceled" | "quarantined")
+        );
         let spec = self.spec.clone();
         for (i, s) in spec.steps.iter().enumerate() {
             if let Some(n) = folded.attempts.remove(&s.id) {
@@ -735,6 +755,7 @@ impl Machine {
             return;
         }
         self.sched.active.remove(&i);
+        self.work += self.steps[i].calls.len() as u64;
         for c in 0..self.steps[i].calls.len() {
             let state = self.steps[i].calls[c].state.clone_shape();
             if !matches!(state, CallState::Ready | CallState::Done(_)) {
@@ -858,6 +879,7 @@ impl Machine {
     /// Step `i` has finished: the steps it read lose a reader, and those left with none drop
     /// their values from memory.
     fn forget_read_values(&mut self, i: usize) {
+        self.work += self.steps[i].deps.len() as u64;
         for k in 0..self.steps[i].deps.len() {
             let d = self.steps[i].deps[k];
             let left = &mut self.steps[d].readers_left;
@@ -869,6 +891,7 @@ impl Machine {
     }
 
     fn release_dependents(&mut self, i: usize) {
+        self.work += self.steps[i].dependents.len() as u64;
         for d in self.steps[i].dependents.clone() {
             self.steps[d].remaining -= 1;
             if self.steps[d].remaining == 0 && self.steps[d].status == StepStatus::Pending {
@@ -881,6 +904,7 @@ impl Machine {
     /// false when it waits for values to be loaded first.
     fn activate_ready(&mut self) -> bool {
         while let Some(i) = self.ready.pop_front() {
+            self.work += 1;
             if self.failure.is_some() || self.canceled {
                 return true;
             }
@@ -987,6 +1011,8 @@ impl Machine {
             None => None,
         };
         let n = items.as_ref().map_or(1, Vec::len);
+        // Each call is looked at twice below: for its recorded result, then its recorded state.
+        self.work += 2 * n as u64;
         // The results the journal recorded for these calls are loaded before the step begins.
         let mut wants = Vec::new();
         for c in 0..n {
@@ -1151,7 +1177,11 @@ impl Machine {
                     tries: attempt,
                 }
             }
-            _ => again,
+            _ => {
+                let c = index.map_or(0, |ix| ix as usize);
+                self.first_keys.insert((i, c), key);
+                again
+            }
         }
     }
 
@@ -1162,6 +1192,7 @@ impl Machine {
         if self.steps[i].done != self.steps[i].calls.len() {
             return;
         }
+        self.work += self.steps[i].calls.len() as u64;
         let values: Vec<Value> = self.steps[i]
             .calls
             .iter_mut()
@@ -1188,6 +1219,7 @@ impl Machine {
         }
         let active: Vec<usize> = self.sched.active.iter().copied().collect();
         'steps: for i in active {
+            self.work += 1;
             let limit = if self.steps[i].foreach {
                 self.spec.steps[i].concurrency.max(1) as usize
             } else {
@@ -1195,6 +1227,7 @@ impl Machine {
             };
             // The lowest ready call first, as the step's calls are numbered.
             while let Some(&c) = self.steps[i].ready_calls.first() {
+                self.work += 1;
                 // Calls already started in this round are still made: their starts are recorded.
                 if self.failure.is_some() || self.canceled {
                     break 'steps;
@@ -1313,6 +1346,33 @@ impl Machine {
         let started_inputs = inputs_digest.clone();
         let key = (spec.kind == ToolKind::Effect)
             .then(|| idempotency_key(self.run_id(), &spec.id, index, &inputs_digest));
+        if let Some(first) = self.first_keys.remove(&(i, c))
+            && key.as_deref() != Some(first.as_str())
+        {
+            // The same program computed other inputs from the same journal: the platform
+            // changed (an evaluator, a builtin), not the flow. Made again, the effect would
+            // carry a new key, so it is not made: the run waits for a person.
+            let call = match index {
+                Some(ix) => format!("`{}`[{ix}]", spec.id),
+                None => format!("`{}`", spec.id),
+            };
+            let run = self.setup.run_id.clone();
+            let error = RunError::new(
+                "run.diverged",
+                format!(
+                    "resuming the run, the call of {call} whose outcome is unknown computed other \
+                     inputs than the journal recorded for it, with the same flow: a fault of the \
+                     platform, not of the flow; its effect was not made again. The run is \
+                     quarantined: `reel release {run}` tries again (after updating or fixing \
+                     reel), `reel abandon {run}` ends it as failed"
+                ),
+            )
+            .at_step(&spec.id);
+            self.set_call(i, c, CallState::Failed);
+            self.quarantined = true;
+            self.fail_step(i, error);
+            return Go::Ok(None);
+        }
         if let Some(k) = &key {
             self.keys.insert((i, c), k.clone());
         }
@@ -1518,6 +1578,7 @@ impl Machine {
             .map(|&(t, i, c)| (i, c, t))
             .collect();
         due.sort_unstable();
+        self.work += due.len() as u64;
         for &(i, c, until) in &due {
             let flow = self.spec.clone();
             let spec = &flow.steps[i];
@@ -1546,6 +1607,7 @@ impl Machine {
             .map(|&(_, i, c)| (i, c, self.signal_name(i, c)))
             .collect();
         expired.sort_unstable();
+        self.work += expired.len() as u64;
         for (i, c, name) in &expired {
             let id = self.spec.steps[*i].id.clone();
             let index = self.spec.steps[*i].foreach.as_ref().map(|_| *c as u32);
@@ -1575,6 +1637,7 @@ impl Machine {
             .iter()
             .map(|&(i, c)| (i, c, self.signal_name(i, c)))
             .collect();
+        self.work += waiting.len() as u64;
         let mut delivered = false;
         for (i, c, name) in waiting {
             let Some(pos) = arrived.iter().position(|s| s.name == name) else {
@@ -1614,6 +1677,7 @@ impl Machine {
         let mut parked: Vec<(usize, usize)> = self.sched.signals.iter().copied().collect();
         parked.extend(self.sched.timers.iter().map(|&(_, i, c)| (i, c)));
         parked.sort_unstable();
+        self.work += parked.len() as u64;
         for (i, c) in parked {
             match &self.steps[i].calls[c].state {
                 CallState::Signal { name, .. } => {
@@ -1697,6 +1761,15 @@ impl Machine {
     }
 
     fn finish_failed(&mut self, error: RunError) {
+        if self.quarantined {
+            self.record(Event::RunFinished {
+                status: "quarantined".into(),
+                output: None,
+                error: Some(error.clone()),
+            });
+            self.end(Ending::Quarantined(error));
+            return;
+        }
         self.record(Event::RunFinished {
             status: "failed".into(),
             output: None,

@@ -3,6 +3,7 @@
 //! their virtual times, and every command it gave come out as a snapshot, one a line. No
 //! store, no tokio, no clock: each runs in microseconds.
 
+mod scale;
 mod sim;
 
 use sim::{Script, Sim};

@@ -437,7 +437,8 @@ impl Sim {
     }
 }
 
-fn setup(spec: &Arc<FlowSpec>, inputs: Map<String, Value>, durable: bool) -> Setup {
+/// The setup of a run of `spec` at virtual time 0 with `inputs`.
+pub fn setup(spec: &Arc<FlowSpec>, inputs: Map<String, Value>, durable: bool) -> Setup {
     Setup {
         run_id: "r1".into(),
         spec: spec.clone(),
