@@ -75,6 +75,7 @@ pub fn lex(src: &str) -> Lexed {
         stack: Vec::new(),
         unterminated: false,
         line_start: true,
+        last_newline: 0,
     };
     lexer.run();
     Lexed {
@@ -96,6 +97,8 @@ struct Lexer<'a> {
     unterminated: bool,
     /// Whether only white space stands between the last line break and `pos`.
     line_start: bool,
+    /// Where the last line break is.
+    last_newline: usize,
 }
 
 impl<'a> Lexer<'a> {
@@ -134,7 +137,12 @@ impl<'a> Lexer<'a> {
 
     /// Reports the delimiters still open and closes them with empty tokens at `at`.
     fn close_all_unclosed(&mut self, at: usize, reason: Option<(Span, &str)>) {
-        let open: Vec<(Delim, Span)> = self.stack.drain(..).rev().collect();
+        self.close_unclosed(0, at, reason);
+    }
+
+    /// Reports the delimiters open above `depth` and closes them with empty tokens at `at`.
+    fn close_unclosed(&mut self, depth: usize, at: usize, reason: Option<(Span, &str)>) {
+        let open: Vec<(Delim, Span)> = self.stack.drain(depth..).rev().collect();
         let Some(&(innermost, innermost_span)) = open.first() else {
             return;
         };
@@ -263,6 +271,7 @@ impl<'a> Lexer<'a> {
         let start = self.pos;
         if c == '\n' {
             self.pos += 1;
+            self.last_newline = start;
             if self.newline_significant() {
                 self.push(Token::Newline, start);
             }
@@ -287,6 +296,8 @@ impl<'a> Lexer<'a> {
             if at_line_start && !self.stack.is_empty() && self.declaration_starts_here() {
                 let here = Span::new(start, start);
                 self.close_all_unclosed(start, Some((here, "a new declaration starts here")));
+            } else if at_line_start && let Some(depth) = self.entry_starts_here() {
+                self.close_before_entry(depth);
             }
             self.word();
             return;
@@ -370,6 +381,54 @@ impl<'a> Lexer<'a> {
         };
         self.pos += len;
         self.push(token, start);
+    }
+
+    /// Whether a line starting at `pos` begins an entry that no delimiter still open can hold,
+    /// and if so, the depth of the block that holds it: a member of the flow (`step NAME`,
+    /// `input NAME`, `output …`: no expression starts with those words) inside any block, or a
+    /// `key:` inside `( )`, `[ ]` or `${ }` right in a block, after a token no expression
+    /// continues from. Closing what is open there reports a missing closer once, at its
+    /// opener, and lets the entry parse on its own.
+    fn entry_starts_here(&self) -> Option<usize> {
+        let (Delim::Brace, _) = self.stack.first()? else {
+            return None;
+        };
+        let prev = self.raw.last().map(|(t, _)| t);
+        // A keyword right after `.` is a member name.
+        if matches!(prev, Some(Token::Dot | Token::QuestionDot)) {
+            return None;
+        }
+        let rest = &self.src[self.pos..];
+        let w = word_len(rest);
+        let after = rest[w..].trim_start_matches([' ', '\t']);
+        let next = after.chars().next();
+        let starts_word = next.is_some_and(|c| c.is_alphabetic() || c == '_');
+        if member_header(&rest[..w], next, starts_word) {
+            return (self.stack.len() > 1).then_some(1);
+        }
+        let block = self
+            .stack
+            .iter()
+            .rposition(|(d, _)| *d == Delim::Brace)?
+            + 1;
+        let key = next == Some(':') && !prev.is_some_and(continues_after);
+        (key && block < self.stack.len()).then_some(block)
+    }
+
+    /// Closes the delimiters open above `depth` before the entry starting at `pos`, and
+    /// separates the entry from what came before with the line break before it.
+    fn close_before_entry(&mut self, depth: usize) {
+        let newline = self.last_newline;
+        // Line breaks already kept inside a block that is closed here go after its closer.
+        let mut at = newline;
+        while let Some((Token::Newline, s)) = self.raw.last() {
+            at = s.start as usize;
+            self.raw.pop();
+        }
+        let word = Span::new(self.pos, self.pos + word_len(&self.src[self.pos..]));
+        self.close_unclosed(depth, at, Some((word, "the next entry starts here")));
+        self.raw
+            .push((Token::Newline, Span::new(newline, newline + 1)));
     }
 
     /// Whether `flow NAME {` or `tool NAME {` starts at `pos`.
@@ -552,6 +611,25 @@ impl<'a> Lexer<'a> {
     }
 }
 
+/// The length of the word at the start of `s`, as identifiers are read.
+fn word_len(s: &str) -> usize {
+    s.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(s.len())
+}
+
+/// Whether `word`, first on a line and followed by `next` (a character, `starts_word` if it
+/// starts a name), declares a member of a flow or a tool: `step NAME`, `output …`,
+/// `input NAME`, `secret NAME`, `env NAME`, `input { … }`. None of these continues an
+/// expression, so a line that starts with one always starts a new entry.
+pub(crate) fn member_header(word: &str, next: Option<char>, starts_word: bool) -> bool {
+    match word {
+        "step" | "output" => !matches!(next, Some(':' | '.' | '?')),
+        "input" => starts_word || next == Some('{'),
+        "secret" | "env" => starts_word,
+        _ => false,
+    }
+}
+
 /// Whether `digits` of `unit` fit in a 64-bit count of milliseconds.
 fn reel_duration_fits(digits: &str, unit: &str) -> bool {
     let factor: u64 = match unit {
@@ -617,6 +695,23 @@ fn continues_before(t: &Token, next: Option<&Token>) -> bool {
     }
 }
 
+/// Whether `t` (then `next`), first on a line, starts an entry whatever came before: a member
+/// header ([`member_header`]) or a `key:`. No expression goes on with either, so an entry left
+/// unfinished on the line before (`step x =`, `a +`) ends there and this one parses on its own.
+fn starts_entry(t: &Token, next: Option<&Token>) -> bool {
+    use Token::*;
+    let word = |t: Option<&Token>| matches!(t, Some(Ident(_) | Kw(_)));
+    match t {
+        Kw(Keyword::Step | Keyword::Output) => {
+            !matches!(next, Some(Colon | Dot | QuestionDot | Question | QuestionQuestion))
+        }
+        Kw(Keyword::Input) => word(next) || next == Some(&LBrace),
+        Kw(Keyword::Secret | Keyword::Env) => word(next),
+        Ident(_) | Kw(_) => next == Some(&Colon),
+        _ => false,
+    }
+}
+
 /// Whether a line break after the last of `tokens` (already filtered) would separate entries, as
 /// far as those tokens tell: no expression continues after them.
 pub(crate) fn ends_entry(tokens: &[(Token, Span)]) -> bool {
@@ -650,9 +745,15 @@ fn filter_newlines(raw: Vec<(Token, Span)>) -> Vec<(Token, Span)> {
         let member_name = out.len() >= 2
             && matches!(prev, Some(Token::Kw(_)))
             && matches!(out[out.len() - 2].0, Token::Dot | Token::QuestionDot);
+        // After `{` or `,` an entry may start anyway; after `.` a keyword is a member name.
+        let forced = !matches!(
+            prev,
+            Some(Token::Dot | Token::QuestionDot | Token::LBrace | Token::Comma)
+        );
         let keep = match (prev, next) {
             (Some(p), Some(n)) => {
-                (member_name || !continues_after(p)) && !continues_before(n, after_next)
+                ((member_name || !continues_after(p)) && !continues_before(n, after_next))
+                    || (forced && starts_entry(n, after_next))
             }
             _ => false,
         };

@@ -507,6 +507,16 @@ impl<'a> Scanner<'a> {
             if self.stack.is_empty() {
                 return None;
             }
+            if at_line_start && self.stack.len() > 1 && self.may_close_before_entry(end) {
+                // The lexer may close the blocks open here, reported unless an unterminated
+                // string came first, which only the whole file knows: parse the item whole.
+                if self.unterminated_seen {
+                    return None;
+                }
+                if let Some(f) = &mut self.flow {
+                    f.irregular = true;
+                }
+            }
             if at_line_start && self.in_body() {
                 let kind = if MEMBER_WORDS.contains(&word) {
                     LineKind::Member
@@ -537,6 +547,18 @@ impl<'a> Scanner<'a> {
             _ => {}
         }
         Some(())
+    }
+
+    /// Whether the word first on a line and ending at `end` is one before which the lexer may
+    /// close delimiters left open (`Lexer::entry_starts_here`): a member header, or a `key:`
+    /// while something other than a brace is open. A superset: the lexer also looks at the
+    /// token before.
+    fn may_close_before_entry(&self, end: usize) -> bool {
+        let after = self.src[end..].trim_start_matches([' ', '\t']);
+        let next = after.chars().next();
+        let starts_word = next.is_some_and(|c| c.is_alphabetic() || c == '_');
+        crate::lexer::member_header(&self.src[self.pos..end], next, starts_word)
+            || (next == Some(':') && self.stack.last() != Some(&Delim::Brace))
     }
 
     /// `flow NAME {` or `tool NAME {` at `at`, as the lexer recognises a declaration: its
