@@ -331,6 +331,10 @@ impl<'a> Checker<'a> {
                 ty,
             );
         }
+        // A member that did not parse may have declared it: its syntax error is the one error.
+        if self.sig.maybe_declared(name) {
+            return error_expr();
+        }
         let mut d = Diagnostic::error(
             Code::NameUnknown,
             id.span,

@@ -499,6 +499,8 @@ fn after_list(cx: &mut Checker<'_>, step: &ast::Step, f: &ast::Field) -> Vec<(St
         }
         if cx_sig_has_step(cx, &id.name) {
             out.push((id.name.clone(), id.span));
+        } else if cx.signature().maybe_declared(&id.name) {
+            // A member that did not parse may have declared it: its syntax error is the one error.
         } else {
             let mut d = Diagnostic::error(
                 Code::NameUnknownStep,
