@@ -406,11 +406,7 @@ impl<'a> Lexer<'a> {
         if member_header(&rest[..w], next, starts_word) {
             return (self.stack.len() > 1).then_some(1);
         }
-        let block = self
-            .stack
-            .iter()
-            .rposition(|(d, _)| *d == Delim::Brace)?
-            + 1;
+        let block = self.stack.iter().rposition(|(d, _)| *d == Delim::Brace)? + 1;
         let key = next == Some(':') && !prev.is_some_and(continues_after);
         (key && block < self.stack.len()).then_some(block)
     }
@@ -702,9 +698,10 @@ fn starts_entry(t: &Token, next: Option<&Token>) -> bool {
     use Token::*;
     let word = |t: Option<&Token>| matches!(t, Some(Ident(_) | Kw(_)));
     match t {
-        Kw(Keyword::Step | Keyword::Output) => {
-            !matches!(next, Some(Colon | Dot | QuestionDot | Question | QuestionQuestion))
-        }
+        Kw(Keyword::Step | Keyword::Output) => !matches!(
+            next,
+            Some(Colon | Dot | QuestionDot | Question | QuestionQuestion)
+        ),
         Kw(Keyword::Input) => word(next) || next == Some(&LBrace),
         Kw(Keyword::Secret | Keyword::Env) => word(next),
         Ident(_) | Kw(_) => next == Some(&Colon),
@@ -714,7 +711,7 @@ fn starts_entry(t: &Token, next: Option<&Token>) -> bool {
 
 /// Whether a line break after the last of `tokens` (already filtered) would separate entries, as
 /// far as those tokens tell: no expression continues after them.
-pub(crate) fn ends_entry(tokens: &[(Token, Span)]) -> bool {
+pub fn ends_entry(tokens: &[(Token, Span)]) -> bool {
     let n = tokens.len();
     let Some((last, _)) = tokens.last() else {
         return true;
