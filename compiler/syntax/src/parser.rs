@@ -319,9 +319,7 @@ fn rest_of_entry<'t, I>() -> impl Parser<'t, I, Sp, Extra<'t>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
 {
-    skip_entry()
-        .or_not()
-        .map_with(|_, e| e.span())
+    skip_entry().or_not().map_with(|_, e| e.span())
 }
 
 /// `entry`, then anything left before the next separator, reported once as unexpected.
@@ -531,8 +529,8 @@ where
 
         // A broken argument is one error and an `Error` node: the call stays a call, so its
         // function is still known and the other arguments are still checked.
-        let arg = with_trailing(expr.clone())
-            .recover_with(via_parser(skip_entry().map(error_expr)));
+        let arg =
+            with_trailing(expr.clone()).recover_with(via_parser(skip_entry().map(error_expr)));
         let args = arg
             .separated_by(just(Token::Comma))
             .allow_trailing()
