@@ -402,8 +402,7 @@ impl<'a> Lexer<'a> {
         let w = word_len(rest);
         let after = rest[w..].trim_start_matches([' ', '\t']);
         let next = after.chars().next();
-        let starts_word = next.is_some_and(|c| c.is_alphabetic() || c == '_');
-        if member_header(&rest[..w], next, starts_word) {
+        if member_header(&rest[..w], after) {
             return (self.stack.len() > 1).then_some(1);
         }
         let block = self.stack.iter().rposition(|(d, _)| *d == Delim::Brace)? + 1;
@@ -568,7 +567,9 @@ impl<'a> Lexer<'a> {
                     .with_label("not a duration")
                     .with_help(help),
             );
-            self.raw.push((Token::Duration(format!("0{unit}")), span));
+            // No text: the parser reads it as an expression that failed, so that nothing
+            // checks a made-up value and reports this mistake again.
+            self.raw.push((Token::Duration(String::new()), span));
             return;
         }
         if is_float {
@@ -613,11 +614,17 @@ fn word_len(s: &str) -> usize {
         .unwrap_or(s.len())
 }
 
-/// Whether `word`, first on a line and followed by `next` (a character, `starts_word` if it
-/// starts a name), declares a member of a flow or a tool: `step NAME`, `output …`,
-/// `input NAME`, `secret NAME`, `env NAME`, `input { … }`. None of these continues an
-/// expression, so a line that starts with one always starts a new entry.
-pub(crate) fn member_header(word: &str, next: Option<char>, starts_word: bool) -> bool {
+/// Whether `word`, first on a line and followed by `after` (blanks skipped), declares a member
+/// of a flow or a tool: `step NAME`, `output …`, `input NAME`, `secret NAME`, `env NAME`,
+/// `input { … }`. None of these continues an expression, so a line that starts with one always
+/// starts a new entry.
+pub(crate) fn member_header(word: &str, after: &str) -> bool {
+    let next = after.chars().next();
+    // A member's name is never a keyword: `input then` is the namespace in an `if`.
+    let name = &after[..word_len(after)];
+    let starts_word = !name.is_empty()
+        && next.is_some_and(|c| c.is_alphabetic() || c == '_')
+        && Keyword::from_word(name).is_none();
     match word {
         "step" | "output" => !matches!(next, Some(':' | '.' | '?')),
         "input" => starts_word || next == Some('{'),
@@ -696,14 +703,15 @@ fn continues_before(t: &Token, next: Option<&Token>) -> bool {
 /// unfinished on the line before (`step x =`, `a +`) ends there and this one parses on its own.
 fn starts_entry(t: &Token, next: Option<&Token>) -> bool {
     use Token::*;
-    let word = |t: Option<&Token>| matches!(t, Some(Ident(_) | Kw(_)));
+    // A member's name is never a keyword: `input then` is the namespace in an `if`.
+    let name = |t: Option<&Token>| matches!(t, Some(Ident(_)));
     match t {
         Kw(Keyword::Step | Keyword::Output) => !matches!(
             next,
             Some(Colon | Dot | QuestionDot | Question | QuestionQuestion)
         ),
-        Kw(Keyword::Input) => word(next) || next == Some(&LBrace),
-        Kw(Keyword::Secret | Keyword::Env) => word(next),
+        Kw(Keyword::Input) => name(next) || next == Some(&LBrace),
+        Kw(Keyword::Secret | Keyword::Env) => name(next),
         Ident(_) | Kw(_) => next == Some(&Colon),
         _ => false,
     }
@@ -839,6 +847,91 @@ mod tests {
             })
             .count();
         assert_eq!(opens, closes);
+    }
+
+    #[test]
+    fn a_line_that_starts_a_member_or_a_key_ends_an_unfinished_entry() {
+        use Token::*;
+        let id = |w: &str| Ident(w.into());
+        let step = Kw(Keyword::Step);
+        // After `=` or `+` the next line continues, unless it starts a member or a key.
+        assert_eq!(
+            kinds("{\n step x =\n  y\n}"),
+            [LBrace, step.clone(), id("x"), Assign, id("y"), RBrace]
+        );
+        assert_eq!(
+            kinds("{\n step x =\n step y\n}"),
+            [
+                LBrace,
+                step.clone(),
+                id("x"),
+                Assign,
+                Newline,
+                step,
+                id("y"),
+                RBrace
+            ]
+        );
+        assert_eq!(
+            kinds("{\n a: 1 +\n b: 2\n}"),
+            [
+                LBrace,
+                id("a"),
+                Colon,
+                Int(1),
+                Plus,
+                Newline,
+                id("b"),
+                Colon,
+                Int(2),
+                RBrace
+            ]
+        );
+        assert_eq!(
+            kinds("{\n a: 1 +\n b\n}"),
+            [LBrace, id("a"), Colon, Int(1), Plus, id("b"), RBrace]
+        );
+        // `input.b` continues: it is not a member header.
+        assert!(!kinds("{\n a: 1 +\n input.b\n}").contains(&Newline));
+    }
+
+    #[test]
+    fn a_member_line_closes_what_is_left_open_before_it() {
+        let l = lex("flow f {
+  step a = upper(x
+  step b = 1
+}
+");
+        assert_eq!(l.diagnostics.len(), 1, "{:?}", l.diagnostics);
+        assert_eq!(l.diagnostics[0].code, "syntax.unclosed-delimiter");
+        assert_eq!(l.diagnostics[0].primary.span, Span::new(25, 26));
+        let kinds: Vec<Token> = l.tokens.into_iter().map(|(t, _)| t).collect();
+        let close = kinds
+            .iter()
+            .position(|t| *t == Token::RParen)
+            .expect("repaired");
+        assert_eq!(kinds[close + 1], Token::Newline);
+        assert_eq!(kinds[close + 2], Token::Kw(Keyword::Step));
+        // `input.x` on the next line is an argument, not a member.
+        assert!(
+            lex("flow f {
+  step a = upper(x,
+  input.y)
+}
+")
+            .diagnostics
+            .is_empty()
+        );
+        // A comprehension broken after `in` goes on with a `key:`-like line.
+        assert!(
+            lex("flow f {
+  step a = [for x in
+  xs: x]
+}
+")
+            .diagnostics
+            .is_empty()
+        );
     }
 
     #[test]

@@ -555,10 +555,8 @@ impl<'a> Scanner<'a> {
     /// token before.
     fn may_close_before_entry(&self, end: usize) -> bool {
         let after = self.src[end..].trim_start_matches([' ', '\t']);
-        let next = after.chars().next();
-        let starts_word = next.is_some_and(|c| c.is_alphabetic() || c == '_');
-        crate::lexer::member_header(&self.src[self.pos..end], next, starts_word)
-            || (next == Some(':') && self.stack.last() != Some(&Delim::Brace))
+        crate::lexer::member_header(&self.src[self.pos..end], after)
+            || (after.starts_with(':') && self.stack.last() != Some(&Delim::Brace))
     }
 
     /// `flow NAME {` or `tool NAME {` at `at`, as the lexer recognises a declaration: its

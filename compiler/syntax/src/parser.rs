@@ -437,6 +437,8 @@ where
         let literal = select! {
             Token::Int(n) => ExprKind::Int(n),
             Token::Float(text) => ExprKind::Float { value: text.parse().unwrap_or(0.0), text },
+            // An invalid duration, already reported by the lexer.
+            Token::Duration(text) if text.is_empty() => ExprKind::Error,
             Token::Duration(text) => ExprKind::Duration {
                 millis: reel_duration_millis(&text),
                 text,
