@@ -186,6 +186,8 @@ fn check_call(
         }
         match &f.value.kind {
             ExprKind::Int(n) if (1..=10_000).contains(n) => *n as u32,
+            // A syntax error, already reported.
+            ExprKind::Error => DEFAULT_CONCURRENCY,
             _ => {
                 cx.expr(&f.value);
                 cx.report(
@@ -642,6 +644,8 @@ fn duration_literal(cx: &mut Checker<'_>, f: &ast::Field, what: &str) -> Option<
         ExprKind::Duration { millis, .. } if *millis > 0 || what == "base" => {
             Some(Duration(*millis))
         }
+        // A syntax error (an invalid duration), already reported.
+        ExprKind::Error => None,
         _ => {
             cx.report(
                 Diagnostic::error(
