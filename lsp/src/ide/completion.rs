@@ -282,7 +282,7 @@ fn place_in_flow(text: &str, flow: &Flow, word_start: usize, head: &str) -> Opti
         }
         return Some(Place::Fields(chain));
     }
-    // The last token before the word, and whether the word starts a line.
+    // Whether the word starts its line, and whether the entry before it has ended there.
     let at_line_start = head.trim().is_empty();
     let ends = entry_ended(&tokens);
     let step = match tokens.as_slice() {
