@@ -314,6 +314,19 @@ where
         .map_with(|_, e| e.span())
 }
 
+/// The closer `close`, and whether the lexer made it up (zero width) because the delimiter was
+/// never closed, which it reported. What such a group holds runs to wherever the lexer closed
+/// it, so it is only a guess: the callers make it an `Error` node, and nothing checks it again.
+fn closer<'t, I>(close: Token) -> impl Parser<'t, I, bool, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    just(close).map_with(|_, e| {
+        let s: Sp = e.span();
+        s.start == s.end
+    })
+}
+
 /// The rest of an entry, possibly nothing: where a recovery that keeps the entry's name resumes.
 fn rest_of_entry<'t, I>() -> impl Parser<'t, I, Sp, Extra<'t>> + Clone
 where
@@ -512,9 +525,10 @@ where
             .allow_trailing()
             .collect::<Vec<_>>()
             .map(ExprKind::List);
-        let list = comprehension
-            .or(items)
-            .delimited_by(just(Token::LBracket), just(Token::RBracket))
+        let list = just(Token::LBracket)
+            .ignore_then(comprehension.or(items))
+            .then(closer(Token::RBracket))
+            .map(|(list, made_up)| if made_up { ExprKind::Error } else { list })
             .labelled("a list");
 
         let if_expr = kw(Keyword::If)
@@ -533,11 +547,20 @@ where
         // function is still known and the other arguments are still checked.
         let arg =
             with_trailing(expr.clone()).recover_with(via_parser(skip_entry().map(error_expr)));
-        let args = arg
-            .separated_by(just(Token::Comma))
-            .allow_trailing()
-            .collect::<Vec<_>>()
-            .delimited_by(just(Token::LParen), just(Token::RParen))
+        let args = just(Token::LParen)
+            .ignore_then(
+                arg.separated_by(just(Token::Comma))
+                    .allow_trailing()
+                    .collect::<Vec<_>>(),
+            )
+            .then(closer(Token::RParen))
+            .map_with(|(args, made_up), e| {
+                if made_up {
+                    vec![error_expr(e.span())]
+                } else {
+                    args
+                }
+            })
             .recover_with(via_parser(nested_delimiters(
                 Token::LParen,
                 Token::RParen,
@@ -564,10 +587,16 @@ where
             })
         });
 
-        let paren = expr
-            .clone()
-            .delimited_by(just(Token::LParen), just(Token::RParen))
-            .map(|e| ExprKind::Paren(Box::new(e)));
+        let paren = just(Token::LParen)
+            .ignore_then(expr.clone())
+            .then(closer(Token::RParen))
+            .map(|(e, made_up)| {
+                if made_up {
+                    ExprKind::Error
+                } else {
+                    ExprKind::Paren(Box::new(e))
+                }
+            });
 
         let atom = choice((
             literal, string, call, reference, list, record, if_expr, paren,
