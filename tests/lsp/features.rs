@@ -209,6 +209,34 @@ fn completion_after_input_and_after_a_step() {
 }
 
 #[test]
+fn completion_after_equals_offers_the_flows_names_and_an_empty_line_the_members() {
+    let (_dir, mut client, uri) = setup(FLOW);
+    let at = Fixture::new(&FLOW.replace(
+        "\n  output greeting.line",
+        "\n  step probe = gre$0\n  output greeting.line",
+    ));
+    client.change(&uri, 2, &at.text);
+    let c = client.at("textDocument/completion", &uri, at.cursor(), json!({}));
+    let shown = show_completion(&c);
+    let labels: Vec<&str> = shown.lines().collect();
+    for expected in ["greeting", "input.who", "upper", "http.get"] {
+        assert!(labels.contains(&expected), "{expected} missing:\n{shown}");
+    }
+    for unexpected in ["probe", "item", "index", "step"] {
+        assert!(
+            !labels.contains(&unexpected),
+            "{unexpected} offered:\n{shown}"
+        );
+    }
+    let at =
+        Fixture::new(&FLOW.replace("\n  output greeting.line", "\n  $0\n  output greeting.line"));
+    client.change(&uri, 3, &at.text);
+    let c = client.at("textDocument/completion", &uri, at.cursor(), json!({}));
+    assert_eq!(show_completion(&c), "input\nsecret\nenv\nstep\noutput\n");
+    client.shutdown();
+}
+
+#[test]
 fn formatting_matches_reel_fmt_and_symbols_list_the_flow() {
     let messy = FLOW.replace("  step greeting", "      step greeting");
     let (_dir, mut client, uri) = setup(&messy);

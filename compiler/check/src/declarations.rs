@@ -49,7 +49,9 @@ pub enum MemberHead {
     },
     /// The output; its span's length (it starts at 0).
     Output(u32),
-    /// A member that did not parse.
+    /// A member that did not parse, with the names written in it.
+    Broken(Vec<String>),
+    /// A member that did not parse, its text not at hand.
     Other,
 }
 
@@ -90,6 +92,28 @@ impl MemberHead {
             Member::Output(o) => MemberHead::Output(o.span.end - o.span.start),
             Member::Error(_) => MemberHead::Other,
         }
+    }
+
+    /// The head of `m`, a member of `text` (its spans relative to `text`): as [`MemberHead::of`],
+    /// and for a member that did not parse, the names written in it.
+    pub fn in_text(m: &Member, text: &str) -> MemberHead {
+        let Member::Error(span) = m else {
+            return MemberHead::of(m);
+        };
+        let names = text
+            .get(span.range())
+            .map(|broken| {
+                reel_syntax::lexer::lex(broken)
+                    .tokens
+                    .into_iter()
+                    .filter_map(|(t, _)| match t {
+                        reel_syntax::token::Token::Ident(n) => Some(n),
+                        _ => None,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        MemberHead::Broken(names)
     }
 
     /// The step's name, if this is a step.
@@ -285,6 +309,7 @@ pub fn check_declarations<'a>(
                     output = Some((place, span));
                 }
             }
+            MemberHead::Broken(names) => sig.broken_names.extend(names.iter().cloned()),
             MemberHead::Other => {}
         }
         // Every label of a local problem is in this member.

@@ -331,6 +331,10 @@ impl<'a> Checker<'a> {
                 ty,
             );
         }
+        // A member that did not parse may have declared it: its syntax error is the one error.
+        if self.sig.maybe_declared(name) {
+            return error_expr();
+        }
         let mut d = Diagnostic::error(
             Code::NameUnknown,
             id.span,
@@ -717,8 +721,13 @@ impl<'a> Checker<'a> {
             return error_expr();
         };
         let types: Vec<Type> = lowered.iter().map(|l| l.ty.clone()).collect();
+        // Arguments that did not parse cannot be counted: their syntax error is the one error.
+        let unparsed = args.iter().any(|a| matches!(a.kind, ExprKind::Error));
         let ty = match builtin.type_of(&types) {
             Ok(t) => t,
+            Err(reel_eval::builtins::CallTypeError::Arity { .. }) if unparsed => {
+                return error_expr();
+            }
             Err(reel_eval::builtins::CallTypeError::Arity { takes, given }) => {
                 self.report(
                     Diagnostic::error(

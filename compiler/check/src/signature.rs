@@ -28,6 +28,10 @@ pub struct FlowSignature {
     pub steps: Vec<StepHead>,
     /// Index of each step in `steps`, by name: lookups are per reference, so they must not scan.
     pub step_index: rustc_hash::FxHashMap<String, usize>,
+    /// The names written in members that did not parse: such a member may have meant to declare
+    /// any of them, so a reference to one is not reported unknown (its syntax error is the one
+    /// error).
+    pub broken_names: Vec<String>,
 }
 
 impl FlowSignature {
@@ -39,6 +43,11 @@ impl FlowSignature {
     /// The step called `name`.
     pub fn step(&self, name: &str) -> Option<&StepHead> {
         self.step_index.get(name).map(|&i| &self.steps[i])
+    }
+
+    /// Whether `name` is written in a member that did not parse.
+    pub fn maybe_declared(&self, name: &str) -> bool {
+        self.broken_names.iter().any(|n| n == name)
     }
 
     /// Adds a step (its name not declared before).

@@ -186,6 +186,8 @@ fn check_call(
         }
         match &f.value.kind {
             ExprKind::Int(n) if (1..=10_000).contains(n) => *n as u32,
+            // A syntax error, already reported.
+            ExprKind::Error => DEFAULT_CONCURRENCY,
             _ => {
                 cx.expr(&f.value);
                 cx.report(
@@ -499,6 +501,8 @@ fn after_list(cx: &mut Checker<'_>, step: &ast::Step, f: &ast::Field) -> Vec<(St
         }
         if cx_sig_has_step(cx, &id.name) {
             out.push((id.name.clone(), id.span));
+        } else if cx.signature().maybe_declared(&id.name) {
+            // A member that did not parse may have declared it: its syntax error is the one error.
         } else {
             let mut d = Diagnostic::error(
                 Code::NameUnknownStep,
@@ -640,6 +644,8 @@ fn duration_literal(cx: &mut Checker<'_>, f: &ast::Field, what: &str) -> Option<
         ExprKind::Duration { millis, .. } if *millis > 0 || what == "base" => {
             Some(Duration(*millis))
         }
+        // A syntax error (an invalid duration), already reported.
+        ExprKind::Error => None,
         _ => {
             cx.report(
                 Diagnostic::error(

@@ -244,7 +244,11 @@ pub const GROUPS: &[Group] = &[
         prefix: "syntax",
         title: "lexing and parsing",
         intro: r#"A file with syntax errors is still checked as far as it parses: the broken
-entry is skipped and the rest of the file gets its own diagnostics.
+entry is skipped and the rest of the file gets its own diagnostics. One mistake
+gives one error: an entry left unfinished at the end of its line (`step x =`,
+`a +`) ends there when the next line starts a member or a `key:`; a step or an
+input whose body or type is broken is still declared; and a name written in a
+member that did not parse is not reported unknown where it is used.
 "#,
     },
     Group {

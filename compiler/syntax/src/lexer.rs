@@ -75,6 +75,7 @@ pub fn lex(src: &str) -> Lexed {
         stack: Vec::new(),
         unterminated: false,
         line_start: true,
+        last_newline: 0,
     };
     lexer.run();
     Lexed {
@@ -96,6 +97,8 @@ struct Lexer<'a> {
     unterminated: bool,
     /// Whether only white space stands between the last line break and `pos`.
     line_start: bool,
+    /// Where the last line break is.
+    last_newline: usize,
 }
 
 impl<'a> Lexer<'a> {
@@ -134,7 +137,12 @@ impl<'a> Lexer<'a> {
 
     /// Reports the delimiters still open and closes them with empty tokens at `at`.
     fn close_all_unclosed(&mut self, at: usize, reason: Option<(Span, &str)>) {
-        let open: Vec<(Delim, Span)> = self.stack.drain(..).rev().collect();
+        self.close_unclosed(0, at, reason);
+    }
+
+    /// Reports the delimiters open above `depth` and closes them with empty tokens at `at`.
+    fn close_unclosed(&mut self, depth: usize, at: usize, reason: Option<(Span, &str)>) {
+        let open: Vec<(Delim, Span)> = self.stack.drain(depth..).rev().collect();
         let Some(&(innermost, innermost_span)) = open.first() else {
             return;
         };
@@ -263,6 +271,7 @@ impl<'a> Lexer<'a> {
         let start = self.pos;
         if c == '\n' {
             self.pos += 1;
+            self.last_newline = start;
             if self.newline_significant() {
                 self.push(Token::Newline, start);
             }
@@ -287,6 +296,8 @@ impl<'a> Lexer<'a> {
             if at_line_start && !self.stack.is_empty() && self.declaration_starts_here() {
                 let here = Span::new(start, start);
                 self.close_all_unclosed(start, Some((here, "a new declaration starts here")));
+            } else if at_line_start && let Some(depth) = self.entry_starts_here() {
+                self.close_before_entry(depth);
             }
             self.word();
             return;
@@ -370,6 +381,49 @@ impl<'a> Lexer<'a> {
         };
         self.pos += len;
         self.push(token, start);
+    }
+
+    /// Whether a line starting at `pos` begins an entry that no delimiter still open can hold,
+    /// and if so, the depth of the block that holds it: a member of the flow (`step NAME`,
+    /// `input NAME`, `output …`: no expression starts with those words) inside any block, or a
+    /// `key:` inside `( )`, `[ ]` or `${ }` right in a block, after a token no expression
+    /// continues from. Closing what is open there reports a missing closer once, at its
+    /// opener, and lets the entry parse on its own.
+    fn entry_starts_here(&self) -> Option<usize> {
+        let (Delim::Brace, _) = self.stack.first()? else {
+            return None;
+        };
+        let prev = self.raw.last().map(|(t, _)| t);
+        // A keyword right after `.` is a member name.
+        if matches!(prev, Some(Token::Dot | Token::QuestionDot)) {
+            return None;
+        }
+        let rest = &self.src[self.pos..];
+        let w = word_len(rest);
+        let after = rest[w..].trim_start_matches([' ', '\t']);
+        let next = after.chars().next();
+        if member_header(&rest[..w], after) {
+            return (self.stack.len() > 1).then_some(1);
+        }
+        let block = self.stack.iter().rposition(|(d, _)| *d == Delim::Brace)? + 1;
+        let key = next == Some(':') && !prev.is_some_and(continues_after);
+        (key && block < self.stack.len()).then_some(block)
+    }
+
+    /// Closes the delimiters open above `depth` before the entry starting at `pos`, and
+    /// separates the entry from what came before with the line break before it.
+    fn close_before_entry(&mut self, depth: usize) {
+        let newline = self.last_newline;
+        // Line breaks already kept inside a block that is closed here go after its closer.
+        let mut at = newline;
+        while let Some((Token::Newline, s)) = self.raw.last() {
+            at = s.start as usize;
+            self.raw.pop();
+        }
+        let word = Span::new(self.pos, self.pos + word_len(&self.src[self.pos..]));
+        self.close_unclosed(depth, at, Some((word, "the next entry starts here")));
+        self.raw
+            .push((Token::Newline, Span::new(newline, newline + 1)));
     }
 
     /// Whether `flow NAME {` or `tool NAME {` starts at `pos`.
@@ -513,7 +567,9 @@ impl<'a> Lexer<'a> {
                     .with_label("not a duration")
                     .with_help(help),
             );
-            self.raw.push((Token::Duration(format!("0{unit}")), span));
+            // No text: the parser reads it as an expression that failed, so that nothing
+            // checks a made-up value and reports this mistake again.
+            self.raw.push((Token::Duration(String::new()), span));
             return;
         }
         if is_float {
@@ -549,6 +605,31 @@ impl<'a> Lexer<'a> {
             None => Token::Ident(word.to_string()),
         };
         self.push(token, start);
+    }
+}
+
+/// The length of the word at the start of `s`, as identifiers are read.
+fn word_len(s: &str) -> usize {
+    s.find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(s.len())
+}
+
+/// Whether `word`, first on a line and followed by `after` (blanks skipped), declares a member
+/// of a flow or a tool: `step NAME`, `output …`, `input NAME`, `secret NAME`, `env NAME`,
+/// `input { … }`. None of these continues an expression, so a line that starts with one always
+/// starts a new entry.
+pub(crate) fn member_header(word: &str, after: &str) -> bool {
+    let next = after.chars().next();
+    // A member's name is never a keyword: `input then` is the namespace in an `if`.
+    let name = &after[..word_len(after)];
+    let starts_word = !name.is_empty()
+        && next.is_some_and(|c| c.is_alphabetic() || c == '_')
+        && Keyword::from_word(name).is_none();
+    match word {
+        "step" | "output" => !matches!(next, Some(':' | '.' | '?')),
+        "input" => starts_word || next == Some('{'),
+        "secret" | "env" => starts_word,
+        _ => false,
     }
 }
 
@@ -617,9 +698,28 @@ fn continues_before(t: &Token, next: Option<&Token>) -> bool {
     }
 }
 
+/// Whether `t` (then `next`), first on a line, starts an entry whatever came before: a member
+/// header ([`member_header`]) or a `key:`. No expression goes on with either, so an entry left
+/// unfinished on the line before (`step x =`, `a +`) ends there and this one parses on its own.
+fn starts_entry(t: &Token, next: Option<&Token>) -> bool {
+    use Token::*;
+    // A member's name is never a keyword: `input then` is the namespace in an `if`.
+    let name = |t: Option<&Token>| matches!(t, Some(Ident(_)));
+    match t {
+        Kw(Keyword::Step | Keyword::Output) => !matches!(
+            next,
+            Some(Colon | Dot | QuestionDot | Question | QuestionQuestion)
+        ),
+        Kw(Keyword::Input) => name(next) || next == Some(&LBrace),
+        Kw(Keyword::Secret | Keyword::Env) => name(next),
+        Ident(_) | Kw(_) => next == Some(&Colon),
+        _ => false,
+    }
+}
+
 /// Whether a line break after the last of `tokens` (already filtered) would separate entries, as
 /// far as those tokens tell: no expression continues after them.
-pub(crate) fn ends_entry(tokens: &[(Token, Span)]) -> bool {
+pub fn ends_entry(tokens: &[(Token, Span)]) -> bool {
     let n = tokens.len();
     let Some((last, _)) = tokens.last() else {
         return true;
@@ -650,9 +750,15 @@ fn filter_newlines(raw: Vec<(Token, Span)>) -> Vec<(Token, Span)> {
         let member_name = out.len() >= 2
             && matches!(prev, Some(Token::Kw(_)))
             && matches!(out[out.len() - 2].0, Token::Dot | Token::QuestionDot);
+        // After `{` or `,` an entry may start anyway; after `.` a keyword is a member name.
+        let forced = !matches!(
+            prev,
+            Some(Token::Dot | Token::QuestionDot | Token::LBrace | Token::Comma)
+        );
         let keep = match (prev, next) {
             (Some(p), Some(n)) => {
-                (member_name || !continues_after(p)) && !continues_before(n, after_next)
+                ((member_name || !continues_after(p)) && !continues_before(n, after_next))
+                    || (forced && starts_entry(n, after_next))
             }
             _ => false,
         };
@@ -741,6 +847,91 @@ mod tests {
             })
             .count();
         assert_eq!(opens, closes);
+    }
+
+    #[test]
+    fn a_line_that_starts_a_member_or_a_key_ends_an_unfinished_entry() {
+        use Token::*;
+        let id = |w: &str| Ident(w.into());
+        let step = Kw(Keyword::Step);
+        // After `=` or `+` the next line continues, unless it starts a member or a key.
+        assert_eq!(
+            kinds("{\n step x =\n  y\n}"),
+            [LBrace, step.clone(), id("x"), Assign, id("y"), RBrace]
+        );
+        assert_eq!(
+            kinds("{\n step x =\n step y\n}"),
+            [
+                LBrace,
+                step.clone(),
+                id("x"),
+                Assign,
+                Newline,
+                step,
+                id("y"),
+                RBrace
+            ]
+        );
+        assert_eq!(
+            kinds("{\n a: 1 +\n b: 2\n}"),
+            [
+                LBrace,
+                id("a"),
+                Colon,
+                Int(1),
+                Plus,
+                Newline,
+                id("b"),
+                Colon,
+                Int(2),
+                RBrace
+            ]
+        );
+        assert_eq!(
+            kinds("{\n a: 1 +\n b\n}"),
+            [LBrace, id("a"), Colon, Int(1), Plus, id("b"), RBrace]
+        );
+        // `input.b` continues: it is not a member header.
+        assert!(!kinds("{\n a: 1 +\n input.b\n}").contains(&Newline));
+    }
+
+    #[test]
+    fn a_member_line_closes_what_is_left_open_before_it() {
+        let l = lex("flow f {
+  step a = upper(x
+  step b = 1
+}
+");
+        assert_eq!(l.diagnostics.len(), 1, "{:?}", l.diagnostics);
+        assert_eq!(l.diagnostics[0].code, "syntax.unclosed-delimiter");
+        assert_eq!(l.diagnostics[0].primary.span, Span::new(25, 26));
+        let kinds: Vec<Token> = l.tokens.into_iter().map(|(t, _)| t).collect();
+        let close = kinds
+            .iter()
+            .position(|t| *t == Token::RParen)
+            .expect("repaired");
+        assert_eq!(kinds[close + 1], Token::Newline);
+        assert_eq!(kinds[close + 2], Token::Kw(Keyword::Step));
+        // `input.x` on the next line is an argument, not a member.
+        assert!(
+            lex("flow f {
+  step a = upper(x,
+  input.y)
+}
+")
+            .diagnostics
+            .is_empty()
+        );
+        // A comprehension broken after `in` goes on with a `key:`-like line.
+        assert!(
+            lex("flow f {
+  step a = [for x in
+  xs: x]
+}
+")
+            .diagnostics
+            .is_empty()
+        );
     }
 
     #[test]

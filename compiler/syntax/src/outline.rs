@@ -507,6 +507,23 @@ impl<'a> Scanner<'a> {
             if self.stack.is_empty() {
                 return None;
             }
+            if at_line_start && self.stack.len() > 1 {
+                match self.may_close_before_entry(end) {
+                    // The lexer closes the blocks open here, so the item may end before the
+                    // `}` this scan would close it with: parse the file whole.
+                    Some(true) => return None,
+                    // It may close the `(`, `[`, `${` open inside the innermost `{ }` (never a
+                    // brace, so the item ends where this scan says), reported unless an
+                    // unterminated string came first, which only the whole file knows.
+                    Some(false) if self.unterminated_seen => return None,
+                    Some(false) => {
+                        if let Some(f) = &mut self.flow {
+                            f.irregular = true;
+                        }
+                    }
+                    None => {}
+                }
+            }
             if at_line_start && self.in_body() {
                 let kind = if MEMBER_WORDS.contains(&word) {
                     LineKind::Member
@@ -537,6 +554,24 @@ impl<'a> Scanner<'a> {
             _ => {}
         }
         Some(())
+    }
+
+    /// Whether the word first on a line and ending at `end` is one before which the lexer may
+    /// close delimiters left open (`Lexer::entry_starts_here`): `Some(true)` when that may
+    /// move where the item ends (before a member header, every block inside the item; before
+    /// a `key:`, a `${` among what is open), `Some(false)` when only `(` and `[` inside the
+    /// innermost `{ }` may be closed (the lexer also looks at the token before, so it may not).
+    fn may_close_before_entry(&self, end: usize) -> Option<bool> {
+        let after = self.src[end..].trim_start_matches([' ', '\t']);
+        if crate::lexer::member_header(&self.src[self.pos..end], after) {
+            return Some(true);
+        }
+        if !after.starts_with(':') || self.stack.last() == Some(&Delim::Brace) {
+            return None;
+        }
+        // Closing a `${` changes what a later `}` closes, and so where the item ends.
+        let block = self.stack.iter().rposition(|d| *d == Delim::Brace)?;
+        Some(self.stack[block..].contains(&Delim::Interp))
     }
 
     /// `flow NAME {` or `tool NAME {` at `at`, as the lexer recognises a declaration: its

@@ -41,7 +41,7 @@ pub fn parse(src: &str) -> Parsed {
     let (items, errors) = file_parser()
         .parse(tokens[..].split_token_span(eoi))
         .into_output_errors();
-    let diagnostics = merge_diagnostics(lexed.diagnostics, &errors);
+    let diagnostics = merge_diagnostics(src, lexed.diagnostics, &errors);
     let mut file = File {
         items: items.unwrap_or_default(),
         comments: lexed.comments,
@@ -112,7 +112,7 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
     let (members, errors) = group_parser()
         .parse(tokens[..].split_token_span(eoi))
         .into_output_errors();
-    let diagnostics = merge_diagnostics(lexed.diagnostics, &errors);
+    let diagnostics = merge_diagnostics(src, lexed.diagnostics, &errors);
     let mut members = members.unwrap_or_default();
     crate::docs::attach_member_docs(&mut members, &lexed.comments, src);
     GroupParse {
@@ -125,15 +125,21 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
 
 /// Lexical diagnostics and syntax errors together, in source order, without echoes.
 fn merge_diagnostics(
+    src: &str,
     mut diagnostics: Vec<Diagnostic>,
     errors: &[Rich<'_, Token, Sp>],
 ) -> Vec<Diagnostic> {
-    // A stray token right after a lexical error is that error's echo: report the first only.
-    // So is any error at an entry the nesting limit cut out.
+    // A stray token right after a lexical error (on the same line, nothing but blanks between)
+    // is that error's echo: report the first only. So is any error at an entry the nesting
+    // limit cut out.
     for err in errors {
         let d = to_diagnostic(err);
+        let right_after = |l: &Diagnostic| {
+            src.get(l.primary.span.end as usize..d.primary.span.start as usize)
+                .is_some_and(|gap| gap.bytes().all(|b| b == b' ' || b == b'\t'))
+        };
         let echo = diagnostics.iter().any(|l| {
-            (l.primary.span.end == d.primary.span.start && l.code.as_str().starts_with("syntax."))
+            (right_after(l) && l.code.as_str().starts_with("syntax."))
                 || (l.code == Code::SyntaxTooDeep
                     && l.primary.span.start <= d.primary.span.start
                     && d.primary.span.start <= l.primary.span.end)
@@ -151,6 +157,7 @@ fn to_diagnostic(err: &Rich<'_, Token, Sp>) -> Diagnostic {
     let span = Span::new(err.span().start, err.span().end);
     let found = match err.found() {
         Some(Token::StrStart) => "string".to_string(),
+        Some(Token::Newline) => "end of line".to_string(),
         Some(t) => t.to_string(),
         None => "end of file".to_string(),
     };
@@ -307,6 +314,27 @@ where
         .map_with(|_, e| e.span())
 }
 
+/// The closer `close`, and whether the lexer made it up (zero width) because the delimiter was
+/// never closed, which it reported. What such a group holds runs to wherever the lexer closed
+/// it, so it is only a guess: the callers make it an `Error` node, and nothing checks it again.
+fn closer<'t, I>(close: Token) -> impl Parser<'t, I, bool, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    just(close).map_with(|_, e| {
+        let s: Sp = e.span();
+        s.start == s.end
+    })
+}
+
+/// The rest of an entry, possibly nothing: where a recovery that keeps the entry's name resumes.
+fn rest_of_entry<'t, I>() -> impl Parser<'t, I, Sp, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    skip_entry().or_not().map_with(|_, e| e.span())
+}
+
 /// `entry`, then anything left before the next separator, reported once as unexpected.
 ///
 /// Without this, text after a complete entry (`input b string` parses `input b` and stops)
@@ -317,10 +345,22 @@ fn with_trailing<'t, I, O>(
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
 {
-    let junk = any().rewind().then(skip_entry());
+    with_trailing_by(entry, skip_entry())
+}
+
+/// [`with_trailing`], the rest of the entry being what `skip` skips.
+fn with_trailing_by<'t, I, O>(
+    entry: impl Parser<'t, I, O, Extra<'t>> + Clone,
+    skip: impl Parser<'t, I, Sp, Extra<'t>> + Clone,
+) -> impl Parser<'t, I, O, Extra<'t>> + Clone
+where
+    I: ValueInput<'t, Token = Token, Span = Sp>,
+{
+    let junk = any().rewind().then(skip);
     entry.then_ignore(junk.or_not().validate(|junk, _, emitter| {
         if let Some((first, span)) = junk {
-            let msg = if is_operator(&first) {
+            // `(` and `[` are operators only as a call or an index, which is not what is missing.
+            let msg = if is_operator(&first) && !matches!(first, Token::LParen | Token::LBracket) {
                 format!("expected an expression after {first}")
             } else {
                 format!("unexpected {first} after the end of this entry")
@@ -410,6 +450,8 @@ where
         let literal = select! {
             Token::Int(n) => ExprKind::Int(n),
             Token::Float(text) => ExprKind::Float { value: text.parse().unwrap_or(0.0), text },
+            // An invalid duration, already reported by the lexer.
+            Token::Duration(text) if text.is_empty() => ExprKind::Error,
             Token::Duration(text) => ExprKind::Duration {
                 millis: reel_duration_millis(&text),
                 text,
@@ -483,9 +525,10 @@ where
             .allow_trailing()
             .collect::<Vec<_>>()
             .map(ExprKind::List);
-        let list = comprehension
-            .or(items)
-            .delimited_by(just(Token::LBracket), just(Token::RBracket))
+        let list = just(Token::LBracket)
+            .ignore_then(comprehension.or(items))
+            .then(closer(Token::RBracket))
+            .map(|(list, made_up)| if made_up { ExprKind::Error } else { list })
             .labelled("a list");
 
         let if_expr = kw(Keyword::If)
@@ -500,12 +543,33 @@ where
                 otherwise: Box::new(otherwise),
             });
 
-        let args = expr
-            .clone()
-            .separated_by(just(Token::Comma))
-            .allow_trailing()
-            .collect::<Vec<_>>()
-            .delimited_by(just(Token::LParen), just(Token::RParen));
+        // A broken argument is one error and an `Error` node: the call stays a call, so its
+        // function is still known and the other arguments are still checked.
+        let arg =
+            with_trailing(expr.clone()).recover_with(via_parser(skip_entry().map(error_expr)));
+        let args = just(Token::LParen)
+            .ignore_then(
+                arg.separated_by(just(Token::Comma))
+                    .allow_trailing()
+                    .collect::<Vec<_>>(),
+            )
+            .then(closer(Token::RParen))
+            .map_with(|(args, made_up), e| {
+                if made_up {
+                    vec![error_expr(e.span())]
+                } else {
+                    args
+                }
+            })
+            .recover_with(via_parser(nested_delimiters(
+                Token::LParen,
+                Token::RParen,
+                [
+                    (Token::LBracket, Token::RBracket),
+                    (Token::LBrace, Token::RBrace),
+                ],
+                |s| vec![error_expr(s)],
+            )));
         let call = name()
             .then(args)
             .map(|(func, args)| ExprKind::Call { func, args });
@@ -523,10 +587,16 @@ where
             })
         });
 
-        let paren = expr
-            .clone()
-            .delimited_by(just(Token::LParen), just(Token::RParen))
-            .map(|e| ExprKind::Paren(Box::new(e)));
+        let paren = just(Token::LParen)
+            .ignore_then(expr.clone())
+            .then(closer(Token::RParen))
+            .map(|(e, made_up)| {
+                if made_up {
+                    ExprKind::Error
+                } else {
+                    ExprKind::Paren(Box::new(e))
+                }
+            });
 
         let atom = choice((
             literal, string, call, reference, list, record, if_expr, paren,
@@ -795,10 +865,16 @@ where
                 recovered,
             })
         });
+    // Once `step NAME` is read the step exists, whatever follows: references to it stay valid
+    // and the one error is where its body went wrong.
+    let step_body = just(Token::Assign)
+        .ignore_then(call.or(expr.clone().map(StepBody::Expr)))
+        .recover_with(via_parser(
+            rest_of_entry().map(|s| StepBody::Expr(error_expr(s))),
+        ));
     let step = kw(Keyword::Step)
         .ignore_then(name())
-        .then_ignore(just(Token::Assign))
-        .then(call.or(expr.clone().map(StepBody::Expr)))
+        .then(step_body)
         .map_with(|(name, body), e| {
             Member::Step(Step {
                 name,
@@ -807,12 +883,26 @@ where
                 span: sp(e.span()),
             })
         });
+    // Likewise an input exists once `input NAME` is read; a missing default is an `Error` node.
+    let default = just(Token::Assign).ignore_then(
+        expr.clone()
+            .recover_with(via_parser(rest_of_entry().map(error_expr))),
+    );
     let input = kw(Keyword::Input)
         .ignore_then(name())
-        .then_ignore(just(Token::Colon))
-        .then(ty.clone())
-        .then(just(Token::Assign).ignore_then(expr.clone()).or_not())
-        .map_with(|((name, ty), default), e| {
+        .then(
+            just(Token::Colon)
+                .ignore_then(ty.clone())
+                .then(default.or_not())
+                .recover_with(via_parser(rest_of_entry().map(|s| {
+                    let ty = TypeExpr {
+                        kind: TypeExprKind::Error,
+                        span: sp(s),
+                    };
+                    (ty, None)
+                }))),
+        )
+        .map_with(|(name, (ty, default)), e| {
             Member::Input(ast::Input {
                 name,
                 ty,
@@ -952,8 +1042,19 @@ where
             })
         });
 
-    let item = with_trailing(flow.or(tool).map(Some).labelled("`flow` or `tool`"))
-        .recover_with(via_parser(skip_entry().map(|_| None)));
+    // At the top level only a line break separates: a stray comma is skipped with the rest of
+    // its line, or the whole file would fail to parse.
+    let top_level_junk = skip_entry()
+        .ignored()
+        .or(just(Token::Comma).ignored())
+        .repeated()
+        .at_least(1)
+        .map_with(|_, e| e.span());
+    let item = with_trailing_by(
+        flow.or(tool).map(Some).labelled("`flow` or `tool`"),
+        top_level_junk.clone(),
+    )
+    .recover_with(via_parser(top_level_junk.map(|_| None)));
     item.separated_by(just(Token::Newline).repeated().at_least(1))
         .allow_leading()
         .allow_trailing()

@@ -95,7 +95,7 @@ pub enum Token {
     Int(i64),
     /// A float literal, as written.
     Float(String),
-    /// A duration literal, as written (`250ms`).
+    /// A duration literal, as written (`250ms`); empty for one the lexer reported as invalid.
     Duration(String),
     /// `"` opening a string.
     StrStart,
@@ -184,6 +184,8 @@ impl fmt::Display for Token {
             Token::Ident(name) => return write!(f, "`{name}`"),
             Token::Kw(k) => return write!(f, "`{}`", k.as_str()),
             Token::Int(n) => return write!(f, "`{n}`"),
+            // An invalid duration has no text (see the lexer).
+            Token::Duration(t) if t.is_empty() => "a duration",
             Token::Float(t) | Token::Duration(t) => return write!(f, "`{t}`"),
             Token::StrStart => "a string",
             Token::StrText(_) => "text",

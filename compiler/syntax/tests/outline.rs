@@ -117,6 +117,11 @@ fn fixed_cases() {
         "flow a {\n  step x = 1\n} step\n",
         "flow a {\n  step s = 1\nstep\n\\\n  step t = 2\n}\n",
         "flow a {\n  \\\n  step x = 1\n}\n",
+        // A member line closes the blocks left open; the `}` meant for one closes the flow.
+        "flow a {\n  step x = f {\n    v: 1\n  step y = 2\n  }, z\n}\n",
+        // A `key:` line closes a `${` left open; the `}` after it closes the block.
+        "flow a {\n  step x = f {\n    v: \"${a\n    w: 1 }\"\n  }\n  step y = 2\n}\n",
+        "flow a {\n  step x = f {\n    v: g(a\n    w: 1 }\n  step y = 2\n}\n",
     ];
     for c in cases {
         same(c);

@@ -1,14 +1,29 @@
-//! Completion: members after `input.`, `env.` and `secret.`; a step's record fields after
-//! `step.`; tool names after `step x = `; meta-arguments and tool parameters at the start of an
-//! entry of a step block; else step names, builtin functions and the namespaces.
+//! Completion that knows where it is. The place is read from the tokens of the entry the cursor
+//! is in, from its start to the cursor, because a half-typed line rarely parses into the node
+//! the user means; the syntax tree (recovered) only says which item and member it is, and the
+//! flow's signature what its names are.
 //!
-//! The context is read from the text before the cursor, because a half-typed line rarely parses
-//! into the node the user means; the syntax tree (recovered) only says which flow and step it is.
+//! - At the start of a line: the keywords that start a declaration (`flow`, `tool`) at the top
+//!   of the file, a member (`input`, `secret`, `env`, `step`, `output`) in a flow, an entry
+//!   (`kind`, `exec`, `input`, `output`) in a tool; in a step's block, its meta-arguments and the
+//!   tool's parameters.
+//! - Where an expression goes (after `=`, after `key:`, in arguments, lists and
+//!   interpolations): the flow's steps (not the one being written), `input.X`, `env.X`, the
+//!   builtins with their signatures, literals, and `item`/`index` only inside a `foreach` step's
+//!   other arguments. Right after `step NAME =` also the tools, built-in and declared. Where a
+//!   secret goes (the whole value of a `secret` parameter) only `secret.X`.
+//! - After `.` or `?.`: the members of `input`, `env`, `secret`, and the record fields of a
+//!   step's value or an input, through any chain of fields.
+//! - After `input NAME:`: the types.
 
 use reel_compiler::contracts::{META_ARGUMENTS, builtin_contracts};
-use reel_compiler::queries::user_tools;
+use reel_compiler::queries::{flow_signature, user_tools};
+use reel_compiler::signature::FlowSignature;
 use reel_flowspec::Type;
-use reel_syntax::ast::{Flow, Member, StepBody};
+use reel_syntax::ast::{Flow, Item as AstItem, Member, StepBody};
+use reel_syntax::lexer::{ends_entry, lex};
+use reel_syntax::token::{Keyword, Token};
+use reel_syntax::{Span, ast};
 
 use super::Ctx;
 use super::names;
@@ -51,6 +66,24 @@ fn item(label: impl Into<String>, kind: ItemKind, detail: Option<String>) -> Ite
     }
 }
 
+fn keywords(words: &[&str]) -> Vec<Item> {
+    words
+        .iter()
+        .map(|w| item(*w, ItemKind::Keyword, None))
+        .collect()
+}
+
+/// The members a flow declares, in source order.
+const MEMBER_KEYWORDS: [&str; 5] = ["input", "secret", "env", "step", "output"];
+/// The entries of a tool declaration.
+const TOOL_KEYWORDS: [&str; 4] = ["kind", "exec", "input", "output"];
+/// The declarations of a file.
+const ITEM_KEYWORDS: [&str; 2] = ["flow", "tool"];
+/// The type names (`list<T>` and records are written out).
+const TYPE_NAMES: [&str; 8] = [
+    "string", "int", "float", "bool", "duration", "json", "secret", "list",
+];
+
 /// The proposals at `offset`.
 pub fn complete(cx: &Ctx<'_>, offset: usize) -> Vec<Item> {
     let mut offset = offset.min(cx.text.len());
@@ -60,7 +93,7 @@ pub fn complete(cx: &Ctx<'_>, offset: usize) -> Vec<Item> {
     let before = &cx.text[..offset];
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let line = &before[line_start..];
-    // The word being typed, and what stands before it.
+    // The word being typed, and what stands before it on its line.
     let word_len = line
         .chars()
         .rev()
@@ -68,94 +101,375 @@ pub fn complete(cx: &Ctx<'_>, offset: usize) -> Vec<Item> {
         .map(char::len_utf8)
         .sum::<usize>();
     let head = &line[..line.len() - word_len];
-    // A tool name needs no flow: the line may be too broken for the flow to parse.
-    let trimmed = line.trim_start();
-    if tool_prefix(trimmed) {
-        return tools(cx);
-    }
-    let flow = names::flow_at(&cx.parsed().file, offset).or_else(|| last_flow_before(cx, offset));
+    let word_start = offset - word_len;
+
+    let file = &cx.parsed().file;
+    let in_item = |span: Span| (span.start as usize) < offset && offset <= span.end as usize;
+    let flow = names::flow_at(file, offset)
+        .filter(|(_, f)| in_item(f.span))
+        .or_else(|| last_open_flow(cx, offset));
     let Some((idx, flow)) = flow else {
+        let tool = file.items.iter().find_map(|it| match it {
+            AstItem::Tool(t) if in_item(t.span) => Some(t),
+            _ => None,
+        });
+        return match tool {
+            Some(t) => tool_body(cx.text, t, word_start, head),
+            None if head.trim().is_empty() => keywords(&ITEM_KEYWORDS),
+            None => Vec::new(),
+        };
+    };
+    let Some(place) = place_in_flow(cx.text, flow, word_start, head) else {
         return Vec::new();
     };
-
-    if let Some(base) = head.strip_suffix('.').or_else(|| head.strip_suffix("?.")) {
-        let base_word: String = base
-            .chars()
-            .rev()
-            .take_while(|c| c.is_alphanumeric() || *c == '_')
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect();
-        return members(cx, idx, flow, &base_word);
+    let sig = cx.flow_id(idx).map(|id| flow_signature(cx.db, id));
+    let sig = sig.unwrap_or(&EMPTY_SIGNATURE);
+    match place {
+        Place::Member => keywords(&MEMBER_KEYWORDS),
+        Place::Type => keywords(&TYPE_NAMES),
+        Place::BlockKey { tool } => block_keys(cx, &tool),
+        Place::Fields(chain) => fields(cx, idx, sig, &chain),
+        Place::ToolPath => tools(cx),
+        Place::Expr(at) => expression(cx, idx, sig, &at),
     }
-    if head.trim().is_empty()
-        && let Some(tool) = enclosing_call(flow, offset)
-    {
-        let mut out: Vec<Item> = META_ARGUMENTS
-            .iter()
-            .map(|m| item(*m, ItemKind::Property, Some("meta-argument".into())))
-            .collect();
-        if let Some(contract) = cx.contract(&tool) {
-            out.extend(
-                contract
-                    .params
-                    .iter()
-                    .map(|p| item(p.name.clone(), ItemKind::Property, Some(p.ty.to_string()))),
-            );
-        }
-        return out;
-    }
-    expression_names(cx, idx, flow)
 }
 
-/// `step x = `, or `step x = http.` while typing a dotted tool name.
-fn tool_prefix(trimmed: &str) -> bool {
-    let Some(rest) = trimmed.strip_prefix("step ") else {
-        return false;
-    };
-    let Some((name, rhs)) = rest.split_once('=') else {
-        return false;
-    };
-    let rhs = rhs.trim_start();
-    let simple = rhs
-        .chars()
-        .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
-    // `input.` after `=` is an expression step; `http.` is the start of a tool's name.
-    let tool_namespace = match rhs.split_once('.') {
-        None => true,
-        Some((ns, _)) => builtin_contracts()
-            .iter()
-            .any(|c| c.name.split_once('.').is_some_and(|(n, _)| n == ns)),
-    };
-    !name.trim().is_empty() && simple && tool_namespace
-}
+static EMPTY_SIGNATURE: std::sync::LazyLock<FlowSignature> =
+    std::sync::LazyLock::new(FlowSignature::default);
 
-fn last_flow_before<'a>(cx: &'a Ctx<'_>, offset: usize) -> Option<(usize, &'a Flow)> {
+/// The last flow that starts before `offset` and is still open there (its `}` missing).
+fn last_open_flow<'a>(cx: &'a Ctx<'_>, offset: usize) -> Option<(usize, &'a Flow)> {
     cx.parsed()
         .file
         .items
         .iter()
         .enumerate()
         .filter_map(|(i, it)| match it {
-            reel_syntax::ast::Item::Flow(f) if (f.span.start as usize) <= offset => Some((i, f)),
+            AstItem::Flow(f) if (f.span.start as usize) < offset => Some((i, f)),
             _ => None,
         })
         .next_back()
+        .filter(|(_, f)| !cx.text[f.span.range()].trim_end().ends_with('}'))
 }
 
-fn enclosing_call(flow: &Flow, offset: usize) -> Option<String> {
-    flow.members.iter().find_map(|m| match m {
-        Member::Step(s) => match &s.body {
-            StepBody::Call(c)
-                if (c.block_span.start as usize) < offset && offset < c.block_span.end as usize =>
-            {
-                Some(c.tool.name.clone())
-            }
-            _ => None,
-        },
-        _ => None,
+/// Where in a flow the cursor is.
+#[derive(Debug, PartialEq)]
+enum Place {
+    /// The start of a member.
+    Member,
+    /// The type of an input.
+    Type,
+    /// The start of an entry of a step's block calling `tool`.
+    BlockKey { tool: String },
+    /// After `a.b.`: the chain of names before the last `.`.
+    Fields(Vec<String>),
+    /// A dotted tool name being typed right after `step NAME =`.
+    ToolPath,
+    /// An expression.
+    Expr(ExprAt),
+}
+
+/// What an expression position allows.
+#[derive(Debug, Default, PartialEq)]
+struct ExprAt {
+    /// The step being written, which its own expressions cannot name.
+    step: Option<String>,
+    /// Right after `step NAME =`: a tool call may go here.
+    tools: bool,
+    /// Inside a `foreach` step's other arguments: `item` and `index` are in scope.
+    foreach: bool,
+    /// The whole value of parameter `.1` of tool `.0`: if its type is `secret`, only a secret
+    /// goes here.
+    slot: Option<(String, String)>,
+    /// An input's default: only constants.
+    constant: bool,
+}
+
+/// A delimiter open before the cursor: its token and where it is in the entry's tokens.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    token: OpenKind,
+    at: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum OpenKind {
+    Brace,
+    Bracket,
+    Paren,
+    Interp,
+    Str,
+}
+
+fn opener(t: &Token) -> Option<OpenKind> {
+    Some(match t {
+        Token::LBrace => OpenKind::Brace,
+        Token::LBracket => OpenKind::Bracket,
+        Token::LParen => OpenKind::Paren,
+        Token::InterpOpen => OpenKind::Interp,
+        Token::StrStart => OpenKind::Str,
+        _ => return None,
     })
+}
+
+fn closes(t: &Token) -> Option<OpenKind> {
+    Some(match t {
+        Token::RBrace => OpenKind::Brace,
+        Token::RBracket => OpenKind::Bracket,
+        Token::RParen => OpenKind::Paren,
+        Token::InterpClose => OpenKind::Interp,
+        Token::StrEnd => OpenKind::Str,
+        _ => return None,
+    })
+}
+
+/// The tokens of `text` up to its end and the delimiters still open there. Closers the lexer
+/// adds at the end to repair what is open are left out: there, the cursor is inside.
+fn open_delimiters(text: &str) -> (Vec<Token>, Vec<Open>) {
+    let lexed = lex(text);
+    let mut tokens = Vec::with_capacity(lexed.tokens.len());
+    let mut stack: Vec<Open> = Vec::new();
+    for (t, span) in lexed.tokens {
+        let repair = span.start == span.end && span.end as usize == text.len();
+        if repair && closes(&t).is_some() {
+            continue;
+        }
+        if let Some(kind) = opener(&t) {
+            stack.push(Open {
+                token: kind,
+                at: tokens.len(),
+            });
+        } else if let Some(kind) = closes(&t)
+            && stack.last().is_some_and(|o| o.token == kind)
+        {
+            stack.pop();
+        }
+        tokens.push(t);
+    }
+    (tokens, stack)
+}
+
+/// Whether a line break after `tokens` would end the entry (no expression continues).
+fn entry_ended(tokens: &[Token]) -> bool {
+    let last_two: Vec<(Token, Span)> = tokens[tokens.len().saturating_sub(2)..]
+        .iter()
+        .map(|t| (t.clone(), Span::default()))
+        .collect();
+    ends_entry(&last_two)
+}
+
+/// Where the cursor (at `word_start`, after `head` on its line) is in `flow`.
+fn place_in_flow(text: &str, flow: &Flow, word_start: usize, head: &str) -> Option<Place> {
+    // The entry the cursor is in: the last member starting before it, read from its start.
+    let member = flow
+        .members
+        .iter()
+        .rfind(|m| (member_span(m).start as usize) < word_start);
+    let body_start = text[flow.span.range()]
+        .find('{')
+        .map_or(flow.span.end as usize, |b| flow.span.start as usize + b + 1);
+    let start = member.map_or(body_start, |m| member_span(m).start as usize);
+    if start > word_start {
+        return None;
+    }
+    let (tokens, stack) = open_delimiters(&text[start..word_start]);
+    if stack.last().is_some_and(|o| o.token == OpenKind::Str) {
+        return None;
+    }
+    if let Some(chain) = chain_before(head) {
+        if stack.is_empty() && is_tool_path(&tokens, &chain) {
+            return Some(Place::ToolPath);
+        }
+        return Some(Place::Fields(chain));
+    }
+    // Whether the word starts its line, and whether the entry before it has ended there.
+    let at_line_start = head.trim().is_empty();
+    let ends = entry_ended(&tokens);
+    let step = match tokens.as_slice() {
+        [Token::Kw(Keyword::Step), Token::Ident(n), ..] => Some(n.clone()),
+        _ => None,
+    };
+    let Some(innermost) = stack.last() else {
+        if tokens.is_empty() || (at_line_start && ends) {
+            return Some(Place::Member);
+        }
+        return member_place(&tokens, step);
+    };
+    // Inside a step's block: which tool, which key, and whether it fans out.
+    let block = stack
+        .first()
+        .filter(|o| o.token == OpenKind::Brace)
+        .and_then(|o| call_block(&tokens, o.at));
+    let key = stack
+        .first()
+        .and_then(|o| entry_key(&tokens, o.at, stack.get(1).map_or(tokens.len(), |n| n.at)));
+    if innermost.token == OpenKind::Brace {
+        let last = tokens.last();
+        let entry_start = matches!(last, Some(Token::LBrace | Token::Comma | Token::Newline))
+            || (at_line_start && ends);
+        if entry_start {
+            return match (&block, stack.len()) {
+                (Some(tool), 1) => Some(Place::BlockKey { tool: tool.clone() }),
+                // Keys of a record are the author's to choose.
+                _ => None,
+            };
+        }
+    }
+    let foreach = block.is_some()
+        && key
+            .as_deref()
+            .is_some_and(|k| k != "when" && k != "foreach")
+        && member.is_some_and(has_foreach);
+    // Only the whole value of a parameter can be a secret: right inside the block.
+    let slot = match (block, key) {
+        (Some(tool), Some(key)) if stack.len() == 1 => Some((tool, key)),
+        _ => None,
+    };
+    Some(Place::Expr(ExprAt {
+        step,
+        foreach,
+        slot,
+        ..ExprAt::default()
+    }))
+}
+
+/// At the top level of a member, after its first tokens: what its kind takes next.
+fn member_place(tokens: &[Token], step: Option<String>) -> Option<Place> {
+    use Token::*;
+    match tokens {
+        // `step NAME = word`: a tool call or an expression.
+        [Kw(Keyword::Step), Ident(_), Assign] => Some(Place::Expr(ExprAt {
+            step,
+            tools: true,
+            ..ExprAt::default()
+        })),
+        [Kw(Keyword::Step), Ident(_), Assign, ..] | [Kw(Keyword::Output), ..] => {
+            Some(Place::Expr(ExprAt {
+                step,
+                ..ExprAt::default()
+            }))
+        }
+        [Kw(Keyword::Input), Ident(_), Colon] => Some(Place::Type),
+        [Kw(Keyword::Input), Ident(_), Colon, rest @ ..] if rest.contains(&Assign) => {
+            Some(Place::Expr(ExprAt {
+                constant: true,
+                ..ExprAt::default()
+            }))
+        }
+        _ => None,
+    }
+}
+
+fn member_span(m: &Member) -> Span {
+    match m {
+        Member::Input(i) => i.span,
+        Member::Secret(n) | Member::Env(n) => n.span,
+        Member::Step(s) => s.span,
+        Member::Output(o) => o.span,
+        Member::Error(s) => *s,
+    }
+}
+
+fn has_foreach(m: &Member) -> bool {
+    matches!(m, Member::Step(ast::Step { body: StepBody::Call(c), .. })
+        if c.args.iter().any(|a| a.key.name == "foreach"))
+}
+
+/// The tool whose block the `{` at `brace` opens: `step NAME = a.b {`.
+fn call_block(tokens: &[Token], brace: usize) -> Option<String> {
+    let [
+        Token::Kw(Keyword::Step),
+        Token::Ident(_),
+        Token::Assign,
+        path @ ..,
+    ] = &tokens[..brace]
+    else {
+        return None;
+    };
+    let mut name = String::new();
+    for (i, t) in path.iter().enumerate() {
+        match (i % 2, t) {
+            (0, Token::Ident(w)) => name.push_str(w),
+            (0, Token::Kw(k)) if i > 0 => name.push_str(k.as_str()),
+            (1, Token::Dot) => name.push('.'),
+            _ => return None,
+        }
+    }
+    (!name.is_empty() && !name.ends_with('.')).then_some(name)
+}
+
+/// The key of the entry the cursor is in, inside the block opened at `brace`, looking at the
+/// tokens up to `until` (where a nested delimiter opens, or the end).
+fn entry_key(tokens: &[Token], brace: usize, until: usize) -> Option<String> {
+    let inside = tokens.get(brace + 1..until)?;
+    let mut depth = 0usize;
+    let mut start = 0;
+    for (i, t) in inside.iter().enumerate() {
+        if opener(t).is_some() {
+            depth += 1;
+        } else if closes(t).is_some() {
+            depth = depth.saturating_sub(1);
+        } else if depth == 0 && matches!(t, Token::Comma | Token::Newline) {
+            start = i + 1;
+        }
+    }
+    match inside.get(start..start + 2)? {
+        [Token::Ident(k), Token::Colon] => Some(k.clone()),
+        [Token::Kw(k), Token::Colon] => Some(k.as_str().to_string()),
+        _ => None,
+    }
+}
+
+/// `a.b.` or `a?.b.` before the word being typed: the names before the last dot.
+fn chain_before(head: &str) -> Option<Vec<String>> {
+    let base = head.strip_suffix('.')?;
+    let base = base.strip_suffix('?').unwrap_or(base);
+    let chain: String = base
+        .chars()
+        .rev()
+        .take_while(|c| c.is_alphanumeric() || matches!(c, '_' | '.' | '?'))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let names: Vec<String> = chain
+        .split('.')
+        .map(|n| n.trim_end_matches('?').to_string())
+        .collect();
+    if names.iter().any(|n| n.is_empty()) {
+        return None;
+    }
+    Some(names)
+}
+
+/// Whether `chain` is the start of a built-in tool's dotted name right after `step NAME =`.
+fn is_tool_path(tokens: &[Token], chain: &[String]) -> bool {
+    let n = tokens.len();
+    // `step NAME = a.b.` lexes as `step NAME = a . b .`
+    if n != 3 + 2 * chain.len()
+        || !matches!(
+            tokens[..3],
+            [Token::Kw(Keyword::Step), Token::Ident(_), Token::Assign]
+        )
+    {
+        return false;
+    }
+    let prefix = format!("{}.", chain.join("."));
+    builtin_contracts()
+        .iter()
+        .any(|c| c.name.starts_with(&prefix))
+}
+
+/// In a tool's declaration: its entry keywords at the start of a line of its body.
+fn tool_body(text: &str, tool: &ast::Tool, word_start: usize, head: &str) -> Vec<Item> {
+    let (tokens, stack) = open_delimiters(&text[tool.span.start as usize..word_start]);
+    let entry_start = matches!(tokens.last(), Some(Token::LBrace | Token::Comma))
+        || (head.trim().is_empty() && entry_ended(&tokens));
+    if stack.len() == 1 && entry_start {
+        keywords(&TOOL_KEYWORDS)
+    } else {
+        Vec::new()
+    }
 }
 
 fn tools(cx: &Ctx<'_>) -> Vec<Item> {
@@ -173,123 +487,123 @@ fn tools(cx: &Ctx<'_>) -> Vec<Item> {
     out
 }
 
-fn members(cx: &Ctx<'_>, idx: usize, flow: &Flow, base: &str) -> Vec<Item> {
-    let mut out = Vec::new();
-    for m in &flow.members {
-        match (base, m) {
-            ("input", Member::Input(i)) => out.push(item(
-                i.name.name.clone(),
-                ItemKind::Variable,
-                cx.text.get(i.ty.span.range()).map(str::to_string),
-            )),
-            ("secret", Member::Secret(n)) => out.push(item(
-                n.name.name.clone(),
-                ItemKind::Variable,
-                Some("secret".into()),
-            )),
-            ("env", Member::Env(n)) => out.push(item(
-                n.name.name.clone(),
-                ItemKind::Variable,
-                Some("string".into()),
-            )),
-            _ => {}
-        }
-    }
-    if !out.is_empty() || matches!(base, "input" | "secret" | "env") {
-        return out;
-    }
-    let is_step = flow
-        .members
+/// Meta-arguments and the tool's parameters, at the start of an entry of its block.
+fn block_keys(cx: &Ctx<'_>, tool: &str) -> Vec<Item> {
+    let mut out: Vec<Item> = META_ARGUMENTS
         .iter()
-        .any(|m| matches!(m, Member::Step(s) if s.name.name == base));
-    if !is_step {
-        return out;
-    }
-    if let Some(Type::Record { fields }) =
-        cx.step_type(idx, base).map(|t| t.strip_optional().clone())
-    {
+        .map(|m| item(*m, ItemKind::Property, Some("meta-argument".into())))
+        .collect();
+    if let Some(contract) = cx.contract(tool) {
         out.extend(
-            fields
+            contract
+                .params
                 .iter()
-                .map(|f| item(f.name.clone(), ItemKind::Field, Some(f.ty.to_string()))),
+                .map(|p| item(p.name.clone(), ItemKind::Property, Some(p.ty.to_string()))),
         );
     }
     out
 }
 
-fn expression_names(cx: &Ctx<'_>, idx: usize, flow: &Flow) -> Vec<Item> {
-    let mut out: Vec<Item> = flow
-        .members
-        .iter()
-        .filter_map(|m| match m {
-            Member::Step(s) => Some(item(
-                s.name.name.clone(),
-                ItemKind::Step,
-                cx.step_type(idx, &s.name.name).map(|t| t.to_string()),
-            )),
-            _ => None,
+/// The fields after `chain.`: a namespace's members, or a record's fields.
+fn fields(cx: &Ctx<'_>, idx: usize, sig: &FlowSignature, chain: &[String]) -> Vec<Item> {
+    let variable = |name: &String, detail: &str| {
+        item(name.clone(), ItemKind::Variable, Some(detail.to_string()))
+    };
+    let (first, rest) = match chain {
+        [ns] if ns == "input" => {
+            return sig
+                .inputs
+                .iter()
+                .map(|(n, t)| variable(n, &t.to_string()))
+                .collect();
+        }
+        [ns] if ns == "env" => return sig.env.iter().map(|n| variable(n, "string")).collect(),
+        [ns] if ns == "secret" => {
+            return sig.secrets.iter().map(|n| variable(n, "secret")).collect();
+        }
+        [ns, input, rest @ ..] if ns == "input" => (sig.input(input).cloned(), rest),
+        [step, rest @ ..] if sig.step(step).is_some() => (cx.step_type(idx, step), rest),
+        _ => return Vec::new(),
+    };
+    let mut ty = first;
+    for name in rest {
+        ty = ty.and_then(|t| t.strip_optional().field(name).cloned());
+    }
+    match ty.as_ref().map(Type::strip_optional) {
+        Some(Type::Record { fields }) => fields
+            .iter()
+            .map(|f| item(f.name.clone(), ItemKind::Field, Some(f.ty.to_string())))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The names an expression at `at` may use.
+fn expression(cx: &Ctx<'_>, idx: usize, sig: &FlowSignature, at: &ExprAt) -> Vec<Item> {
+    if let Some((tool, key)) = &at.slot
+        && cx.contract(tool).is_some_and(|c| {
+            c.params
+                .iter()
+                .any(|p| p.name == *key && *p.ty.strip_optional() == Type::Secret)
         })
-        .collect();
+    {
+        // The taint rule: a secret goes only here, and nothing else does.
+        return sig
+            .secrets
+            .iter()
+            .map(|n| {
+                item(
+                    format!("secret.{n}"),
+                    ItemKind::Variable,
+                    Some("secret".into()),
+                )
+            })
+            .collect();
+    }
+    let mut out = Vec::new();
+    if !at.constant {
+        out.extend(
+            sig.steps
+                .iter()
+                .filter(|s| at.step.as_deref() != Some(s.name.as_str()))
+                .map(|s| {
+                    item(
+                        s.name.clone(),
+                        ItemKind::Step,
+                        cx.step_type(idx, &s.name).map(|t| t.to_string()),
+                    )
+                }),
+        );
+        out.extend(sig.inputs.iter().map(|(n, t)| {
+            item(
+                format!("input.{n}"),
+                ItemKind::Variable,
+                Some(t.to_string()),
+            )
+        }));
+        out.extend(sig.env.iter().map(|n| {
+            item(
+                format!("env.{n}"),
+                ItemKind::Variable,
+                Some("string".into()),
+            )
+        }));
+        if at.foreach {
+            out.push(item("item", ItemKind::Keyword, Some("the element".into())));
+            out.push(item("index", ItemKind::Keyword, Some("int".into())));
+        }
+    }
     out.extend(
         reel_eval::builtins()
             .iter()
             .map(|b| item(b.name, ItemKind::Function, Some(b.signatures.join(" | ")))),
     );
-    for word in [
-        "input", "env", "secret", "item", "index", "if", "for", "true", "false", "null",
-    ] {
-        out.push(item(word, ItemKind::Keyword, None));
+    out.extend(keywords(&["if", "true", "false", "null"]));
+    if at.tools {
+        out.extend(tools(cx));
     }
     out
 }
 
 #[cfg(test)]
-mod tests {
-    use reel_compiler::{RootDb, SourceFile};
-
-    use super::*;
-
-    fn labels(src: &str) -> Vec<String> {
-        let offset = src.find('$').unwrap();
-        let src = src.replace('$', "");
-        let db = RootDb::default();
-        let file = SourceFile::new(&db, "t.reel".into(), "/tmp".into(), src.as_str().into());
-        let cx = Ctx::new(&db, file);
-        complete(&cx, offset).into_iter().map(|i| i.label).collect()
-    }
-
-    #[test]
-    fn input_members() {
-        let l = labels("flow f {\n  input who: string\n  input n: int\n  step a = input.$\n}\n");
-        assert_eq!(l, vec!["who", "n"]);
-    }
-
-    #[test]
-    fn step_fields() {
-        let l =
-            labels("flow f {\n  step a = echo { value: { x: 1, y: \"s\" } }\n  output a.$\n}\n");
-        assert_eq!(l, vec!["x", "y"]);
-    }
-
-    #[test]
-    fn tools_after_step_equals() {
-        let l = labels("flow f {\n  step a = $\n}\n");
-        assert!(l.contains(&"http.get".to_string()), "{l:?}");
-        let l = labels("flow f {\n  step a = http.$\n}\n");
-        assert!(l.contains(&"echo".to_string()), "{l:?}");
-    }
-
-    #[test]
-    fn block_keys_and_expression_names() {
-        let l = labels("flow f {\n  step a = echo {\n    $\n  }\n}\n");
-        assert!(
-            l.contains(&"foreach".to_string()) && l.contains(&"value".to_string()),
-            "{l:?}"
-        );
-        let l = labels("flow f {\n  step a = echo { value: 1 }\n  output l$\n}\n");
-        assert!(
-            l.contains(&"a".to_string()) && l.contains(&"len".to_string()),
-            "{l:?}"
-        );
-    }
-}
+mod tests;

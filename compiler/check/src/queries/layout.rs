@@ -60,7 +60,7 @@ pub fn group_parse<'db>(db: &'db dyn Db, group: GroupText<'db>) -> Arc<ParsedGro
         ChunkEnd::Newline(at)
     };
     let parse = reel_syntax::parse_group(group.text(db), end);
-    let summary = GroupSummary::of(&parse.members);
+    let summary = GroupSummary::of(&parse.members, group.text(db));
     Arc::new(ParsedGroup { parse, summary })
 }
 
@@ -127,8 +127,8 @@ pub struct GroupSummary {
 }
 
 impl GroupSummary {
-    /// Summarizes `members`.
-    pub fn of(members: &[Member]) -> GroupSummary {
+    /// Summarizes `members`, parsed from `text`.
+    pub fn of(members: &[Member], text: &str) -> GroupSummary {
         let mut heads = Vec::with_capacity(members.len());
         let mut mentions = Vec::new();
         let mut steps = Vec::with_capacity(members.len());
@@ -144,7 +144,7 @@ impl GroupSummary {
             } else {
                 steps.push(None);
             }
-            heads.push(MemberHead::of(m));
+            heads.push(MemberHead::in_text(m, text));
         }
         GroupSummary {
             heads: Shared(Arc::new(heads)),
@@ -209,7 +209,7 @@ pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPie
                 doc: if single { doc.clone() } else { f.doc },
                 span: f.span,
                 members: Arc::new(SummarizedMembers {
-                    summary: GroupSummary::of(&f.members),
+                    summary: GroupSummary::of(&f.members, piece.text(db)),
                     members: f.members,
                 }),
             },

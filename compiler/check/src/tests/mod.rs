@@ -6,6 +6,7 @@ mod docs;
 mod edited;
 mod examples;
 mod incremental;
+mod recovery;
 mod spec;
 
 use std::sync::Arc;
