@@ -27,22 +27,15 @@ use crate::core::{
 };
 use crate::deps::{Progress, ProgressSink, StepEnd};
 use crate::error::RunError;
-use crate::fold::fold_events;
+use crate::fold::Folded;
 use crate::journal::{Event, RunStarted};
 use crate::rider::Refusal;
 
-/// One recorded event with its place and time.
-#[derive(Clone, Debug)]
-pub struct RecordedEvent {
-    /// Its sequence number in the run's journal.
-    pub seq: u64,
-    /// When it happened (ms since the epoch).
-    pub at: i64,
-    /// What.
-    pub event: Event,
-}
-
-/// A run as its store records it: its row, its flow, what it started with and its journal.
+/// A run as its store records it: its row, its flow, what it started with, and its journal
+/// indexed by what a replay asks (each call's inputs and result, each wait's answer, each
+/// step's outcome, each ending and resume). The journal is read once, as a stream, and not
+/// kept: what a recording holds grows with the run's calls and steps, not with its events
+/// (a retried or redriven call adds one entry per attempt, a park or resume none).
 #[derive(Clone, Debug)]
 pub struct Recording {
     /// The run's row.
@@ -57,8 +50,9 @@ pub struct Recording {
     pub inputs: Map<String, Value>,
     /// Its snapshot of the declared environment.
     pub env: Map<String, Value>,
-    /// Its journal, in order.
-    pub events: Vec<RecordedEvent>,
+    /// How many events its journal holds.
+    pub length: u64,
+    idx: Index,
 }
 
 impl Recording {
@@ -68,15 +62,19 @@ impl Recording {
             .run(run)?
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
         let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
-        let mut events = Vec::new();
+        let mut idx = Index::default();
+        let mut length = 0;
+        let mut started = None;
         let mut hole = None;
         store.read_journal(run, 0, &mut |r| match Event::from_row(&r) {
             Ok(event) => {
-                events.push(RecordedEvent {
-                    seq: r.seq,
-                    at: r.at,
-                    event,
-                });
+                length += 1;
+                if let Event::RunStarted(s) = &event
+                    && started.is_none()
+                {
+                    started = Some((s.clone(), r.at));
+                }
+                idx.add(r.seq, r.at, event);
                 Flow::Continue
             }
             Err(message) => {
@@ -91,10 +89,7 @@ impl Recording {
         if let Some(h) = hole {
             return Err(h.into());
         }
-        let Some((started, started_at)) = events.iter().find_map(|e| match &e.event {
-            Event::RunStarted(s) => Some((s.clone(), e.at)),
-            _ => None,
-        }) else {
+        let Some((started, started_at)) = started else {
             return Err(Refusal::Store(StoreError::Hole {
                 run: run.to_string(),
                 seq: 0,
@@ -119,7 +114,8 @@ impl Recording {
             started_at,
             inputs,
             env,
-            events,
+            length,
+            idx,
         })
     }
 }
@@ -139,7 +135,6 @@ enum RecResult {
 struct RecCall {
     inputs: Option<String>,
     result: Option<RecResult>,
-    made: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -149,14 +144,37 @@ enum RecStep {
     Failed,
 }
 
+/// A signal the record says a wait received.
+#[derive(Clone, Debug)]
+struct RecSignal {
+    /// When it was delivered.
+    at: i64,
+    /// The sequence number of the `signal_received` event.
+    seq: u64,
+    /// Its number among the run's signals.
+    number: u64,
+    name: String,
+    payload: String,
+}
+
+/// One ending of the record (`run_finished`); a redriven run has several.
+#[derive(Clone, Debug)]
+struct RecFinish {
+    seq: u64,
+    at: i64,
+    status: String,
+    output: Option<String>,
+    error: Option<RunError>,
+}
+
 /// The record, indexed by what a replay asks.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 struct Index {
     calls: HashMap<CallKey, RecCall>,
     /// When each timer fired.
     timers: HashMap<WaitKey, i64>,
-    /// The signal each wait received: when, its number, its name and payload digest.
-    signals: HashMap<WaitKey, (i64, u64, String, String)>,
+    /// The signal each wait received.
+    signals: HashMap<WaitKey, RecSignal>,
     /// When each signal wait failed for its deadline.
     expired: HashMap<WaitKey, i64>,
     /// Each step's last outcome.
@@ -167,110 +185,128 @@ struct Index {
     first_at: HashMap<String, i64>,
     /// The sequence number of each step's `step_succeeded`.
     done_seq: HashMap<String, u64>,
-    /// How the run last ended.
-    finished: Option<(String, Option<String>, Option<RunError>)>,
+    /// Each time the run ended, in order (the last is how it ends now).
+    finishes: Vec<RecFinish>,
+    /// Each redrive after an ending: its sequence number and time.
+    redrives: Vec<(u64, i64)>,
 }
 
 impl Index {
-    fn new(events: &[RecordedEvent]) -> Index {
-        let mut x = Index::default();
-        for e in events {
-            let step = match &e.event {
-                Event::StepStarted { step, .. }
-                | Event::StepSucceeded { step, .. }
-                | Event::StepSkipped { step, .. }
-                | Event::StepFailed { step, .. }
-                | Event::TimerStarted { step, .. }
-                | Event::SignalAwaited { step, .. } => Some(step),
-                _ => None,
-            };
-            if let Some(s) = step {
-                x.first_at.entry(s.clone()).or_insert(e.at);
-            }
-            match &e.event {
-                Event::StepStarted {
-                    step,
-                    index,
-                    attempt,
-                    inputs,
-                    ..
-                } => {
-                    let c = x.calls.entry((step.clone(), *index, *attempt)).or_default();
-                    c.inputs = Some(inputs.clone());
-                }
-                Event::CallSucceeded {
-                    step,
-                    index,
-                    attempt,
-                    output: digest,
-                }
-                | Event::EffectRecorded {
-                    step,
-                    index,
-                    attempt,
-                    result: digest,
-                    ..
-                } => {
-                    let c = x.calls.entry((step.clone(), *index, *attempt)).or_default();
-                    c.result = Some(RecResult::Ok {
-                        seq: e.seq,
-                        at: e.at,
-                        digest: digest.clone(),
-                    });
-                }
-                Event::CallFailed {
-                    step,
-                    index,
-                    attempt,
-                    error,
-                    ..
-                } => {
-                    if error.code == "signal.timeout" {
-                        x.expired.insert((step.clone(), *index), e.at);
-                    } else if let Some(c) = x.calls.get_mut(&(step.clone(), *index, *attempt)) {
-                        c.result = Some(RecResult::Err {
-                            seq: e.seq,
-                            at: e.at,
-                            error: error.clone(),
-                        });
-                    }
-                }
-                Event::TimerFired { step, index, .. } => {
-                    x.timers.insert((step.clone(), *index), e.at);
-                }
-                Event::SignalReceived {
-                    step,
-                    index,
-                    name,
-                    signal,
-                    payload,
-                } => {
-                    x.signals.insert(
-                        (step.clone(), *index),
-                        (e.at, *signal, name.clone(), payload.clone()),
-                    );
-                }
-                Event::StepSucceeded { step, output, .. } => {
-                    x.steps
-                        .insert(step.clone(), RecStep::Succeeded(output.clone()));
-                    x.done_seq.insert(step.clone(), e.seq);
-                }
-                Event::StepSkipped { step, .. } => {
-                    x.steps.insert(step.clone(), RecStep::Skipped);
-                }
-                Event::StepFailed { step, .. } => {
-                    x.steps.insert(step.clone(), RecStep::Failed);
-                    x.failed.insert(step.clone());
-                }
-                Event::RunFinished {
-                    status,
-                    output,
-                    error,
-                } => x.finished = Some((status.clone(), output.clone(), error.clone())),
-                _ => {}
-            }
+    /// Takes in the record's next event.
+    fn add(&mut self, seq: u64, at: i64, event: Event) {
+        let x = self;
+        let step = match &event {
+            Event::StepStarted { step, .. }
+            | Event::StepSucceeded { step, .. }
+            | Event::StepSkipped { step, .. }
+            | Event::StepFailed { step, .. }
+            | Event::TimerStarted { step, .. }
+            | Event::SignalAwaited { step, .. } => Some(step),
+            _ => None,
+        };
+        if let Some(s) = step
+            && !x.first_at.contains_key(s)
+        {
+            x.first_at.insert(s.clone(), at);
         }
-        x
+        match event {
+            Event::StepStarted {
+                step,
+                index,
+                attempt,
+                inputs,
+                ..
+            } => {
+                let c = x.calls.entry((step, index, attempt)).or_default();
+                c.inputs = Some(inputs);
+            }
+            Event::CallSucceeded {
+                step,
+                index,
+                attempt,
+                output: digest,
+            }
+            | Event::EffectRecorded {
+                step,
+                index,
+                attempt,
+                result: digest,
+                ..
+            } => {
+                let c = x.calls.entry((step, index, attempt)).or_default();
+                c.result = Some(RecResult::Ok { seq, at, digest });
+            }
+            Event::CallFailed {
+                step,
+                index,
+                attempt,
+                error,
+                ..
+            } => {
+                if error.code == "signal.timeout" {
+                    x.expired.insert((step, index), at);
+                } else if let Some(c) = x.calls.get_mut(&(step, index, attempt)) {
+                    c.result = Some(RecResult::Err { seq, at, error });
+                }
+            }
+            Event::TimerFired { step, index, .. } => {
+                x.timers.insert((step, index), at);
+            }
+            Event::SignalReceived {
+                step,
+                index,
+                name,
+                signal,
+                payload,
+            } => {
+                x.signals.insert(
+                    (step, index),
+                    RecSignal {
+                        at,
+                        seq,
+                        number: signal,
+                        name,
+                        payload,
+                    },
+                );
+            }
+            Event::StepSucceeded { step, output, .. } => {
+                x.done_seq.insert(step.clone(), seq);
+                x.steps.insert(step, RecStep::Succeeded(output));
+            }
+            Event::StepSkipped { step, .. } => {
+                x.steps.insert(step, RecStep::Skipped);
+            }
+            Event::StepFailed { step, .. } => {
+                x.steps.insert(step.clone(), RecStep::Failed);
+                x.failed.insert(step);
+            }
+            Event::RunFinished {
+                status,
+                output,
+                error,
+            } => x.finishes.push(RecFinish {
+                seq,
+                at,
+                status,
+                output,
+                error,
+            }),
+            // A run is taken up again after an ending only by a redrive.
+            Event::RunResumed { .. } if !x.finishes.is_empty() => {
+                let last = x.finishes.last().map_or(0, |f| f.seq);
+                if x.redrives.last().is_none_or(|r| r.0 < last) {
+                    x.redrives.push((seq, at));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// How the run last ended, unless a redrive took it up again since.
+    fn finished(&self) -> Option<&RecFinish> {
+        let last = self.finishes.last()?;
+        self.redrives.iter().all(|r| r.0 < last.seq).then_some(last)
     }
 }
 
@@ -429,11 +465,13 @@ pub fn plan_fork(
     Ok(r.verdicts(&spec))
 }
 
-/// A parent's recorded successful calls, as a fork reuses them.
+/// A parent's recorded successful calls and received signals, as a fork reuses them.
 #[derive(Clone, Debug)]
 pub struct History {
     parent: String,
     calls: HashMap<WaitKey, RecordedCall>,
+    signals: HashMap<WaitKey, RecSignal>,
+    steps: HashMap<String, RecStep>,
 }
 
 /// One successful call of a parent run.
@@ -446,61 +484,47 @@ struct RecordedCall {
     at: i64,
 }
 
+/// A signal a fork carries over from its parent's record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CarriedSignal {
+    /// Its name.
+    pub name: String,
+    /// Its payload's digest.
+    pub payload: String,
+    /// Where the parent recorded receiving it.
+    pub from: ReusedFrom,
+}
+
 impl History {
-    /// The successful calls of `rec`, by step and `foreach` index.
+    /// The successful calls and received signals of `rec`, by step and `foreach` index.
     pub fn new(rec: &Recording) -> History {
-        let mut starts: HashMap<CallKey, String> = HashMap::new();
+        let tools: HashMap<&str, Option<&String>> = rec
+            .spec
+            .steps
+            .iter()
+            .map(|s| (s.id.as_str(), s.tool.as_ref()))
+            .collect();
         let mut calls = HashMap::new();
-        let tool = |step: &str| {
-            rec.spec
-                .steps
-                .iter()
-                .find(|s| s.id == step)
-                .and_then(|s| s.tool.clone())
-        };
-        for e in &rec.events {
-            match &e.event {
-                Event::StepStarted {
-                    step,
-                    index,
-                    attempt,
-                    inputs,
-                    ..
-                } => {
-                    starts.insert((step.clone(), *index, *attempt), inputs.clone());
-                }
-                Event::CallSucceeded {
-                    step,
-                    index,
-                    attempt,
-                    output,
-                }
-                | Event::EffectRecorded {
-                    step,
-                    index,
-                    attempt,
-                    result: output,
-                    ..
-                } => {
-                    if let Some(inputs) = starts.get(&(step.clone(), *index, *attempt)) {
-                        calls.insert(
-                            (step.clone(), *index),
-                            RecordedCall {
-                                tool: tool(step),
-                                inputs: inputs.clone(),
-                                output: output.clone(),
-                                seq: e.seq,
-                                at: e.at,
-                            },
-                        );
-                    }
-                }
-                _ => {}
+        for ((step, index, _), c) in &rec.idx.calls {
+            if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
+            {
+                calls.insert(
+                    (step.clone(), *index),
+                    RecordedCall {
+                        tool: tools.get(step.as_str()).copied().flatten().cloned(),
+                        inputs: inputs.clone(),
+                        output: digest.clone(),
+                        seq: *seq,
+                        at: *at,
+                    },
+                );
             }
         }
         History {
             parent: rec.run.id.clone(),
             calls,
+            signals: rec.idx.signals.clone(),
+            steps: rec.idx.steps.clone(),
         }
     }
 
@@ -526,6 +550,39 @@ impl History {
         })
     }
 
+    /// The signal the parent's wait of this step received, when a fork's wait may take it:
+    /// same step, same `foreach` index, same signal name, and every step it depends on ended
+    /// as it did in the parent (`ended` gives the fork's outcome of a step: its output digest,
+    /// or `None` when skipped). An answer given to other upstream values is asked again.
+    pub fn carried_signal(
+        &self,
+        step: &reel_flowspec::StepSpec,
+        index: Option<u32>,
+        name: &str,
+        ended: &dyn Fn(&str) -> Option<Option<String>>,
+    ) -> Option<CarriedSignal> {
+        let s = self.signals.get(&(step.id.clone(), index))?;
+        if s.name != name {
+            return None;
+        }
+        let same_upstream = step
+            .deps
+            .iter()
+            .all(|d| match (ended(d), self.steps.get(d)) {
+                (Some(Some(a)), Some(RecStep::Succeeded(b))) => a == *b,
+                (Some(None), Some(RecStep::Skipped)) => true,
+                _ => false,
+            });
+        same_upstream.then(|| CarriedSignal {
+            name: s.name.clone(),
+            payload: s.payload.clone(),
+            from: ReusedFrom {
+                parent: self.parent.clone(),
+                seq: s.seq,
+            },
+        })
+    }
+
     fn has(&self, step: &str, index: Option<u32>) -> bool {
         self.calls.contains_key(&(step.to_string(), index))
     }
@@ -548,14 +605,22 @@ struct Answer {
 struct Replayer<'a> {
     store: &'a dyn StoreRead,
     rec: &'a Recording,
-    idx: Index,
+    idx: &'a Index,
+    /// The recorded calls this replay made.
+    made: HashSet<CallKey>,
     mode: Mode,
     spec: Arc<FlowSpec>,
     setup: Setup,
     progress: &'a dyn ProgressSink,
     values: HashMap<String, Value>,
-    /// The events this replay's machine recorded (a park is resumed from their fold).
-    produced: Vec<(i64, Event)>,
+    /// The fold of the events this replay's machine recorded: a park or a redrive is resumed
+    /// from it, as the recorded run was resumed from its journal.
+    folded: Folded,
+    /// How many of the record's endings the replay has gone past (a redriven run has one
+    /// per redrive before its last).
+    ended: usize,
+    /// Whether the cancel the record ends this stretch with was handed to the machine.
+    cancel_sent: bool,
     now: i64,
     answers: Vec<Answer>,
     answered: usize,
@@ -600,13 +665,16 @@ impl<'a> Replayer<'a> {
         Replayer {
             store,
             rec,
-            idx: Index::new(&rec.events),
+            idx: &rec.idx,
+            made: HashSet::new(),
             mode,
             spec,
             setup,
             progress,
             values: HashMap::new(),
-            produced: Vec::new(),
+            folded: Folded::default(),
+            ended: 0,
+            cancel_sent: false,
             now: rec.started_at,
             answers: Vec::new(),
             answered: 0,
@@ -674,7 +742,7 @@ impl<'a> Replayer<'a> {
         self.now = self.round_time(None, self.rec.started_at);
         m.handle(self.now, Input::Started);
         // A bound against a machine and a record that never agree to end.
-        for _ in 0..(self.rec.events.len() * 8 + 10_000) {
+        for _ in 0..(self.rec.length as usize * 8 + 10_000) {
             if self.divergence.is_some() {
                 return Ok(None);
             }
@@ -688,7 +756,7 @@ impl<'a> Replayer<'a> {
                 Command::Append(events) => {
                     for e in events {
                         self.check(&e);
-                        self.produced.push((e.at, e.event));
+                        self.folded.push(e.at, e.event);
                     }
                 }
                 Command::Progress(p) => {
@@ -728,6 +796,20 @@ impl<'a> Replayer<'a> {
                         .enumerate()
                         .min_by_key(|(_, a)| a.seq)
                         .map(|(i, a)| (i, a.at));
+                    if self.cancel_due(next.map(|(i, _)| &self.answers[i]), wake) {
+                        // The record was canceled here, while the run worked: its next look
+                        // at the store found the request.
+                        self.cancel_sent = true;
+                        m.handle(
+                            self.now,
+                            Input::Tick {
+                                poll: Some(Poll {
+                                    cancel_requested: true,
+                                }),
+                            },
+                        );
+                        continue;
+                    }
                     match (next, wake) {
                         (Some((i, at)), w) if w.is_none_or(|w| at <= w) => {
                             let a = self.answers.remove(i);
@@ -750,23 +832,43 @@ impl<'a> Replayer<'a> {
                     }
                 }
                 Command::Finish(Ending::Waiting) => {
+                    let wake = self.next_wake();
+                    if let Some(f) = self.recorded_ending("canceled")
+                        && wake.is_none_or(|w| w > f.at)
+                    {
+                        // The record was canceled while it waited (`reel cancel` of a parked
+                        // run, which records the ending without the engine).
+                        let error = f.error.clone().unwrap_or_else(|| {
+                            RunError::new("run.canceled", "the run was canceled with `reel cancel`")
+                        });
+                        self.now = self.now.max(f.at);
+                        self.folded.push(
+                            f.at,
+                            Event::RunFinished {
+                                status: "canceled".into(),
+                                output: None,
+                                error: Some(error.clone()),
+                            },
+                        );
+                        let ending = Ending::Canceled(error);
+                        match self.redriven(&ending) {
+                            Some(m2) => m = m2,
+                            None => return Ok(Some(ending)),
+                        }
+                        continue;
+                    }
                     // The recorded run parked here and went on when its timer was due or its
                     // signal came: resume from what this replay recorded, as it did.
-                    let Some(t) = self.next_wake() else {
+                    let Some(t) = wake else {
                         return Ok(Some(Ending::Waiting));
                     };
                     self.now = self.now.max(t);
-                    m = Machine::new(self.setup.clone());
-                    m.handle(
-                        self.now,
-                        Input::Resumed {
-                            folded: Box::new(fold_events(self.produced.clone())),
-                            reason: "replay".into(),
-                            by: String::new(),
-                        },
-                    );
+                    m = self.resumed("replay");
                 }
-                Command::Finish(ending) => return Ok(Some(ending)),
+                Command::Finish(ending) => match self.redriven(&ending) {
+                    Some(m2) => m = m2,
+                    None => return Ok(Some(ending)),
+                },
                 Command::Log { .. }
                 | Command::Sync
                 | Command::CancelCalls
@@ -776,6 +878,66 @@ impl<'a> Replayer<'a> {
             }
         }
         Ok(None)
+    }
+
+    /// A machine resumed from what this replay recorded so far, as the recorded run was
+    /// resumed from its journal.
+    fn resumed(&self, reason: &str) -> Machine {
+        let mut m = Machine::new(self.setup.clone());
+        m.handle(
+            self.now,
+            Input::Resumed {
+                folded: Box::new(self.folded.clone()),
+                reason: reason.into(),
+                by: String::new(),
+            },
+        );
+        m
+    }
+
+    /// The record's ending of the stretch the replay is in, when it ended with `status` (a
+    /// replay only: a dry run follows no ending of the parent).
+    fn recorded_ending(&self, status: &str) -> Option<&'a RecFinish> {
+        if !matches!(self.mode, Mode::Replay(_)) {
+            return None;
+        }
+        self.idx
+            .finishes
+            .get(self.ended)
+            .filter(|f| f.status == status)
+    }
+
+    /// After the replay ended as the record's stretch ended: when the record goes on with a
+    /// redrive (`reel resume` of a failed or canceled run), the machine that continues it.
+    fn redriven(&mut self, ending: &Ending) -> Option<Machine> {
+        let status = match ending {
+            Ending::Failed(_) => "failed",
+            Ending::Canceled(_) => "canceled",
+            _ => return None,
+        };
+        let f = self.recorded_ending(status)?;
+        let &(_, at) = self.idx.redrives.iter().find(|r| r.0 > f.seq)?;
+        self.ended += 1;
+        self.cancel_sent = false;
+        self.now = self.now.max(at);
+        Some(self.resumed("redrive"))
+    }
+
+    /// Whether the record's cancel comes before what the replay would hand the machine next:
+    /// before the first call the cancel stopped, or once nothing recorded before the ending
+    /// is left.
+    fn cancel_due(&self, next: Option<&Answer>, wake: Option<i64>) -> bool {
+        if self.cancel_sent {
+            return false;
+        }
+        let Some(f) = self.recorded_ending("canceled") else {
+            return false;
+        };
+        match next {
+            Some(a) if matches!(&a.returned.outcome, Err(e) if e.code == "run.canceled") => true,
+            Some(a) if a.seq < f.seq => false,
+            _ => wake.is_none_or(|w| w > f.at),
+        }
     }
 
     /// The time of the round after step `ended` finished at `t` (none: the first round): when
@@ -824,24 +986,43 @@ impl<'a> Replayer<'a> {
             self.idx
                 .signals
                 .get(k)
-                .map(|s| s.0)
+                .filter(|s| self.signal_answers(k, &s.name))
+                .map(|s| s.at)
                 .or_else(|| self.idx.expired.get(k).copied())
         });
         timers.chain(signals).min()
+    }
+
+    /// Whether the record's signal answers wait `k` here: always in a replay; in a fork's dry
+    /// run when the fork would carry it over (`History::carried_signal`).
+    fn signal_answers(&self, k: &WaitKey, name: &str) -> bool {
+        let Mode::Plan(history) = &self.mode else {
+            return true;
+        };
+        let Some(step) = self.spec.steps.iter().find(|s| s.id == k.0) else {
+            return false;
+        };
+        let ended = |d: &str| match self.outcomes.get(d) {
+            Some(RecStep::Succeeded(o)) => Some(Some(o.clone())),
+            Some(RecStep::Skipped) => Some(None),
+            _ => None,
+        };
+        history.carried_signal(step, k.1, name, &ended).is_some()
     }
 
     /// The recorded signals of the waits open now that had arrived by now.
     fn arrived_signals(&self) -> Result<Vec<ArrivedSignal>, Refusal> {
         let mut arrived = Vec::new();
         for k in &self.signal_waits {
-            if let Some((at, seq, name, payload)) = self.idx.signals.get(k)
-                && *at <= self.now
+            if let Some(s) = self.idx.signals.get(k)
+                && s.at <= self.now
+                && self.signal_answers(k, &s.name)
             {
                 arrived.push(ArrivedSignal {
-                    seq: *seq,
-                    name: name.clone(),
-                    payload_digest: payload.clone(),
-                    payload: self.value(payload)?,
+                    seq: s.number,
+                    name: s.name.clone(),
+                    payload_digest: s.payload.clone(),
+                    payload: self.value(&s.payload)?,
                 });
             }
         }
@@ -857,10 +1038,10 @@ impl<'a> Replayer<'a> {
         match &self.mode {
             Mode::Replay(_) => {
                 let key = (id.clone(), index, c.attempt);
-                let Some(result) = self.idx.calls.get_mut(&key).and_then(|r| {
-                    r.made = true;
-                    r.result.clone()
-                }) else {
+                if self.idx.calls.contains_key(&key) {
+                    self.made.insert(key.clone());
+                }
+                let Some(result) = self.idx.calls.get(&key).and_then(|r| r.result.clone()) else {
                     let what = if self.idx.calls.contains_key(&key) {
                         format!(
                             "the record has no result for attempt {} of this call (it was in flight when the recorded run stopped)",
@@ -1079,7 +1260,7 @@ impl<'a> Replayer<'a> {
             .idx
             .calls
             .iter()
-            .filter(|(_, c)| !c.made && c.result.is_some())
+            .filter(|(k, c)| !self.made.contains(*k) && c.result.is_some())
             .collect();
         unmade.sort_by_key(|(_, c)| match &c.result {
             Some(RecResult::Ok { seq, .. } | RecResult::Err { seq, .. }) => *seq,
@@ -1106,7 +1287,10 @@ impl<'a> Replayer<'a> {
         if status == "diverged" {
             return Ok(None);
         }
-        let recorded = self.idx.finished.clone();
+        let recorded = self
+            .idx
+            .finished()
+            .map(|f| (f.status.clone(), f.output.clone(), f.error.clone()));
         let differs = |what: String, recorded: Option<Value>, replayed: Option<Value>| {
             Some(Divergence {
                 step: None,
@@ -1131,7 +1315,7 @@ impl<'a> Replayer<'a> {
                     )
                 }
             }
-            ("failed", Some((s, _, Some(e)))) if s == "failed" => {
+            ("failed" | "canceled", Some((s, _, Some(e)))) if s == status => {
                 let same = error.is_some_and(|r| r.code == e.code && r.step == e.step);
                 (!same).then(|| Divergence {
                     step: e.step.clone(),

@@ -178,6 +178,7 @@ pub(crate) async fn begin(
             Durability::Fast => "fast".into(),
             Durability::Durable => "durable".into(),
         },
+        rerun: reuse.is_some_and(Reuse::is_rerun),
     };
     // The run and its `run_started` are committed together: a crash can never leave a run
     // that has no beginning to resume from.
