@@ -254,15 +254,17 @@ fn node_text(n: &Node, lead: &str, rest: &str, out: &mut String) {
     let took = if n.kind == "run" {
         String::new()
     } else {
-        format!("  {} reused, {} live", n.reused, n.live)
+        format!("{} reused, {} live", n.reused, n.live)
     };
-    out.push_str(&format!(
-        "{lead}{}  {:<5}  {:<16}  {}{took}\n",
+    let line = format!(
+        "{lead}{}  {:<5}  {:<16}  {:<11}{took}",
         n.row.id,
         n.kind,
         n.row.flow,
         n.row.status.as_str()
-    ));
+    );
+    out.push_str(line.trim_end());
+    out.push('\n');
     for (i, c) in n.children.iter().enumerate() {
         let last = i + 1 == n.children.len();
         let (l, r) = if last {

@@ -10,6 +10,7 @@ mod fmt;
 mod holes;
 mod numbers;
 mod replay;
+mod replay_lineage;
 mod runs;
 mod signals;
 mod store;
