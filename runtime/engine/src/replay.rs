@@ -12,7 +12,8 @@
 //! ([`plan_fork`]): a call the fork would reuse is answered from the record, a call it would
 //! make live is held (nothing downstream of it can be known), and each step gets a verdict.
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -602,6 +603,27 @@ struct Answer {
     returned: Returned,
 }
 
+// Answers are delivered in the order the record holds them.
+impl PartialEq for Answer {
+    fn eq(&self, other: &Self) -> bool {
+        self.seq == other.seq
+    }
+}
+
+impl Eq for Answer {}
+
+impl PartialOrd for Answer {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Answer {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.seq.cmp(&other.seq)
+    }
+}
+
 struct Replayer<'a> {
     store: &'a dyn StoreRead,
     rec: &'a Recording,
@@ -622,11 +644,15 @@ struct Replayer<'a> {
     /// Whether the cancel the record ends this stretch with was handed to the machine.
     cancel_sent: bool,
     now: i64,
-    answers: Vec<Answer>,
+    /// Answers of the calls in flight, earliest in the record first.
+    answers: BinaryHeap<Reverse<Answer>>,
     answered: usize,
     timers: HashMap<WaitKey, i64>,
     signal_waits: HashSet<WaitKey>,
     finished: HashSet<String>,
+    /// The steps that depend on each step, and those that depend on none.
+    dependents: Vec<Vec<usize>>,
+    roots: Vec<usize>,
     divergence: Option<Divergence>,
     /// Plan mode: each step's calls reused and held live (with why).
     reused: HashMap<String, usize>,
@@ -649,6 +675,24 @@ impl<'a> Replayer<'a> {
             .iter()
             .map(|s| (s.name.clone(), format!("{{secret:{}}}", s.name)))
             .collect();
+        let position: HashMap<&str, usize> = spec
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let mut dependents = vec![Vec::new(); spec.steps.len()];
+        let mut roots = Vec::new();
+        for (j, s) in spec.steps.iter().enumerate() {
+            if s.deps.is_empty() {
+                roots.push(j);
+            }
+            for d in &s.deps {
+                if let Some(&i) = position.get(d.as_str()) {
+                    dependents[i].push(j);
+                }
+            }
+        }
         let setup = Setup {
             run_id: rec.run.id.clone(),
             spec: spec.clone(),
@@ -676,11 +720,13 @@ impl<'a> Replayer<'a> {
             ended: 0,
             cancel_sent: false,
             now: rec.started_at,
-            answers: Vec::new(),
+            answers: BinaryHeap::new(),
             answered: 0,
             timers: HashMap::new(),
             signal_waits: HashSet::new(),
             finished: HashSet::new(),
+            dependents,
+            roots,
             divergence: None,
             reused: HashMap::new(),
             live: HashMap::new(),
@@ -790,13 +836,7 @@ impl<'a> Replayer<'a> {
                 }
                 Command::Wait { deadline, .. } => {
                     let wake = deadline.map(|d| self.wake_time(d));
-                    let next = self
-                        .answers
-                        .iter()
-                        .enumerate()
-                        .min_by_key(|(_, a)| a.seq)
-                        .map(|(i, a)| (i, a.at));
-                    if self.cancel_due(next.map(|(i, _)| &self.answers[i]), wake) {
+                    if self.cancel_due(self.answers.peek().map(|a| &a.0), wake) {
                         // The record was canceled here, while the run worked: its next look
                         // at the store found the request.
                         self.cancel_sent = true;
@@ -810,26 +850,45 @@ impl<'a> Replayer<'a> {
                         );
                         continue;
                     }
-                    match (next, wake) {
-                        (Some((i, at)), w) if w.is_none_or(|w| at <= w) => {
-                            let a = self.answers.remove(i);
-                            self.now = self.now.max(at);
-                            let step = a.returned.step;
-                            // The record ends a step in the event after its last call's result.
-                            let id = &self.spec.steps[step].id;
-                            let ended = self.idx.done_seq.get(id) == Some(&(a.seq + 1));
-                            m.handle(self.now, Input::CallReturned(a.returned));
-                            let ended = ended.then_some(step);
-                            self.now = self.round_time(ended, self.now);
-                            m.handle(self.now, tick());
+                    let due = |a: &Answer| wake.is_none_or(|w| a.at <= w);
+                    if !self.answers.peek().is_some_and(|a| due(&a.0)) {
+                        match wake {
+                            Some(w) => {
+                                self.now = self.now.max(w);
+                                m.handle(self.now, tick());
+                                continue;
+                            }
+                            // Only calls that run live are left (a dry run), or nothing at all.
+                            None => return Ok(None),
                         }
-                        (_, Some(w)) => {
-                            self.now = self.now.max(w);
-                            m.handle(self.now, tick());
-                        }
-                        // Only calls that run live are left (a dry run), or nothing at all.
-                        (_, None) => return Ok(None),
                     }
+                    // The results due now go in together, in the record's order, as the live
+                    // driver hands over what finished while it waited; a batch ends with a
+                    // step's end (the next round's time depends on it) or before a failure
+                    // (which may start a backoff or be the record's cancel).
+                    let mut ended = None;
+                    while let Some(Reverse(a)) = self.answers.pop() {
+                        self.now = self.now.max(a.at);
+                        let step = a.returned.step;
+                        // The record ends a step in the event after its last call's result.
+                        let id = &self.spec.steps[step].id;
+                        let ends = self.idx.done_seq.get(id) == Some(&(a.seq + 1));
+                        let failed = a.returned.outcome.is_err();
+                        m.handle(self.now, Input::CallReturned(a.returned));
+                        if ends {
+                            ended = Some(step);
+                            break;
+                        }
+                        let go_on = self
+                            .answers
+                            .peek()
+                            .is_some_and(|n| due(&n.0) && n.0.returned.outcome.is_ok());
+                        if failed || !go_on {
+                            break;
+                        }
+                    }
+                    self.now = self.round_time(ended, self.now);
+                    m.handle(self.now, tick());
                 }
                 Command::Finish(Ending::Waiting) => {
                     let wake = self.next_wake();
@@ -947,13 +1006,13 @@ impl<'a> Replayer<'a> {
         if ended.is_none() && t != self.rec.started_at {
             return t;
         }
-        self.spec
-            .steps
+        let candidates = match ended {
+            Some(i) => &self.dependents[i],
+            None => &self.roots,
+        };
+        candidates
             .iter()
-            .filter(|s| match id {
-                Some(id) => s.deps.iter().any(|d| d == id),
-                None => s.deps.is_empty(),
-            })
+            .map(|&j| &self.spec.steps[j])
             .filter(|s| {
                 s.deps
                     .iter()
@@ -1085,7 +1144,7 @@ impl<'a> Replayer<'a> {
                     }
                 };
                 self.answered += 1;
-                self.answers.push(Answer {
+                self.answers.push(Reverse(Answer {
                     seq,
                     at,
                     returned: Returned {
@@ -1095,7 +1154,7 @@ impl<'a> Replayer<'a> {
                         outcome,
                         reused: None,
                     },
-                });
+                }));
             }
             Mode::Plan(history) => {
                 match history.reusable(&id, index, &c.inputs, step.tool.as_deref()) {
@@ -1106,7 +1165,7 @@ impl<'a> Replayer<'a> {
                             .map_or(self.now, |r| r.at);
                         let value = self.value(&digest)?;
                         *self.reused.entry(id).or_default() += 1;
-                        self.answers.push(Answer {
+                        self.answers.push(Reverse(Answer {
                             seq: from.seq,
                             at,
                             returned: Returned {
@@ -1119,7 +1178,7 @@ impl<'a> Replayer<'a> {
                                 }),
                                 reused: Some(from),
                             },
-                        });
+                        }));
                     }
                     None => self.live.entry(id).or_default().push(index),
                 }
@@ -1404,6 +1463,14 @@ impl<'a> Replayer<'a> {
                     } else {
                         match (now, then) {
                             (None, _) => Some(match &upstream {
+                                // Its upstream ended otherwise: the parent's answer is not
+                                // carried over, a new signal is waited for.
+                                Some(u)
+                                    if s.tool.as_deref() == Some("signal")
+                                        && s.deps.iter().all(|d| self.outcomes.contains_key(d)) =>
+                                {
+                                    format!("waits for a new signal: upstream step `{u}` changed")
+                                }
                                 Some(u) => {
                                     format!("waits for upstream step `{u}`, which runs live")
                                 }
@@ -1444,8 +1511,9 @@ impl<'a> Replayer<'a> {
             .iter()
             .filter_map(|s| plans.remove(&s.id))
             .collect();
+        let kept: HashSet<&str> = spec.steps.iter().map(|s| s.id.as_str()).collect();
         for p in &self.rec.spec.steps {
-            if !spec.steps.iter().any(|s| s.id == p.id) {
+            if !kept.contains(p.id.as_str()) {
                 steps.push(StepPlan {
                     step: p.id.clone(),
                     reused: false,
@@ -1462,7 +1530,9 @@ impl<'a> Replayer<'a> {
     }
 }
 
-/// The steps of `spec` in an order where each comes after the steps it depends on.
+/// The steps of `spec` in an order where each comes after the steps it depends on (in the
+/// flow's order where it is free). Iterative: a chain of ten thousand steps is no deeper than
+/// one.
 fn topological(spec: &FlowSpec) -> Vec<usize> {
     let index: HashMap<&str, usize> = spec
         .steps
@@ -1472,26 +1542,29 @@ fn topological(spec: &FlowSpec) -> Vec<usize> {
         .collect();
     let mut seen = vec![false; spec.steps.len()];
     let mut order = Vec::with_capacity(spec.steps.len());
-    fn visit(
-        i: usize,
-        spec: &FlowSpec,
-        index: &HashMap<&str, usize>,
-        seen: &mut [bool],
-        order: &mut Vec<usize>,
-    ) {
-        if seen[i] {
-            return;
+    // (step, how many of its deps were looked at)
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for start in 0..spec.steps.len() {
+        if seen[start] {
+            continue;
         }
-        seen[i] = true;
-        for d in &spec.steps[i].deps {
-            if let Some(&j) = index.get(d.as_str()) {
-                visit(j, spec, index, seen, order);
+        seen[start] = true;
+        stack.push((start, 0));
+        while let Some(&mut (i, ref mut next)) = stack.last_mut() {
+            let deps = &spec.steps[i].deps;
+            if let Some(d) = deps.get(*next) {
+                *next += 1;
+                if let Some(&j) = index.get(d.as_str())
+                    && !seen[j]
+                {
+                    seen[j] = true;
+                    stack.push((j, 0));
+                }
+            } else {
+                order.push(i);
+                stack.pop();
             }
         }
-        order.push(i);
-    }
-    for i in 0..spec.steps.len() {
-        visit(i, spec, &index, &mut seen, &mut order);
     }
     order
 }
