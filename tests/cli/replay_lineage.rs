@@ -417,3 +417,52 @@ fn forks_and_reruns_carry_the_parents_consumed_signals() {
     assert_eq!(json(&r)["status"], "failed", "{r:?}");
     assert_eq!(json(&r)["error"]["step"], "act", "{r:?}");
 }
+
+#[test]
+fn a_fork_that_parks_before_its_signal_step_takes_the_signal_when_resumed() {
+    let dir = temp();
+    let flow = |exit: u8| {
+        format!(
+            "flow nap {{\n  step t = sleep {{ for: 1s }}\n  step ok = signal {{ name: \"approve\", after: [t] }}\n  step act = exec {{\n    cmd: [\"sh\", \"-c\", \"echo ${{ok.by}}; exit {exit}\"]\n  }}\n  output trim(act.stdout)\n}}\n"
+        )
+    };
+    write(dir.path(), "nap.reel", &flow(3));
+    write(dir.path(), "fixed.reel", &flow(0));
+    let r = reel_at(dir.path(), &["run", "nap.reel", "--json"]);
+    assert_eq!(json(&r)["status"], "waiting", "{r:?}");
+    let run = json(&r)["run"].as_str().unwrap().to_string();
+    let s = reel_at(dir.path(), &["signal", &run, "approve", r#"{"by": "ada"}"#]);
+    assert_eq!(s.status, 0, "{s:?}");
+    let w = reel_at(dir.path(), &["worker", "--until-idle", "--poll-ms", "50"]);
+    assert_eq!(w.status, 0, "{w:?}");
+    assert_eq!(
+        json(&reel_at(dir.path(), &["runs", "--json"]))[0]["status"],
+        "failed"
+    );
+
+    // The fork sleeps again and parks; the worker that takes it up carries the approval.
+    let r = reel_at(
+        dir.path(),
+        &["fork", &run, "--flow", "fixed.reel", "--json"],
+    );
+    assert_eq!(json(&r)["status"], "waiting", "{r:?}");
+    let fork = json(&r)["run"].as_str().unwrap().to_string();
+    let w = reel_at(dir.path(), &["worker", "--until-idle", "--poll-ms", "50"]);
+    assert_eq!(w.status, 0, "{w:?}");
+    let runs = json(&reel_at(dir.path(), &["runs", "--json"]));
+    let row = runs
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["run"] == fork.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(row["status"], "succeeded", "{row}");
+    let journal = events(dir.path(), &fork);
+    assert!(
+        journal
+            .iter()
+            .any(|e| e["kind"] == "call_reused" && e["step"] == "ok"),
+        "{journal:?}"
+    );
+}

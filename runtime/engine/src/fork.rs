@@ -31,6 +31,7 @@ use serde_json::Map;
 
 use crate::core::{ArrivedSignal, CallStart, Returned, Stamped};
 use crate::deps::RunDeps;
+use crate::fold::{CallRecord, StepRecord};
 use crate::journal::Event;
 use crate::replay::{History, Recording};
 use crate::rider::{Refusal, RiderConfig, RunOutcome, StartRequest, begin};
@@ -76,6 +77,46 @@ impl Reuse {
             live: AtomicUsize::new(0),
             seen: Mutex::new(Seen::default()),
         }
+    }
+
+    /// The history of the run's parent, for a resume of a fork or rerun: reuse goes on after
+    /// a park or a crash as it went in the process that started it. `folded` is the run's own
+    /// journal: the steps it finished and the signal waits it has open. `None` when the
+    /// parent is gone (removed by `reel clean`): what is left runs live.
+    pub(crate) fn resumed(
+        store: &dyn StoreRead,
+        parent: &str,
+        spec: Arc<FlowSpec>,
+        rerun: bool,
+        folded: &crate::fold::Folded,
+    ) -> Result<Option<Reuse>, Refusal> {
+        let parent = match Recording::load(store, parent) {
+            Ok(p) => p,
+            Err(Refusal::UnknownRun(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let policy = if rerun { Policy::Rerun } else { Policy::Fork };
+        let reuse = Reuse::new(&parent, spec, policy);
+        {
+            let mut seen = reuse.seen.lock().unwrap_or_else(|e| e.into_inner());
+            for (step, record) in &folded.steps {
+                match record {
+                    StepRecord::Succeeded { output, .. } => {
+                        seen.ended.insert(step.clone(), Some(output.clone()));
+                    }
+                    StepRecord::Skipped { .. } => {
+                        seen.ended.insert(step.clone(), None);
+                    }
+                    StepRecord::Failed { .. } => {}
+                }
+            }
+            for ((step, index), call) in &folded.calls {
+                if let CallRecord::Signal { name, .. } = call {
+                    seen.waits.push((step.clone(), *index, name.clone()));
+                }
+            }
+        }
+        Ok(Some(reuse))
     }
 
     /// Whether the new run is a rerun.

@@ -473,6 +473,8 @@ pub struct History {
     calls: HashMap<WaitKey, RecordedCall>,
     signals: HashMap<WaitKey, RecSignal>,
     steps: HashMap<String, RecStep>,
+    /// The parent's `sleep` steps: their value is the time they woke, not data.
+    timers: HashSet<String>,
 }
 
 /// One successful call of a parent run.
@@ -526,6 +528,13 @@ impl History {
             calls,
             signals: rec.idx.signals.clone(),
             steps: rec.idx.steps.clone(),
+            timers: rec
+                .spec
+                .steps
+                .iter()
+                .filter(|s| s.kind == reel_flowspec::ToolKind::Timer)
+                .map(|s| s.id.clone())
+                .collect(),
         }
     }
 
@@ -554,7 +563,8 @@ impl History {
     /// The signal the parent's wait of this step received, when a fork's wait may take it:
     /// same step, same `foreach` index, same signal name, and every step it depends on ended
     /// as it did in the parent (`ended` gives the fork's outcome of a step: its output digest,
-    /// or `None` when skipped). An answer given to other upstream values is asked again.
+    /// or `None` when skipped; a `sleep` counts as the same once it woke, whenever that was).
+    /// An answer given to other upstream values is asked again.
     pub fn carried_signal(
         &self,
         step: &reel_flowspec::StepSpec,
@@ -570,6 +580,7 @@ impl History {
             .deps
             .iter()
             .all(|d| match (ended(d), self.steps.get(d)) {
+                (Some(Some(_)), Some(RecStep::Succeeded(_))) if self.timers.contains(d) => true,
                 (Some(Some(a)), Some(RecStep::Succeeded(b))) => a == *b,
                 (Some(None), Some(RecStep::Skipped)) => true,
                 _ => false,

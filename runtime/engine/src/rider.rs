@@ -268,6 +268,19 @@ pub async fn resume(
         }
     };
     let redrive = matches!(folded.finished.as_deref(), Some("failed" | "canceled"));
+    // A fork or rerun goes on reusing its parent's record after a park or a crash.
+    let reuse = match &row.parent {
+        Some(parent) => {
+            match Reuse::resumed(store.as_ref(), parent, spec.clone(), started.rerun, &folded) {
+                Ok(reuse) => reuse,
+                Err(refusal) => {
+                    give_back(&store, &lease, row.status).await;
+                    return Err(refusal);
+                }
+            }
+        }
+        None => None,
+    };
     let machine = Machine::new(Setup {
         run_id: lease.run.clone(),
         spec,
@@ -290,7 +303,10 @@ pub async fn resume(
         },
         by: format!("{}:{}", deps.owner.host, deps.owner.pid),
     };
-    drive(deps, cfg, lease, machine, first).await
+    match &reuse {
+        Some(reuse) => drive_reusing(deps, cfg, lease, machine, first, Some(reuse)).await,
+        None => drive(deps, cfg, lease, machine, first).await,
+    }
 }
 
 /// What a resume rebuilds from the store once it holds the run: the folded journal, how the
