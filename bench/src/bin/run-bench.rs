@@ -325,7 +325,12 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         "workload", "events", "steps", "replay", "events/s", "--verify", "events/s"
     );
     let workloads: [(&str, FlowOfEvents); 3] = [
-        ("foreach", |events| foreach_echo(events / 2)),
+        ("foreach", |events| {
+            format!(
+                "flow bench {{\n  step f = echo {{\n    foreach: range({})\n    concurrency: 1000\n    value: item\n  }}\n  output len(f)\n}}\n",
+                events / 2
+            )
+        }),
         ("chain", |events| sequential_echo(events / 3)),
         // About 3.2 events per step (see `runnable`).
         ("mixed", |events| {

@@ -1,7 +1,7 @@
 //! One run's state and its transitions: which steps run, which calls start, what is recorded,
 //! when the run waits, parks or ends. Pure: every effect is a [`Command`] for the driver.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -165,6 +165,10 @@ pub struct Machine {
     restored_calls: HashMap<(String, Option<u32>), CallRecord>,
     /// The idempotency key of each effect call in flight, by step and call.
     keys: HashMap<(usize, usize), String>,
+    /// The steps whose status is `Active`, in flow order: every round looks at their calls,
+    /// so a round costs what is active, not the whole flow (a replay of a long chain makes a
+    /// round per step).
+    active: BTreeSet<usize>,
 }
 
 impl Machine {
@@ -232,6 +236,7 @@ impl Machine {
             loaded: HashMap::new(),
             restored_calls: HashMap::new(),
             keys: HashMap::new(),
+            active: BTreeSet::new(),
         }
     }
 
@@ -560,11 +565,23 @@ impl Machine {
         }
     }
 
+    /// Sets step `i`'s status, keeping the set of active steps with it.
+    fn set_status(&mut self, i: usize, status: StepStatus) {
+        if status == StepStatus::Active {
+            self.active.insert(i);
+        } else {
+            self.active.remove(&i);
+        }
+        self.steps[i].status = status;
+    }
+
     fn has_ready_work(&self) -> bool {
         !self.ready.is_empty()
-            || self.steps.iter().any(|s| {
-                s.status == StepStatus::Active
-                    && s.calls.iter().any(|c| matches!(c.state, CallState::Ready))
+            || self.active.iter().any(|&i| {
+                self.steps[i]
+                    .calls
+                    .iter()
+                    .any(|c| matches!(c.state, CallState::Ready))
             })
     }
 
@@ -590,16 +607,13 @@ impl Machine {
     }
 
     fn active_calls(&self) -> impl Iterator<Item = (usize, usize, &CallRt)> {
-        self.steps
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.status == StepStatus::Active)
-            .flat_map(|(i, s)| {
-                s.calls
-                    .iter()
-                    .enumerate()
-                    .map(move |(c, call)| (i, c, call))
-            })
+        self.active.iter().flat_map(move |&i| {
+            self.steps[i]
+                .calls
+                .iter()
+                .enumerate()
+                .map(move |(c, call)| (i, c, call))
+        })
     }
 
     /// The names waiting calls wait for, one per call, in the order they are served.
@@ -670,7 +684,7 @@ impl Machine {
     fn fail_step(&mut self, i: usize, error: RunError) {
         let id = self.spec.steps[i].id.clone();
         let error = error.at_step(&id);
-        self.steps[i].status = StepStatus::Failed;
+        self.set_status(i, StepStatus::Failed);
         self.record(Event::StepFailed {
             step: id.clone(),
             error: error.clone(),
@@ -696,7 +710,7 @@ impl Machine {
         let kept = (self.steps[i].readers_left > 0).then(|| value.clone());
         let digest = self.put(value);
         let now = self.now;
-        self.steps[i].status = StepStatus::Succeeded;
+        self.set_status(i, StepStatus::Succeeded);
         self.steps[i].finished_at = now;
         self.steps[i].items.clear();
         self.values.succeeded(i, digest.clone(), kept);
@@ -868,7 +882,7 @@ impl Machine {
             return Go::Load(wants);
         }
         self.steps[i].items = items.unwrap_or_default();
-        self.steps[i].status = StepStatus::Active;
+        self.set_status(i, StepStatus::Active);
         self.steps[i].calls = (0..n)
             .map(|_| CallRt {
                 state: CallState::Ready,
@@ -943,9 +957,12 @@ impl Machine {
         if self.steps[i].status != StepStatus::Active {
             return;
         }
+        // From the end: calls finish roughly in order, so the first one not done is found at
+        // once there (from the start, each call's return would look at all those before it).
         if !self.steps[i]
             .calls
             .iter()
+            .rev()
             .all(|c| matches!(c.state, CallState::Done(_)))
         {
             return;
@@ -971,7 +988,8 @@ impl Machine {
     /// Records the start of every ready call the limits allow; false when it waits for values
     /// to be loaded first.
     fn start_ready_calls(&mut self) -> bool {
-        'steps: for i in 0..self.steps.len() {
+        let active: Vec<usize> = self.active.iter().copied().collect();
+        'steps: for i in active {
             if self.steps[i].status != StepStatus::Active {
                 continue;
             }
@@ -1271,7 +1289,7 @@ impl Machine {
                     None => {
                         self.steps[i].calls[r.index].state = CallState::Failed;
                         if self.canceled {
-                            self.steps[i].status = StepStatus::Failed;
+                            self.set_status(i, StepStatus::Failed);
                         } else {
                             self.fail_step(i, error);
                         }
@@ -1283,12 +1301,8 @@ impl Machine {
 
     fn retry_due_backoffs(&mut self) {
         let now = self.now;
-        for s in self
-            .steps
-            .iter_mut()
-            .filter(|s| s.status == StepStatus::Active)
-        {
-            for c in &mut s.calls {
+        for &i in &self.active {
+            for c in &mut self.steps[i].calls {
                 if let CallState::Backoff(t) = c.state
                     && t <= now
                 {
