@@ -1275,19 +1275,6 @@ impl Gen {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::splice;
-
-    #[test]
-    fn splice_inlines_interpolated_literals() {
-        assert_eq!(splice(r#""a ${"b ${x}"} c""#), r#""a b ${x} c""#);
-        assert_eq!(splice(r##""${"${"#${n}"}"}""##), r##""#${n}""##);
-        assert_eq!(splice(r#""${"a" + x}""#), r#""${"a" + x}""#);
-        assert_eq!(splice(r#""${f("a")}""#), r#""${f("a")}""#);
-    }
-}
-
 /// A flow of `steps` steps that runs with builtin tools alone (`echo`, no process, no network),
 /// for the runtime's replay and fork-check benchmarks: about half `echo` steps, a fifth
 /// `foreach` steps of three `echo` calls, the rest pure expressions; each reads the step before
@@ -1331,4 +1318,17 @@ pub fn runnable(steps: usize, seed: u64, edit_at: Option<usize>) -> String {
     }
     let _ = writeln!(out, "  output {}\n}}", read(steps - 1, &list));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::splice;
+
+    #[test]
+    fn splice_inlines_interpolated_literals() {
+        assert_eq!(splice(r#""a ${"b ${x}"} c""#), r#""a b ${x} c""#);
+        assert_eq!(splice(r##""${"${"#${n}"}"}""##), r##""#${n}""##);
+        assert_eq!(splice(r#""${"a" + x}""#), r#""${"a" + x}""#);
+        assert_eq!(splice(r#""${f("a")}""#), r#""${f("a")}""#);
+    }
 }
