@@ -331,8 +331,8 @@ pub struct Divergence {
 /// What a replay found.
 #[derive(Clone, Debug)]
 pub struct ReplayReport {
-    /// How the replay ended: `succeeded`, `failed` or `waiting` (the record ends waiting),
-    /// or `diverged`.
+    /// How the replay ended: `succeeded`, `failed`, `canceled` or `waiting` (the record ends
+    /// waiting), or `diverged`. A redriven record is followed to its final ending.
     pub status: String,
     /// The output it computed, when it succeeded.
     pub output: Option<Value>,
