@@ -1275,6 +1275,51 @@ impl Gen {
     }
 }
 
+/// A flow of `steps` steps that runs with builtin tools alone (`echo`, no process, no network),
+/// for the runtime's replay and fork-check benchmarks: about half `echo` steps, a fifth
+/// `foreach` steps of three `echo` calls, the rest pure expressions; each reads the step before
+/// it and one earlier step (a recent one mostly, some far back). With `edit_at`, that step's
+/// expression is changed, as a correction would change it: a fork of a run of the unedited flow
+/// reuses everything but that step and what depends on it.
+pub fn runnable(steps: usize, seed: u64, edit_at: Option<usize>) -> String {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut list = vec![false; steps];
+    let mut out = String::from("flow bench {\n  step s0 = echo { value: 1 }\n");
+    let read = |j: usize, list: &[bool]| {
+        if list[j] {
+            format!("len(s{j})")
+        } else {
+            format!("s{j}")
+        }
+    };
+    for i in 1..steps {
+        let a = read(i - 1, &list);
+        let far = if rng.random_range(0..4) == 0 {
+            rng.random_range(0..i)
+        } else {
+            i - 1 - rng.random_range(0..i.min(8))
+        };
+        let b = read(far, &list);
+        let bump = if edit_at == Some(i) { " + 1" } else { "" };
+        let _ = match rng.random_range(0..10) {
+            0..=4 => writeln!(
+                out,
+                "  step s{i} = echo {{ value: ({a} + {b}{bump}) % 1000 }}"
+            ),
+            5..=6 => {
+                list[i] = true;
+                writeln!(
+                    out,
+                    "  step s{i} = echo {{\n    foreach: [{a}, {b}, {i}]\n    value: (item{bump}) % 1000\n  }}"
+                )
+            }
+            _ => writeln!(out, "  step s{i} = ({a} * 3 + {b}{bump}) % 1000"),
+        };
+    }
+    let _ = writeln!(out, "  output {}\n}}", read(steps - 1, &list));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::splice;

@@ -3,16 +3,20 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Instant;
 
 use reel_runtime::{
-    Divergence, ForkPlan, Recording, ReplayOptions, plan_fork, replay, resolve_inputs,
+    Divergence, ForkPlan, Recording, ReplayOptions, RerunRequest, plan_fork, replay, rerun,
+    resolve_inputs,
 };
 use reel_store::StoreRead;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::progress::StderrProgress;
 use super::project::{Project, resolve_run};
-use super::runtime::refused;
+use super::runtime::{
+    new_run_id, refused, report_with, rider_config, run_deps, stop_on_ctrl_c, tokio_runtime,
+};
 use super::ui::{Ui, print_stdout};
 use super::{Failure, Status};
 
@@ -27,13 +31,19 @@ use super::{Failure, Status};
 /// With `--flow FILE`, nothing is replayed: the corrected flow is checked against the recorded
 /// history, and each step is shown as a fork would treat it (reused, or run live and why).
 ///
+/// With `--rerun`, the run is made again as a new run whose parent it is: its reads (calls of
+/// `pure` and `read` tools that match the record) are answered from the journal, its effects
+/// are made live with the new run's idempotency keys, and its secrets are resolved fresh. Exit
+/// status then as `reel run`.
+///
 /// Exit status: 0 the replay reproduces the record (with `--flow`: the whole history would be
 /// reused), 1 it diverges (or the flow file has errors), 2 bad usage (unknown run).
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     reel replay 01j9z3\n  \
     reel replay 01j9z3 --verify\n  \
-    reel replay 01j9z3 --flow fixed.reel --json")]
+    reel replay 01j9z3 --flow fixed.reel --json\n  \
+    reel replay 01j9z3 --rerun")]
 pub struct Args {
     /// The run's id (or a unique prefix of it).
     #[arg(value_name = "RUN")]
@@ -47,6 +57,10 @@ pub struct Args {
     #[arg(long, value_name = "FILE", conflicts_with = "verify")]
     flow: Option<PathBuf>,
 
+    /// Make the run again as a new run: reads answered from the journal, effects made live.
+    #[arg(long, conflicts_with_all = ["verify", "flow"])]
+    rerun: bool,
+
     /// Print the result as JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -55,6 +69,9 @@ pub struct Args {
 /// Runs `reel replay`.
 pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let project = Project::current()?;
+    if args.rerun {
+        return rerun_run(&project, &args.run, args.json, ui);
+    }
     if !project.is_postgres() && !project.store_dir.join("reel.db").is_file() {
         return Err(Failure::usage(format!(
             "there is no run `{}`: no store at {}",
@@ -151,6 +168,58 @@ fn replay_run(
             Ok(Status::Failed)
         }
     }
+}
+
+/// `reel replay RUN --rerun`: a new run of the recorded flow, reads from the journal, effects
+/// live.
+// edge: how long the command took, printed for people; nothing recorded depends on it.
+#[allow(clippy::disallowed_methods)]
+fn rerun_run(project: &Project, given: &str, json: bool, ui: &Ui) -> Result<Status, Failure> {
+    let began = Instant::now();
+    let store = project.open_store()?;
+    let parent = resolve_run(store.as_ref(), given)?;
+    let row = store
+        .run(&parent)
+        .map_err(|e| Failure::failed(e.to_string()))?
+        .ok_or_else(|| Failure::usage(format!("there is no run `{parent}`")))?;
+    let steps = store
+        .get_spec(&row.flow_digest)
+        .ok()
+        .flatten()
+        .and_then(|spec| reel_flowspec::FlowSpec::from_json(&spec).ok())
+        .map(|spec| spec.steps.len());
+    let request = RerunRequest {
+        run_id: new_run_id(),
+        parent: parent.clone(),
+        keep_for_ms: Some(project.keep_for(None)?),
+        durability: project.durability(None)?,
+    };
+    ui.line(&format!(
+        "run {} of `{}`, a rerun of run {parent}",
+        request.run_id, row.flow
+    ));
+    let progress = Arc::new(StderrProgress::new(ui.colored(), steps));
+    let rt = tokio_runtime()?;
+    let outcome = rt.block_on(async {
+        let deps = run_deps(store, Some(progress.clone()));
+        stop_on_ctrl_c(&deps);
+        rerun(&deps, &rider_config(), request).await
+    });
+    progress.finish();
+    let rerun = outcome.map_err(refused)?;
+    ui.line(&format!(
+        "{} answered from run {parent}'s journal, {} made live",
+        super::ui::plural(rerun.reused, "call"),
+        rerun.live
+    ));
+    let extra = json.then(|| {
+        let mut m = Map::new();
+        m.insert("parent".into(), Value::from(parent.clone()));
+        m.insert("reused".into(), Value::from(rerun.reused));
+        m.insert("live".into(), Value::from(rerun.live));
+        m
+    });
+    report_with(ui, &rerun.outcome, extra, began.elapsed())
 }
 
 fn pretty(v: &Value) -> String {

@@ -1,10 +1,12 @@
-//! `reel runs`: list runs, newest first.
+//! `reel runs`: list runs, newest first; with `--tree RUN`, a run with its forks and reruns.
+
+use std::collections::{BTreeMap, HashSet};
 
 use reel_journal::fold::Marks;
-use reel_store::{RunFilter, RunRow, RunStatus};
+use reel_store::{Flow, RunFilter, RunRow, RunStatus, StoreRead};
 use serde_json::{Value, json};
 
-use super::project::Project;
+use super::project::{Project, resolve_run};
 use super::ui::{Ui, print_stdout};
 use super::{Failure, Status};
 
@@ -22,6 +24,10 @@ pub struct Args {
     /// At most this many runs.
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
+
+    /// Show RUN with its forks and reruns (and theirs), each with its status and what it reused.
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["status", "limit"])]
+    tree: Option<String>,
 }
 
 /// A time in ms since the epoch as RFC 3339, or null.
@@ -81,6 +87,10 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         ui.warning(&exposure);
     }
     let store = project.open_store()?;
+    if let Some(given) = &args.tree {
+        let root = resolve_run(store.as_ref(), given)?;
+        return tree(store.as_ref(), &root, args.json);
+    }
     let runs = store
         .list_runs(&RunFilter {
             status,
@@ -163,5 +173,140 @@ fn unknown_marker(m: &Marks) -> String {
         String::new()
     } else {
         format!("  unknown outcome: {}", calls.join(", "))
+    }
+}
+
+/// One run of a tree: what it is to its parent and what it took from it.
+struct Node {
+    row: RunRow,
+    /// `run` (the root), `fork` or `rerun`.
+    kind: &'static str,
+    /// Calls (and signals) answered from the parent's record.
+    reused: usize,
+    /// Calls made live.
+    live: usize,
+    children: Vec<Node>,
+}
+
+/// What a run's journal says it reused: whether it is a rerun, calls reused (a signal carried
+/// from the parent counts as one) and calls made live.
+fn lineage(store: &dyn StoreRead, run: &str) -> Result<(bool, usize, usize), Failure> {
+    type Call = (Option<String>, Option<u32>, Option<u32>);
+    let mut rerun = false;
+    let mut started: Vec<Call> = Vec::new();
+    let mut reused: HashSet<Call> = HashSet::new();
+    store
+        .read_journal(run, 0, &mut |row| {
+            let call = (row.step.clone(), row.index, row.attempt);
+            match row.kind.as_str() {
+                "run_started" => {
+                    rerun = row.data.get("rerun").and_then(Value::as_bool) == Some(true);
+                }
+                "step_started" => started.push(call),
+                "call_reused" => {
+                    reused.insert(call);
+                }
+                _ => {}
+            }
+            Flow::Continue
+        })
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    let live = started.iter().filter(|c| !reused.contains(*c)).count();
+    Ok((rerun, reused.len(), live))
+}
+
+/// `reel runs --tree RUN`: RUN and every run descended from it by fork or rerun, oldest first
+/// under each parent.
+fn tree(store: &dyn StoreRead, root: &str, json: bool) -> Result<Status, Failure> {
+    let all = store
+        .list_runs(&RunFilter::default())
+        .map_err(|e| Failure::failed(e.to_string()))?;
+    let mut children: BTreeMap<String, Vec<RunRow>> = BTreeMap::new();
+    let mut root_row = None;
+    for r in all {
+        if r.id == root {
+            root_row = Some(r.clone());
+        }
+        if let Some(p) = r.parent.clone() {
+            children.entry(p).or_default().push(r);
+        }
+    }
+    let root_row = root_row.ok_or_else(|| Failure::usage(format!("there is no run `{root}`")))?;
+    fn build(
+        store: &dyn StoreRead,
+        row: RunRow,
+        is_root: bool,
+        children: &mut BTreeMap<String, Vec<RunRow>>,
+    ) -> Result<Node, Failure> {
+        let (rerun, reused, live) = lineage(store, &row.id)?;
+        let mut kids = children.remove(&row.id).unwrap_or_default();
+        // Run ids sort by the time the run started.
+        kids.sort_by(|a, b| a.id.cmp(&b.id));
+        let kids = kids
+            .into_iter()
+            .map(|k| build(store, k, false, children))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Node {
+            kind: match (is_root, rerun) {
+                (true, _) => "run",
+                (false, true) => "rerun",
+                (false, false) => "fork",
+            },
+            row,
+            reused,
+            live,
+            children: kids,
+        })
+    }
+    let node = build(store, root_row, true, &mut children)?;
+    if json {
+        print_stdout(&format!("{}\n", node_json(&node)))?;
+    } else {
+        let mut out = String::new();
+        node_text(&node, "", "", &mut out);
+        print_stdout(&out)?;
+    }
+    Ok(Status::Success)
+}
+
+fn node_json(n: &Node) -> Value {
+    json!({
+        "run": n.row.id,
+        "flow": n.row.flow,
+        "kind": n.kind,
+        "status": n.row.status.as_str(),
+        "parent": n.row.parent,
+        "started_at": time_json(Some(n.row.created_at)),
+        "ended_at": time_json(n.row.ended_at),
+        "reused": n.reused,
+        "live": n.live,
+        "children": n.children.iter().map(node_json).collect::<Vec<_>>(),
+    })
+}
+
+/// One line per run, its descendants drawn under it.
+fn node_text(n: &Node, lead: &str, rest: &str, out: &mut String) {
+    let took = if n.kind == "run" {
+        String::new()
+    } else {
+        format!("{} reused, {} live", n.reused, n.live)
+    };
+    let line = format!(
+        "{lead}{}  {:<5}  {:<16}  {:<11}{took}",
+        n.row.id,
+        n.kind,
+        n.row.flow,
+        n.row.status.as_str()
+    );
+    out.push_str(line.trim_end());
+    out.push('\n');
+    for (i, c) in n.children.iter().enumerate() {
+        let last = i + 1 == n.children.len();
+        let (l, r) = if last {
+            ("└─ ", "   ")
+        } else {
+            ("├─ ", "│  ")
+        };
+        node_text(c, &format!("{rest}{l}"), &format!("{rest}{r}"), out);
     }
 }

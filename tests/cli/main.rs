@@ -14,6 +14,7 @@ mod numbers;
 mod postgres;
 mod quarantine;
 mod replay;
+mod replay_lineage;
 mod runs;
 mod signals;
 mod store;

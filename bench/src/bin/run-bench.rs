@@ -1,6 +1,8 @@
 //! `run-bench`: the runtime benchmark: steps per second of the engine in both write modes, the
 //! disk's fsync rate (the ceiling of `durable` sequential steps), and the time and peak memory
-//! of resuming runs of 10,000 to 100,000 journal events.
+//! of resuming runs of 10,000 to 100,000 journal events; the throughput of a hermetic replay
+//! (`reel replay RUN`) of a run of 100,000 events and the time of the fork check
+//! (`reel replay RUN --flow FILE`) of a 10,000-step flow.
 //!
 //! Everything runs in-process against a fresh SQLite store in a temporary directory, as
 //! `reel run` does (same engine, same tool host, same store). `run-bench resume-child STORE RUN`
@@ -13,7 +15,10 @@ use std::time::{Duration, Instant};
 use clap::{Parser, Subcommand};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
-use reel_runtime::{NoProgress, RiderConfig, RunDeps, StartRequest, resume, start};
+use reel_runtime::{
+    NoProgress, Recording, ReplayOptions, RiderConfig, RunDeps, StartRequest, plan_fork, replay,
+    resume, start,
+};
 use reel_store::{Durability, Owner, RunStatus, SqliteStore, Store, StoreRead};
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
@@ -45,9 +50,16 @@ struct Args {
     /// Where the stores go (default: the system's temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
-    /// Runs one part alone: `speed` (steps per second and the fsync probe) or `resume`.
-    #[arg(long, value_parser = ["speed", "resume"])]
+    /// Runs one part alone: `speed` (steps per second and the fsync probe), `resume`, or
+    /// `replay` (replay throughput and the fork check).
+    #[arg(long, value_parser = ["speed", "resume", "replay"])]
     only: Option<String>,
+    /// Journal length of the replayed runs, in events.
+    #[arg(long, default_value_t = 100_000)]
+    replay_events: usize,
+    /// Steps of the flow the fork check compares.
+    #[arg(long, default_value_t = 10_000)]
+    flow_steps: usize,
     /// Leaves the stores in place (their directory is printed), to profile a resume of them
     /// with `run-bench resume-child STORE RUN` afterwards.
     #[arg(long)]
@@ -95,13 +107,16 @@ fn main() {
         .expect("a tokio runtime");
 
     let only = args.only.as_deref();
-    let rates = if only != Some("resume") {
+    let rates = if only.is_none_or(|o| o == "speed") {
         speed(&args, &rt, &root)
     } else {
         Vec::new()
     };
-    if only != Some("speed") {
+    if only.is_none_or(|o| o == "resume") {
         resumes(&args, &rt, &root);
+    }
+    if only.is_none_or(|o| o == "replay") {
+        replays(&args, &rt, &root);
     }
     if let Some(path) = &args.dbos
         && !rates.is_empty()
@@ -271,6 +286,156 @@ fn resumes(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
             );
         }
     }
+}
+
+/// Runs `spec` once to its end in a fresh store at `dir`; returns the run.
+fn recorded(rt: &tokio::runtime::Runtime, dir: &Path, spec: &Arc<FlowSpec>) -> String {
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(dir, Arc::new(SystemClock)).expect("a store"));
+    rt.block_on(async {
+        let outcome = start(
+            &deps(store.clone()),
+            &RiderConfig::default(),
+            request(spec, Durability::Fast, dir),
+        )
+        .await
+        .expect("the run starts");
+        assert_eq!(outcome.status, RunStatus::Succeeded, "{outcome:?}");
+        outcome.run
+    })
+}
+
+/// The median of `reps` timings of `f`.
+fn median(reps: usize, mut f: impl FnMut() -> Duration) -> Duration {
+    let mut samples: Vec<Duration> = (0..reps.max(1)).map(|_| f()).collect();
+    samples.sort();
+    samples[samples.len() / 2]
+}
+
+/// Events per second of a hermetic replay of runs of `args.replay_events` events (with and
+/// without `--verify`), and the time of the fork check of a corrected `args.flow_steps`-step
+/// flow against a run of the original.
+fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
+    println!("\n== Reel engine: hermetic replay (`reel replay RUN`, in-process, median)");
+    println!("foreach: one `foreach` of N/2 `echo` calls");
+    println!("chain:   N/3 sequential `echo` steps, each reading the one before");
+    println!("mixed:   a generated flow of `echo`, `foreach` and pure steps (generate::runnable)");
+    println!(
+        "{:<8} {:>8} {:>7} {:>10} {:>12} {:>10} {:>12}",
+        "workload", "events", "steps", "replay", "events/s", "--verify", "events/s"
+    );
+    let workloads: [(&str, FlowOfEvents); 3] = [
+        ("foreach", |events| {
+            format!(
+                "flow bench {{\n  step f = echo {{\n    foreach: range({})\n    concurrency: 1000\n    value: item\n  }}\n  output len(f)\n}}\n",
+                events / 2
+            )
+        }),
+        ("chain", |events| sequential_echo(events / 3)),
+        // About 3.2 events per step (see `runnable`).
+        ("mixed", |events| {
+            reel_bench::generate::runnable(events * 10 / 32, 1, None)
+        }),
+    ];
+    for (workload, make) in workloads {
+        let dir = root.join(format!("replay-{workload}"));
+        let spec = Arc::new(compile(&make(args.replay_events)));
+        let run = recorded(rt, &dir, &spec);
+        let store = SqliteStore::open_read_only(&dir).expect("the store opens to read");
+        let mut events = 0;
+        let time = |verify: bool| {
+            median(args.reps, || {
+                let began = Instant::now();
+                let opts = ReplayOptions {
+                    verify,
+                    faults: Vec::new(),
+                };
+                let report = replay(&store, &run, &opts, &NoProgress).expect("the replay runs");
+                let took = began.elapsed();
+                assert!(report.divergence.is_none(), "{:?}", report.divergence);
+                assert_eq!(report.status, "succeeded");
+                took
+            })
+        };
+        let plain = time(false);
+        let verified = time(true);
+        store
+            .read_journal(&run, 0, &mut |_| {
+                events += 1;
+                reel_store::Flow::Continue
+            })
+            .expect("the journal reads");
+        let rate = |d: Duration| events as f64 / d.as_secs_f64();
+        println!(
+            "{:<8} {:>8} {:>7} {:>10} {:>12.0} {:>10} {:>12.0}",
+            workload,
+            events,
+            spec.steps.len(),
+            show(plain),
+            rate(plain),
+            show(verified),
+            rate(verified)
+        );
+    }
+
+    println!(
+        "\n== Reel: the fork check (`reel replay RUN --flow FILE`) of a {}-step flow, one step edited at 90%",
+        args.flow_steps
+    );
+    let dir = root.join("fork-check");
+    let original = Arc::new(compile(&reel_bench::generate::runnable(
+        args.flow_steps,
+        1,
+        None,
+    )));
+    let run = recorded(rt, &dir, &original);
+    let source = reel_bench::generate::runnable(args.flow_steps, 1, Some(args.flow_steps * 9 / 10));
+    let store = SqliteStore::open_read_only(&dir).expect("the store opens to read");
+    let compile_time = median(args.reps, || {
+        let began = Instant::now();
+        compile(&source);
+        began.elapsed()
+    });
+    let corrected = Arc::new(compile(&source));
+    let load_time = median(args.reps, || {
+        let began = Instant::now();
+        Recording::load(&store, &run).expect("the run loads");
+        began.elapsed()
+    });
+    let rec = Recording::load(&store, &run).expect("the run loads");
+    let mut plan = None;
+    let plan_time = median(args.reps, || {
+        let began = Instant::now();
+        plan = Some(
+            plan_fork(&store, &rec, corrected.clone(), rec.inputs.clone()).expect("the plan runs"),
+        );
+        began.elapsed()
+    });
+    let plan = plan.expect("a plan");
+    let live = plan.steps.iter().filter(|s| !s.reused).count();
+    println!(
+        "{} steps, {} journal events; {} steps reused, {live} live (first: `{}`)",
+        corrected.steps.len(),
+        rec.length,
+        plan.steps.len() - live,
+        plan.first_divergence().map_or("none", |s| s.step.as_str())
+    );
+    println!(
+        "{:<34} {:>10}",
+        "check and build the corrected file",
+        show(compile_time)
+    );
+    println!("{:<34} {:>10}", "read the run's record", show(load_time));
+    println!(
+        "{:<34} {:>10}",
+        "compare (the fork's dry run)",
+        show(plan_time)
+    );
+    println!(
+        "{:<34} {:>10}",
+        "the check (record + compare)",
+        show(load_time + plan_time)
+    );
 }
 
 /// Prints Reel's rates against DBOS's for the two shared workloads.

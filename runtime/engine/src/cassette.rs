@@ -20,7 +20,7 @@ use serde_json::Value;
 use crate::deps::ProgressSink;
 use crate::error::RunError;
 use crate::journal::Event;
-use crate::replay::{RecordedEvent, Recording, ReplayReport, test_against};
+use crate::replay::{Recording, ReplayReport, test_against};
 use crate::rider::Refusal;
 
 /// The cassette of run `run`: its inputs, calls, timers, signals and ending.
@@ -62,8 +62,28 @@ pub fn export(store: &dyn StoreRead, run: &str) -> Result<Cassette, Refusal> {
     let mut calls: HashMap<(String, Option<u32>, u32), usize> = HashMap::new();
     let mut timer_until: HashMap<(String, Option<u32>), i64> = HashMap::new();
     let mut waits: HashMap<(String, Option<u32>), String> = HashMap::new();
-    for e in &rec.events {
-        match &e.event {
+    // The journal, read again as a stream: the recording keeps only its index.
+    let mut events: Vec<(i64, Event)> = Vec::new();
+    let mut hole = None;
+    store.read_journal(run, 0, &mut |r| match Event::from_row(&r) {
+        Ok(event) => {
+            events.push((r.at, event));
+            Flow::Continue
+        }
+        Err(message) => {
+            hole = Some(StoreError::Hole {
+                run: r.run.clone(),
+                seq: r.seq,
+                message,
+            });
+            Flow::Stop
+        }
+    })?;
+    if let Some(h) = hole {
+        return Err(h.into());
+    }
+    for (at, event) in &events {
+        match event {
             Event::StepStarted {
                 step,
                 index,
@@ -79,7 +99,7 @@ pub fn export(store: &dyn StoreRead, run: &str) -> Result<Cassette, Refusal> {
                     index: *index,
                     attempt: *attempt,
                     tool: tool(step),
-                    at: Some(time_text(e.at)),
+                    at: Some(time_text(*at)),
                     inputs,
                     result: None,
                     error: None,
@@ -102,7 +122,7 @@ pub fn export(store: &dyn StoreRead, run: &str) -> Result<Cassette, Refusal> {
                 let v = c.keep(v);
                 if let Some(&i) = calls.get(&(step.clone(), *index, *attempt)) {
                     c.calls[i].result = Some(v);
-                    c.calls[i].at = Some(time_text(e.at));
+                    c.calls[i].at = Some(time_text(*at));
                 }
             }
             Event::CallFailed {
@@ -118,20 +138,20 @@ pub fn export(store: &dyn StoreRead, run: &str) -> Result<Cassette, Refusal> {
                         step: step.clone(),
                         index: *index,
                         name: waits.get(&key).cloned().unwrap_or_default(),
-                        at: time_text(e.at),
+                        at: time_text(*at),
                         payload: None,
                     });
                 } else if let Some(&i) = calls.get(&(step.clone(), *index, *attempt)) {
                     let err = call_error(&mut c, error, &value)?;
                     c.calls[i].error = Some(err);
-                    c.calls[i].at = Some(time_text(e.at));
+                    c.calls[i].at = Some(time_text(*at));
                 }
             }
             Event::TimerStarted { step, index, until } => {
                 timer_until.insert((step.clone(), *index), *until);
             }
             Event::TimerFired { step, index, until } => {
-                let fired_at = (e.at > *until).then(|| time_text(e.at));
+                let fired_at = (*at > *until).then(|| time_text(*at));
                 timer_until.remove(&(step.clone(), *index));
                 c.timers.push(Timer {
                     step: step.clone(),
@@ -158,7 +178,7 @@ pub fn export(store: &dyn StoreRead, run: &str) -> Result<Cassette, Refusal> {
                     step: step.clone(),
                     index: *index,
                     name: name.clone(),
-                    at: time_text(e.at),
+                    at: time_text(*at),
                     payload: Some(p),
                 });
             }
@@ -259,48 +279,37 @@ pub fn test(
             .map(|s| s.foreach.is_some())
     };
     let journal = cassette.journal(&foreach)?;
-    let events = journal
-        .events
-        .into_iter()
-        .enumerate()
-        .map(|(i, (at, event))| RecordedEvent {
-            seq: i as u64 + 1,
-            at,
-            event,
-        })
-        .collect();
-    let rec = Recording {
-        run: RunRow {
-            id: "cassette".into(),
-            flow: cassette.flow.clone(),
-            flow_digest: String::new(),
-            source: cassette.source.clone(),
-            source_abs: None,
-            cwd: String::new(),
-            parent: None,
-            status: RunStatus::Succeeded,
-            created_at: journal.started_at,
-            ended_at: None,
-            due_at: None,
-            waiting_on: Vec::new(),
-            signal_pending: false,
-            lease_owner: None,
-            lease_expires_at: None,
-            lease_token: 0,
-            cancel_requested: false,
-            output_digest: None,
-            error: None,
-            keep_for_ms: None,
-            durability: Default::default(),
-            next_seq: 0,
-        },
-        spec: spec.clone(),
-        started: journal.started,
-        started_at: journal.started_at,
-        inputs: journal.inputs,
-        env: journal.env,
-        events,
+    let run = RunRow {
+        id: "cassette".into(),
+        flow: cassette.flow.clone(),
+        flow_digest: String::new(),
+        source: cassette.source.clone(),
+        source_abs: None,
+        cwd: String::new(),
+        parent: None,
+        status: RunStatus::Succeeded,
+        created_at: journal.started_at,
+        ended_at: None,
+        due_at: None,
+        waiting_on: Vec::new(),
+        signal_pending: false,
+        lease_owner: None,
+        lease_expires_at: None,
+        lease_token: 0,
+        cancel_requested: false,
+        output_digest: None,
+        error: None,
+        keep_for_ms: None,
+        durability: Default::default(),
+        next_seq: 0,
     };
+    let rec = Recording::from_events(
+        run,
+        spec.clone(),
+        journal.inputs,
+        journal.env,
+        journal.events,
+    )?;
     let values = CassetteValues(journal.values);
     Ok(test_against(&values, &rec, spec, faults, progress)?)
 }

@@ -147,6 +147,9 @@ impl Driver<'_> {
             Command::Append(events) => {
                 let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
                 store.append(&self.lease, rows)?;
+                if let Some(reuse) = self.reuse {
+                    reuse.observe(&events);
+                }
             }
             Command::Log {
                 step,
@@ -223,8 +226,15 @@ impl Driver<'_> {
     /// The pending signals the waiting calls can take (the first of each name, as many as
     /// calls wait for it), with their payloads.
     fn fetch_signals(&self, names: Vec<String>) -> Result<Vec<ArrivedSignal>, Refusal> {
+        // A fork's or rerun's waits first take what the parent's record answered them with.
+        let (mut arrived, names) = match self.reuse {
+            Some(reuse) => {
+                reuse.carry_signals(self.deps.store.as_ref(), &self.lease, self.now(), names)?
+            }
+            None => (Vec::new(), names),
+        };
         let mut pending = self.deps.store.pending_signals(self.run_id())?;
-        let mut arrived = Vec::new();
+        pending.retain(|p| !arrived.iter().any(|a| a.seq == p.seq));
         for name in names {
             let Some(pos) = pending.iter().position(|s| s.name == name) else {
                 continue;

@@ -27,11 +27,11 @@ pub use deps::{
     RunDeps, Secrets, StepEnd, Tools,
 };
 pub use error::RunError;
-pub use fork::{ForkOutcome, fork};
+pub use fork::{ForkOutcome, Policy, RerunRequest, fork, rerun};
 pub use inputs::{parse_input_value, resolve_inputs};
 pub use replay::{
-    Divergence, ForkPlan, History, Recording, ReplayOptions, ReplayReport, StepPlan, plan_fork,
-    replay, test_against,
+    CarriedSignal, Divergence, ForkPlan, History, Recording, ReplayOptions, ReplayReport, StepPlan,
+    plan_fork, replay, test_against,
 };
 pub use rider::{
     CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, abandon, cancel, release,

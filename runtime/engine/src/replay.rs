@@ -12,7 +12,8 @@
 //! ([`plan_fork`]): a call the fork would reuse is answered from the record, a call it would
 //! make live is held (nothing downstream of it can be known), and each step gets a verdict.
 
-use std::collections::{HashMap, HashSet};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -27,22 +28,15 @@ use crate::core::{
 };
 use crate::deps::{Progress, ProgressSink, StepEnd};
 use crate::error::RunError;
-use crate::fold::fold_events;
+use crate::fold::Folded;
 use crate::journal::{Event, RunStarted};
 use crate::rider::Refusal;
 
-/// One recorded event with its place and time.
-#[derive(Clone, Debug)]
-pub struct RecordedEvent {
-    /// Its sequence number in the run's journal.
-    pub seq: u64,
-    /// When it happened (ms since the epoch).
-    pub at: i64,
-    /// What.
-    pub event: Event,
-}
-
-/// A run as its store records it: its row, its flow, what it started with and its journal.
+/// A run as its store records it: its row, its flow, what it started with, and its journal
+/// indexed by what a replay asks (each call's inputs and result, each wait's answer, each
+/// step's outcome, each ending and resume). The journal is read once, as a stream, and not
+/// kept: what a recording holds grows with the run's calls and steps, not with its events
+/// (a retried or redriven call adds one entry per attempt, a park or resume none).
 #[derive(Clone, Debug)]
 pub struct Recording {
     /// The run's row.
@@ -57,8 +51,9 @@ pub struct Recording {
     pub inputs: Map<String, Value>,
     /// Its snapshot of the declared environment.
     pub env: Map<String, Value>,
-    /// Its journal, in order.
-    pub events: Vec<RecordedEvent>,
+    /// How many events its journal holds.
+    pub length: u64,
+    idx: Index,
 }
 
 impl Recording {
@@ -68,15 +63,19 @@ impl Recording {
             .run(run)?
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
         let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
-        let mut events = Vec::new();
+        let mut idx = Index::default();
+        let mut length = 0;
+        let mut started = None;
         let mut hole = None;
         store.read_journal(run, 0, &mut |r| match Event::from_row(&r) {
             Ok(event) => {
-                events.push(RecordedEvent {
-                    seq: r.seq,
-                    at: r.at,
-                    event,
-                });
+                length += 1;
+                if let Event::RunStarted(s) = &event
+                    && started.is_none()
+                {
+                    started = Some((s.clone(), r.at));
+                }
+                idx.add(r.seq, r.at, event);
                 Flow::Continue
             }
             Err(message) => {
@@ -91,10 +90,7 @@ impl Recording {
         if let Some(h) = hole {
             return Err(h.into());
         }
-        let Some((started, started_at)) = events.iter().find_map(|e| match &e.event {
-            Event::RunStarted(s) => Some((s.clone(), e.at)),
-            _ => None,
-        }) else {
+        let Some((started, started_at)) = started else {
             return Err(Refusal::Store(StoreError::Hole {
                 run: run.to_string(),
                 seq: 0,
@@ -119,7 +115,43 @@ impl Recording {
             started_at,
             inputs,
             env,
-            events,
+            length,
+            idx,
+        })
+    }
+}
+
+impl Recording {
+    /// A recording of run `run` made of `events` (time and event, in journal order) rather
+    /// than read from a store: what a cassette stands for. The first event is `run_started`.
+    pub fn from_events(
+        run: RunRow,
+        spec: Arc<FlowSpec>,
+        inputs: Map<String, Value>,
+        env: Map<String, Value>,
+        events: Vec<(i64, Event)>,
+    ) -> Result<Recording, Refusal> {
+        let Some((started_at, Event::RunStarted(started))) = events.first().cloned() else {
+            return Err(Refusal::Store(StoreError::Hole {
+                run: run.id.clone(),
+                seq: 0,
+                message: "the journal does not begin with run_started".into(),
+            }));
+        };
+        let mut idx = Index::default();
+        let length = events.len() as u64;
+        for (seq, (at, event)) in events.into_iter().enumerate() {
+            idx.add(seq as u64, at, event);
+        }
+        Ok(Recording {
+            run,
+            spec,
+            started,
+            started_at,
+            inputs,
+            env,
+            length,
+            idx,
         })
     }
 }
@@ -139,7 +171,6 @@ enum RecResult {
 struct RecCall {
     inputs: Option<String>,
     result: Option<RecResult>,
-    made: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -149,14 +180,37 @@ enum RecStep {
     Failed,
 }
 
+/// A signal the record says a wait received.
+#[derive(Clone, Debug)]
+struct RecSignal {
+    /// When it was delivered.
+    at: i64,
+    /// The sequence number of the `signal_received` event.
+    seq: u64,
+    /// Its number among the run's signals.
+    number: u64,
+    name: String,
+    payload: String,
+}
+
+/// One ending of the record (`run_finished`); a redriven run has several.
+#[derive(Clone, Debug)]
+struct RecFinish {
+    seq: u64,
+    at: i64,
+    status: String,
+    output: Option<String>,
+    error: Option<RunError>,
+}
+
 /// The record, indexed by what a replay asks.
-#[derive(Default)]
+#[derive(Clone, Debug, Default)]
 struct Index {
     calls: HashMap<CallKey, RecCall>,
     /// When each timer fired.
     timers: HashMap<WaitKey, i64>,
-    /// The signal each wait received: when, its number, its name and payload digest.
-    signals: HashMap<WaitKey, (i64, u64, String, String)>,
+    /// The signal each wait received.
+    signals: HashMap<WaitKey, RecSignal>,
     /// When each signal wait failed for its deadline.
     expired: HashMap<WaitKey, i64>,
     /// Each step's last outcome.
@@ -167,110 +221,128 @@ struct Index {
     first_at: HashMap<String, i64>,
     /// The sequence number of each step's `step_succeeded`.
     done_seq: HashMap<String, u64>,
-    /// How the run last ended.
-    finished: Option<(String, Option<String>, Option<RunError>)>,
+    /// Each time the run ended, in order (the last is how it ends now).
+    finishes: Vec<RecFinish>,
+    /// Each redrive after an ending: its sequence number and time.
+    redrives: Vec<(u64, i64)>,
 }
 
 impl Index {
-    fn new(events: &[RecordedEvent]) -> Index {
-        let mut x = Index::default();
-        for e in events {
-            let step = match &e.event {
-                Event::StepStarted { step, .. }
-                | Event::StepSucceeded { step, .. }
-                | Event::StepSkipped { step, .. }
-                | Event::StepFailed { step, .. }
-                | Event::TimerStarted { step, .. }
-                | Event::SignalAwaited { step, .. } => Some(step),
-                _ => None,
-            };
-            if let Some(s) = step {
-                x.first_at.entry(s.clone()).or_insert(e.at);
-            }
-            match &e.event {
-                Event::StepStarted {
-                    step,
-                    index,
-                    attempt,
-                    inputs,
-                    ..
-                } => {
-                    let c = x.calls.entry((step.clone(), *index, *attempt)).or_default();
-                    c.inputs = Some(inputs.clone());
-                }
-                Event::CallSucceeded {
-                    step,
-                    index,
-                    attempt,
-                    output: digest,
-                }
-                | Event::EffectRecorded {
-                    step,
-                    index,
-                    attempt,
-                    result: digest,
-                    ..
-                } => {
-                    let c = x.calls.entry((step.clone(), *index, *attempt)).or_default();
-                    c.result = Some(RecResult::Ok {
-                        seq: e.seq,
-                        at: e.at,
-                        digest: digest.clone(),
-                    });
-                }
-                Event::CallFailed {
-                    step,
-                    index,
-                    attempt,
-                    error,
-                    ..
-                } => {
-                    if error.code == "signal.timeout" {
-                        x.expired.insert((step.clone(), *index), e.at);
-                    } else if let Some(c) = x.calls.get_mut(&(step.clone(), *index, *attempt)) {
-                        c.result = Some(RecResult::Err {
-                            seq: e.seq,
-                            at: e.at,
-                            error: error.clone(),
-                        });
-                    }
-                }
-                Event::TimerFired { step, index, .. } => {
-                    x.timers.insert((step.clone(), *index), e.at);
-                }
-                Event::SignalReceived {
-                    step,
-                    index,
-                    name,
-                    signal,
-                    payload,
-                } => {
-                    x.signals.insert(
-                        (step.clone(), *index),
-                        (e.at, *signal, name.clone(), payload.clone()),
-                    );
-                }
-                Event::StepSucceeded { step, output, .. } => {
-                    x.steps
-                        .insert(step.clone(), RecStep::Succeeded(output.clone()));
-                    x.done_seq.insert(step.clone(), e.seq);
-                }
-                Event::StepSkipped { step, .. } => {
-                    x.steps.insert(step.clone(), RecStep::Skipped);
-                }
-                Event::StepFailed { step, .. } => {
-                    x.steps.insert(step.clone(), RecStep::Failed);
-                    x.failed.insert(step.clone());
-                }
-                Event::RunFinished {
-                    status,
-                    output,
-                    error,
-                } => x.finished = Some((status.clone(), output.clone(), error.clone())),
-                _ => {}
-            }
+    /// Takes in the record's next event.
+    fn add(&mut self, seq: u64, at: i64, event: Event) {
+        let x = self;
+        let step = match &event {
+            Event::StepStarted { step, .. }
+            | Event::StepSucceeded { step, .. }
+            | Event::StepSkipped { step, .. }
+            | Event::StepFailed { step, .. }
+            | Event::TimerStarted { step, .. }
+            | Event::SignalAwaited { step, .. } => Some(step),
+            _ => None,
+        };
+        if let Some(s) = step
+            && !x.first_at.contains_key(s)
+        {
+            x.first_at.insert(s.clone(), at);
         }
-        x
+        match event {
+            Event::StepStarted {
+                step,
+                index,
+                attempt,
+                inputs,
+                ..
+            } => {
+                let c = x.calls.entry((step, index, attempt)).or_default();
+                c.inputs = Some(inputs);
+            }
+            Event::CallSucceeded {
+                step,
+                index,
+                attempt,
+                output: digest,
+            }
+            | Event::EffectRecorded {
+                step,
+                index,
+                attempt,
+                result: digest,
+                ..
+            } => {
+                let c = x.calls.entry((step, index, attempt)).or_default();
+                c.result = Some(RecResult::Ok { seq, at, digest });
+            }
+            Event::CallFailed {
+                step,
+                index,
+                attempt,
+                error,
+                ..
+            } => {
+                if error.code == "signal.timeout" {
+                    x.expired.insert((step, index), at);
+                } else if let Some(c) = x.calls.get_mut(&(step, index, attempt)) {
+                    c.result = Some(RecResult::Err { seq, at, error });
+                }
+            }
+            Event::TimerFired { step, index, .. } => {
+                x.timers.insert((step, index), at);
+            }
+            Event::SignalReceived {
+                step,
+                index,
+                name,
+                signal,
+                payload,
+            } => {
+                x.signals.insert(
+                    (step, index),
+                    RecSignal {
+                        at,
+                        seq,
+                        number: signal,
+                        name,
+                        payload,
+                    },
+                );
+            }
+            Event::StepSucceeded { step, output, .. } => {
+                x.done_seq.insert(step.clone(), seq);
+                x.steps.insert(step, RecStep::Succeeded(output));
+            }
+            Event::StepSkipped { step, .. } => {
+                x.steps.insert(step, RecStep::Skipped);
+            }
+            Event::StepFailed { step, .. } => {
+                x.steps.insert(step.clone(), RecStep::Failed);
+                x.failed.insert(step);
+            }
+            Event::RunFinished {
+                status,
+                output,
+                error,
+            } => x.finishes.push(RecFinish {
+                seq,
+                at,
+                status,
+                output,
+                error,
+            }),
+            // A run is taken up again after an ending only by a redrive.
+            Event::RunResumed { .. } if !x.finishes.is_empty() => {
+                let last = x.finishes.last().map_or(0, |f| f.seq);
+                if x.redrives.last().is_none_or(|r| r.0 < last) {
+                    x.redrives.push((seq, at));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// How the run last ended, unless a redrive took it up again since.
+    fn finished(&self) -> Option<&RecFinish> {
+        let last = self.finishes.last()?;
+        self.redrives.iter().all(|r| r.0 < last.seq).then_some(last)
     }
 }
 
@@ -294,8 +366,8 @@ pub struct Divergence {
 /// What a replay found.
 #[derive(Clone, Debug)]
 pub struct ReplayReport {
-    /// How the replay ended: `succeeded`, `failed` or `waiting` (the record ends waiting),
-    /// or `diverged`.
+    /// How the replay ended: `succeeded`, `failed`, `canceled` or `waiting` (the record ends
+    /// waiting), or `diverged`. A redriven record is followed to its final ending.
     pub status: String,
     /// The output it computed, when it succeeded.
     pub output: Option<Value>,
@@ -453,11 +525,15 @@ pub fn plan_fork(
     Ok(r.verdicts(&spec))
 }
 
-/// A parent's recorded successful calls, as a fork reuses them.
+/// A parent's recorded successful calls and received signals, as a fork reuses them.
 #[derive(Clone, Debug)]
 pub struct History {
     parent: String,
     calls: HashMap<WaitKey, RecordedCall>,
+    signals: HashMap<WaitKey, RecSignal>,
+    steps: HashMap<String, RecStep>,
+    /// The parent's `sleep` steps: their value is the time they woke, not data.
+    timers: HashSet<String>,
 }
 
 /// One successful call of a parent run.
@@ -470,61 +546,54 @@ struct RecordedCall {
     at: i64,
 }
 
+/// A signal a fork carries over from its parent's record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CarriedSignal {
+    /// Its name.
+    pub name: String,
+    /// Its payload's digest.
+    pub payload: String,
+    /// Where the parent recorded receiving it.
+    pub from: ReusedFrom,
+}
+
 impl History {
-    /// The successful calls of `rec`, by step and `foreach` index.
+    /// The successful calls and received signals of `rec`, by step and `foreach` index.
     pub fn new(rec: &Recording) -> History {
-        let mut starts: HashMap<CallKey, String> = HashMap::new();
+        let tools: HashMap<&str, Option<&String>> = rec
+            .spec
+            .steps
+            .iter()
+            .map(|s| (s.id.as_str(), s.tool.as_ref()))
+            .collect();
         let mut calls = HashMap::new();
-        let tool = |step: &str| {
-            rec.spec
-                .steps
-                .iter()
-                .find(|s| s.id == step)
-                .and_then(|s| s.tool.clone())
-        };
-        for e in &rec.events {
-            match &e.event {
-                Event::StepStarted {
-                    step,
-                    index,
-                    attempt,
-                    inputs,
-                    ..
-                } => {
-                    starts.insert((step.clone(), *index, *attempt), inputs.clone());
-                }
-                Event::CallSucceeded {
-                    step,
-                    index,
-                    attempt,
-                    output,
-                }
-                | Event::EffectRecorded {
-                    step,
-                    index,
-                    attempt,
-                    result: output,
-                    ..
-                } => {
-                    if let Some(inputs) = starts.get(&(step.clone(), *index, *attempt)) {
-                        calls.insert(
-                            (step.clone(), *index),
-                            RecordedCall {
-                                tool: tool(step),
-                                inputs: inputs.clone(),
-                                output: output.clone(),
-                                seq: e.seq,
-                                at: e.at,
-                            },
-                        );
-                    }
-                }
-                _ => {}
+        for ((step, index, _), c) in &rec.idx.calls {
+            if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
+            {
+                calls.insert(
+                    (step.clone(), *index),
+                    RecordedCall {
+                        tool: tools.get(step.as_str()).copied().flatten().cloned(),
+                        inputs: inputs.clone(),
+                        output: digest.clone(),
+                        seq: *seq,
+                        at: *at,
+                    },
+                );
             }
         }
         History {
             parent: rec.run.id.clone(),
             calls,
+            signals: rec.idx.signals.clone(),
+            steps: rec.idx.steps.clone(),
+            timers: rec
+                .spec
+                .steps
+                .iter()
+                .filter(|s| s.kind == reel_flowspec::ToolKind::Timer)
+                .map(|s| s.id.clone())
+                .collect(),
         }
     }
 
@@ -550,6 +619,41 @@ impl History {
         })
     }
 
+    /// The signal the parent's wait of this step received, when a fork's wait may take it:
+    /// same step, same `foreach` index, same signal name, and every step it depends on ended
+    /// as it did in the parent (`ended` gives the fork's outcome of a step: its output digest,
+    /// or `None` when skipped; a `sleep` counts as the same once it woke, whenever that was).
+    /// An answer given to other upstream values is asked again.
+    pub fn carried_signal(
+        &self,
+        step: &reel_flowspec::StepSpec,
+        index: Option<u32>,
+        name: &str,
+        ended: &dyn Fn(&str) -> Option<Option<String>>,
+    ) -> Option<CarriedSignal> {
+        let s = self.signals.get(&(step.id.clone(), index))?;
+        if s.name != name {
+            return None;
+        }
+        let same_upstream = step
+            .deps
+            .iter()
+            .all(|d| match (ended(d), self.steps.get(d)) {
+                (Some(Some(_)), Some(RecStep::Succeeded(_))) if self.timers.contains(d) => true,
+                (Some(Some(a)), Some(RecStep::Succeeded(b))) => a == *b,
+                (Some(None), Some(RecStep::Skipped)) => true,
+                _ => false,
+            });
+        same_upstream.then(|| CarriedSignal {
+            name: s.name.clone(),
+            payload: s.payload.clone(),
+            from: ReusedFrom {
+                parent: self.parent.clone(),
+                seq: s.seq,
+            },
+        })
+    }
+
     fn has(&self, step: &str, index: Option<u32>) -> bool {
         self.calls.contains_key(&(step.to_string(), index))
     }
@@ -571,23 +675,56 @@ struct Answer {
     returned: Returned,
 }
 
+// Answers are delivered in the order the record holds them.
+impl PartialEq for Answer {
+    fn eq(&self, other: &Self) -> bool {
+        self.seq == other.seq
+    }
+}
+
+impl Eq for Answer {}
+
+impl PartialOrd for Answer {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Answer {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.seq.cmp(&other.seq)
+    }
+}
+
 struct Replayer<'a> {
     store: &'a dyn StoreRead,
     rec: &'a Recording,
-    idx: Index,
+    idx: &'a Index,
+    /// The recorded calls this replay made.
+    made: HashSet<CallKey>,
     mode: Mode,
     spec: Arc<FlowSpec>,
     setup: Setup,
     progress: &'a dyn ProgressSink,
     values: HashMap<String, Value>,
-    /// The events this replay's machine recorded (a park is resumed from their fold).
-    produced: Vec<(i64, Event)>,
+    /// The fold of the events this replay's machine recorded: a park or a redrive is resumed
+    /// from it, as the recorded run was resumed from its journal.
+    folded: Folded,
+    /// How many of the record's endings the replay has gone past (a redriven run has one
+    /// per redrive before its last).
+    ended: usize,
+    /// Whether the cancel the record ends this stretch with was handed to the machine.
+    cancel_sent: bool,
     now: i64,
-    answers: Vec<Answer>,
+    /// Answers of the calls in flight, earliest in the record first.
+    answers: BinaryHeap<Reverse<Answer>>,
     answered: usize,
     timers: HashMap<WaitKey, i64>,
     signal_waits: HashSet<WaitKey>,
     finished: HashSet<String>,
+    /// The steps that depend on each step, and those that depend on none.
+    dependents: Vec<Vec<usize>>,
+    roots: Vec<usize>,
     divergence: Option<Divergence>,
     /// Plan mode: each step's calls reused and held live (with why).
     reused: HashMap<String, usize>,
@@ -610,6 +747,24 @@ impl<'a> Replayer<'a> {
             .iter()
             .map(|s| (s.name.clone(), format!("{{secret:{}}}", s.name)))
             .collect();
+        let position: HashMap<&str, usize> = spec
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (s.id.as_str(), i))
+            .collect();
+        let mut dependents = vec![Vec::new(); spec.steps.len()];
+        let mut roots = Vec::new();
+        for (j, s) in spec.steps.iter().enumerate() {
+            if s.deps.is_empty() {
+                roots.push(j);
+            }
+            for d in &s.deps {
+                if let Some(&i) = position.get(d.as_str()) {
+                    dependents[i].push(j);
+                }
+            }
+        }
         let setup = Setup {
             run_id: rec.run.id.clone(),
             spec: spec.clone(),
@@ -626,19 +781,24 @@ impl<'a> Replayer<'a> {
         Replayer {
             store,
             rec,
-            idx: Index::new(&rec.events),
+            idx: &rec.idx,
+            made: HashSet::new(),
             mode,
             spec,
             setup,
             progress,
             values: HashMap::new(),
-            produced: Vec::new(),
+            folded: Folded::default(),
+            ended: 0,
+            cancel_sent: false,
             now: rec.started_at,
-            answers: Vec::new(),
+            answers: BinaryHeap::new(),
             answered: 0,
             timers: HashMap::new(),
             signal_waits: HashSet::new(),
             finished: HashSet::new(),
+            dependents,
+            roots,
             divergence: None,
             reused: HashMap::new(),
             live: HashMap::new(),
@@ -700,7 +860,7 @@ impl<'a> Replayer<'a> {
         self.now = self.round_time(None, self.rec.started_at);
         m.handle(self.now, Input::Started);
         // A bound against a machine and a record that never agree to end.
-        for _ in 0..(self.rec.events.len() * 8 + 10_000) {
+        for _ in 0..(self.rec.length as usize * 8 + 10_000) {
             if self.divergence.is_some() {
                 return Ok(None);
             }
@@ -714,7 +874,7 @@ impl<'a> Replayer<'a> {
                 Command::Append(events) => {
                     for e in events {
                         self.check(&e);
-                        self.produced.push((e.at, e.event));
+                        self.folded.push(e.at, e.event);
                     }
                 }
                 Command::Progress(p) => {
@@ -748,51 +908,98 @@ impl<'a> Replayer<'a> {
                 }
                 Command::Wait { deadline, .. } => {
                     let wake = deadline.map(|d| self.wake_time(d));
-                    let next = self
-                        .answers
-                        .iter()
-                        .enumerate()
-                        .min_by_key(|(_, a)| a.seq)
-                        .map(|(i, a)| (i, a.at));
-                    match (next, wake) {
-                        (Some((i, at)), w) if w.is_none_or(|w| at <= w) => {
-                            let a = self.answers.remove(i);
-                            self.now = self.now.max(at);
-                            let step = a.returned.step;
-                            // The record ends a step in the event after its last call's result.
-                            let id = &self.spec.steps[step].id;
-                            let ended = self.idx.done_seq.get(id) == Some(&(a.seq + 1));
-                            m.handle(self.now, Input::CallReturned(a.returned));
-                            let ended = ended.then_some(step);
-                            self.now = self.round_time(ended, self.now);
-                            m.handle(self.now, tick());
-                        }
-                        (_, Some(w)) => {
-                            self.now = self.now.max(w);
-                            m.handle(self.now, tick());
-                        }
-                        // Only calls that run live are left (a dry run), or nothing at all.
-                        (_, None) => return Ok(None),
+                    if self.cancel_due(self.answers.peek().map(|a| &a.0), wake) {
+                        // The record was canceled here, while the run worked: its next look
+                        // at the store found the request.
+                        self.cancel_sent = true;
+                        m.handle(
+                            self.now,
+                            Input::Tick {
+                                poll: Some(Poll {
+                                    cancel_requested: true,
+                                }),
+                            },
+                        );
+                        continue;
                     }
+                    let due = |a: &Answer| wake.is_none_or(|w| a.at <= w);
+                    if !self.answers.peek().is_some_and(|a| due(&a.0)) {
+                        match wake {
+                            Some(w) => {
+                                self.now = self.now.max(w);
+                                m.handle(self.now, tick());
+                                continue;
+                            }
+                            // Only calls that run live are left (a dry run), or nothing at all.
+                            None => return Ok(None),
+                        }
+                    }
+                    // The results due now go in together, in the record's order, as the live
+                    // driver hands over what finished while it waited; a batch ends with a
+                    // step's end (the next round's time depends on it) or before a failure
+                    // (which may start a backoff or be the record's cancel).
+                    let mut ended = None;
+                    while let Some(Reverse(a)) = self.answers.pop() {
+                        self.now = self.now.max(a.at);
+                        let step = a.returned.step;
+                        // The record ends a step in the event after its last call's result.
+                        let id = &self.spec.steps[step].id;
+                        let ends = self.idx.done_seq.get(id) == Some(&(a.seq + 1));
+                        let failed = a.returned.outcome.is_err();
+                        m.handle(self.now, Input::CallReturned(a.returned));
+                        if ends {
+                            ended = Some(step);
+                            break;
+                        }
+                        let go_on = self
+                            .answers
+                            .peek()
+                            .is_some_and(|n| due(&n.0) && n.0.returned.outcome.is_ok());
+                        if failed || !go_on {
+                            break;
+                        }
+                    }
+                    self.now = self.round_time(ended, self.now);
+                    m.handle(self.now, tick());
                 }
                 Command::Finish(Ending::Waiting) => {
+                    let wake = self.next_wake();
+                    if let Some(f) = self.recorded_ending("canceled")
+                        && wake.is_none_or(|w| w > f.at)
+                    {
+                        // The record was canceled while it waited (`reel cancel` of a parked
+                        // run, which records the ending without the engine).
+                        let error = f.error.clone().unwrap_or_else(|| {
+                            RunError::new("run.canceled", "the run was canceled with `reel cancel`")
+                        });
+                        self.now = self.now.max(f.at);
+                        self.folded.push(
+                            f.at,
+                            Event::RunFinished {
+                                status: "canceled".into(),
+                                output: None,
+                                error: Some(error.clone()),
+                            },
+                        );
+                        let ending = Ending::Canceled(error);
+                        match self.redriven(&ending) {
+                            Some(m2) => m = m2,
+                            None => return Ok(Some(ending)),
+                        }
+                        continue;
+                    }
                     // The recorded run parked here and went on when its timer was due or its
                     // signal came: resume from what this replay recorded, as it did.
-                    let Some(t) = self.next_wake() else {
+                    let Some(t) = wake else {
                         return Ok(Some(Ending::Waiting));
                     };
                     self.now = self.now.max(t);
-                    m = Machine::new(self.setup.clone());
-                    m.handle(
-                        self.now,
-                        Input::Resumed {
-                            folded: Box::new(fold_events(self.produced.clone())),
-                            reason: "replay".into(),
-                            by: String::new(),
-                        },
-                    );
+                    m = self.resumed("replay");
                 }
-                Command::Finish(ending) => return Ok(Some(ending)),
+                Command::Finish(ending) => match self.redriven(&ending) {
+                    Some(m2) => m = m2,
+                    None => return Ok(Some(ending)),
+                },
                 Command::Log { .. }
                 | Command::Sync
                 | Command::CancelCalls
@@ -804,6 +1011,66 @@ impl<'a> Replayer<'a> {
         Ok(None)
     }
 
+    /// A machine resumed from what this replay recorded so far, as the recorded run was
+    /// resumed from its journal.
+    fn resumed(&self, reason: &str) -> Machine {
+        let mut m = Machine::new(self.setup.clone());
+        m.handle(
+            self.now,
+            Input::Resumed {
+                folded: Box::new(self.folded.clone()),
+                reason: reason.into(),
+                by: String::new(),
+            },
+        );
+        m
+    }
+
+    /// The record's ending of the stretch the replay is in, when it ended with `status` (a
+    /// replay only: a dry run follows no ending of the parent).
+    fn recorded_ending(&self, status: &str) -> Option<&'a RecFinish> {
+        if !matches!(self.mode, Mode::Replay(_)) {
+            return None;
+        }
+        self.idx
+            .finishes
+            .get(self.ended)
+            .filter(|f| f.status == status)
+    }
+
+    /// After the replay ended as the record's stretch ended: when the record goes on with a
+    /// redrive (`reel resume` of a failed or canceled run), the machine that continues it.
+    fn redriven(&mut self, ending: &Ending) -> Option<Machine> {
+        let status = match ending {
+            Ending::Failed(_) => "failed",
+            Ending::Canceled(_) => "canceled",
+            _ => return None,
+        };
+        let f = self.recorded_ending(status)?;
+        let &(_, at) = self.idx.redrives.iter().find(|r| r.0 > f.seq)?;
+        self.ended += 1;
+        self.cancel_sent = false;
+        self.now = self.now.max(at);
+        Some(self.resumed("redrive"))
+    }
+
+    /// Whether the record's cancel comes before what the replay would hand the machine next:
+    /// before the first call the cancel stopped, or once nothing recorded before the ending
+    /// is left.
+    fn cancel_due(&self, next: Option<&Answer>, wake: Option<i64>) -> bool {
+        if self.cancel_sent {
+            return false;
+        }
+        let Some(f) = self.recorded_ending("canceled") else {
+            return false;
+        };
+        match next {
+            Some(a) if matches!(&a.returned.outcome, Err(e) if e.code == "run.canceled") => true,
+            Some(a) if a.seq < f.seq => false,
+            _ => wake.is_none_or(|w| w > f.at),
+        }
+    }
+
     /// The time of the round after step `ended` finished at `t` (none: the first round): when
     /// the recorded run activated the first of the steps that can start now (else `t`).
     fn round_time(&self, ended: Option<usize>, t: i64) -> i64 {
@@ -811,13 +1078,13 @@ impl<'a> Replayer<'a> {
         if ended.is_none() && t != self.rec.started_at {
             return t;
         }
-        self.spec
-            .steps
+        let candidates = match ended {
+            Some(i) => &self.dependents[i],
+            None => &self.roots,
+        };
+        candidates
             .iter()
-            .filter(|s| match id {
-                Some(id) => s.deps.iter().any(|d| d == id),
-                None => s.deps.is_empty(),
-            })
+            .map(|&j| &self.spec.steps[j])
             .filter(|s| {
                 s.deps
                     .iter()
@@ -850,24 +1117,43 @@ impl<'a> Replayer<'a> {
             self.idx
                 .signals
                 .get(k)
-                .map(|s| s.0)
+                .filter(|s| self.signal_answers(k, &s.name))
+                .map(|s| s.at)
                 .or_else(|| self.idx.expired.get(k).copied())
         });
         timers.chain(signals).min()
+    }
+
+    /// Whether the record's signal answers wait `k` here: always in a replay; in a fork's dry
+    /// run when the fork would carry it over (`History::carried_signal`).
+    fn signal_answers(&self, k: &WaitKey, name: &str) -> bool {
+        let Mode::Plan(history) = &self.mode else {
+            return true;
+        };
+        let Some(step) = self.spec.steps.iter().find(|s| s.id == k.0) else {
+            return false;
+        };
+        let ended = |d: &str| match self.outcomes.get(d) {
+            Some(RecStep::Succeeded(o)) => Some(Some(o.clone())),
+            Some(RecStep::Skipped) => Some(None),
+            _ => None,
+        };
+        history.carried_signal(step, k.1, name, &ended).is_some()
     }
 
     /// The recorded signals of the waits open now that had arrived by now.
     fn arrived_signals(&self) -> Result<Vec<ArrivedSignal>, Refusal> {
         let mut arrived = Vec::new();
         for k in &self.signal_waits {
-            if let Some((at, seq, name, payload)) = self.idx.signals.get(k)
-                && *at <= self.now
+            if let Some(s) = self.idx.signals.get(k)
+                && s.at <= self.now
+                && self.signal_answers(k, &s.name)
             {
                 arrived.push(ArrivedSignal {
-                    seq: *seq,
-                    name: name.clone(),
-                    payload_digest: payload.clone(),
-                    payload: self.value(payload)?,
+                    seq: s.number,
+                    name: s.name.clone(),
+                    payload_digest: s.payload.clone(),
+                    payload: self.value(&s.payload)?,
                 });
             }
         }
@@ -883,10 +1169,10 @@ impl<'a> Replayer<'a> {
         match &self.mode {
             Mode::Replay(_) | Mode::Test => {
                 let key = (id.clone(), index, c.attempt);
-                let Some(result) = self.idx.calls.get_mut(&key).and_then(|r| {
-                    r.made = true;
-                    r.result.clone()
-                }) else {
+                if self.idx.calls.contains_key(&key) {
+                    self.made.insert(key.clone());
+                }
+                let Some(result) = self.idx.calls.get(&key).and_then(|r| r.result.clone()) else {
                     if matches!(self.mode, Mode::Test) {
                         self.miss(&id, index, c.attempt, &c.inputs);
                         return Ok(());
@@ -934,7 +1220,7 @@ impl<'a> Replayer<'a> {
                     }
                 };
                 self.answered += 1;
-                self.answers.push(Answer {
+                self.answers.push(Reverse(Answer {
                     seq,
                     at,
                     returned: Returned {
@@ -944,7 +1230,7 @@ impl<'a> Replayer<'a> {
                         outcome,
                         reused: None,
                     },
-                });
+                }));
             }
             Mode::Plan(history) => {
                 match history.reusable(&id, index, &c.inputs, step.tool.as_deref()) {
@@ -955,7 +1241,7 @@ impl<'a> Replayer<'a> {
                             .map_or(self.now, |r| r.at);
                         let value = self.value(&digest)?;
                         *self.reused.entry(id).or_default() += 1;
-                        self.answers.push(Answer {
+                        self.answers.push(Reverse(Answer {
                             seq: from.seq,
                             at,
                             returned: Returned {
@@ -968,7 +1254,7 @@ impl<'a> Replayer<'a> {
                                 }),
                                 reused: Some(from),
                             },
-                        });
+                        }));
                     }
                     None => self.live.entry(id).or_default().push(index),
                 }
@@ -1184,7 +1470,7 @@ impl<'a> Replayer<'a> {
             .idx
             .calls
             .iter()
-            .filter(|(_, c)| !c.made && c.result.is_some())
+            .filter(|(k, c)| !self.made.contains(*k) && c.result.is_some())
             .collect();
         unmade.sort_by_key(|(_, c)| match &c.result {
             Some(RecResult::Ok { seq, .. } | RecResult::Err { seq, .. }) => *seq,
@@ -1215,7 +1501,10 @@ impl<'a> Replayer<'a> {
         if status == "diverged" {
             return Ok(None);
         }
-        let recorded = self.idx.finished.clone();
+        let recorded = self
+            .idx
+            .finished()
+            .map(|f| (f.status.clone(), f.output.clone(), f.error.clone()));
         let differs = |what: String, recorded: Option<Value>, replayed: Option<Value>| {
             Some(Divergence {
                 step: None,
@@ -1240,7 +1529,7 @@ impl<'a> Replayer<'a> {
                     )
                 }
             }
-            ("failed", Some((s, _, Some(e)))) if s == "failed" => {
+            ("failed" | "canceled", Some((s, _, Some(e)))) if s == status => {
                 let same = error.is_some_and(|r| r.code == e.code && r.step == e.step);
                 (!same).then(|| Divergence {
                     step: e.step.clone(),
@@ -1329,6 +1618,14 @@ impl<'a> Replayer<'a> {
                     } else {
                         match (now, then) {
                             (None, _) => Some(match &upstream {
+                                // Its upstream ended otherwise: the parent's answer is not
+                                // carried over, a new signal is waited for.
+                                Some(u)
+                                    if s.tool.as_deref() == Some("signal")
+                                        && s.deps.iter().all(|d| self.outcomes.contains_key(d)) =>
+                                {
+                                    format!("waits for a new signal: upstream step `{u}` changed")
+                                }
                                 Some(u) => {
                                     format!("waits for upstream step `{u}`, which runs live")
                                 }
@@ -1369,8 +1666,9 @@ impl<'a> Replayer<'a> {
             .iter()
             .filter_map(|s| plans.remove(&s.id))
             .collect();
+        let kept: HashSet<&str> = spec.steps.iter().map(|s| s.id.as_str()).collect();
         for p in &self.rec.spec.steps {
-            if !spec.steps.iter().any(|s| s.id == p.id) {
+            if !kept.contains(p.id.as_str()) {
                 steps.push(StepPlan {
                     step: p.id.clone(),
                     reused: false,
@@ -1387,7 +1685,9 @@ impl<'a> Replayer<'a> {
     }
 }
 
-/// The steps of `spec` in an order where each comes after the steps it depends on.
+/// The steps of `spec` in an order where each comes after the steps it depends on (in the
+/// flow's order where it is free). Iterative: a chain of ten thousand steps is no deeper than
+/// one.
 fn topological(spec: &FlowSpec) -> Vec<usize> {
     let index: HashMap<&str, usize> = spec
         .steps
@@ -1397,26 +1697,29 @@ fn topological(spec: &FlowSpec) -> Vec<usize> {
         .collect();
     let mut seen = vec![false; spec.steps.len()];
     let mut order = Vec::with_capacity(spec.steps.len());
-    fn visit(
-        i: usize,
-        spec: &FlowSpec,
-        index: &HashMap<&str, usize>,
-        seen: &mut [bool],
-        order: &mut Vec<usize>,
-    ) {
-        if seen[i] {
-            return;
+    // (step, how many of its deps were looked at)
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    for start in 0..spec.steps.len() {
+        if seen[start] {
+            continue;
         }
-        seen[i] = true;
-        for d in &spec.steps[i].deps {
-            if let Some(&j) = index.get(d.as_str()) {
-                visit(j, spec, index, seen, order);
+        seen[start] = true;
+        stack.push((start, 0));
+        while let Some(&mut (i, ref mut next)) = stack.last_mut() {
+            let deps = &spec.steps[i].deps;
+            if let Some(d) = deps.get(*next) {
+                *next += 1;
+                if let Some(&j) = index.get(d.as_str())
+                    && !seen[j]
+                {
+                    seen[j] = true;
+                    stack.push((j, 0));
+                }
+            } else {
+                order.push(i);
+                stack.pop();
             }
         }
-        order.push(i);
-    }
-    for i in 0..spec.steps.len() {
-        visit(i, spec, &index, &mut seen, &mut order);
     }
     order
 }

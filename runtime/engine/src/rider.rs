@@ -182,6 +182,7 @@ pub(crate) async fn begin(
             Durability::Fast => "fast".into(),
             Durability::Durable => "durable".into(),
         },
+        rerun: reuse.is_some_and(Reuse::is_rerun),
     };
     // The run and its `run_started` are committed together: a crash can never leave a run
     // that has no beginning to resume from.
@@ -316,6 +317,19 @@ pub async fn resume_deciding(
         )));
     }
     let redrive = matches!(folded.finished.as_deref(), Some("failed" | "canceled"));
+    // A fork or rerun goes on reusing its parent's record after a park or a crash.
+    let reuse = match &row.parent {
+        Some(parent) => {
+            match Reuse::resumed(store.as_ref(), parent, spec.clone(), started.rerun, &folded) {
+                Ok(reuse) => reuse,
+                Err(refusal) => {
+                    give_back(&store, &lease, row.status).await;
+                    return Err(refusal);
+                }
+            }
+        }
+        None => None,
+    };
     let mut machine = Machine::new(Setup {
         run_id: lease.run.clone(),
         spec,
@@ -339,7 +353,10 @@ pub async fn resume_deciding(
         },
         by: format!("{}:{}", deps.owner.host, deps.owner.pid),
     };
-    drive(deps, cfg, lease, machine, first).await
+    match &reuse {
+        Some(reuse) => drive_reusing(deps, cfg, lease, machine, first, Some(reuse)).await,
+        None => drive(deps, cfg, lease, machine, first).await,
+    }
 }
 
 /// What a resume rebuilds from the store once it holds the run: the folded journal, how the

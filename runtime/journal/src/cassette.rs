@@ -318,6 +318,7 @@ impl Cassette {
             cwd: String::new(),
             source: self.source.clone(),
             durability: "fast".into(),
+            rerun: false,
         };
         b.push(started_at, Event::RunStarted(started.clone()));
         // A tool step ends with its last call: per step, the latest result of each element.

@@ -218,6 +218,13 @@ impl Folded {
         hole.map_or(Ok(()), Err)
     }
 
+    /// Folds in one event held in memory, as it happened at `at` (a replay folds what its
+    /// machine records as it goes, so a park or redrive resumes without a second pass).
+    pub fn push(&mut self, at: i64, event: Event) {
+        self.events += 1;
+        self.apply(at, event);
+    }
+
     fn apply(&mut self, at: i64, event: Event) {
         if let Some(step) = call_step(&event)
             && self.done.contains(step)
@@ -463,8 +470,7 @@ fn view_step(views: &mut BTreeMap<String, StepView>, row: &EventRow, event: &Eve
 pub fn fold_events(events: impl IntoIterator<Item = (i64, Event)>) -> Folded {
     let mut folded = Folded::default();
     for (at, event) in events {
-        folded.events += 1;
-        folded.apply(at, event);
+        folded.push(at, event);
     }
     folded
 }

@@ -245,6 +245,10 @@ pub struct RunStarted {
     pub source: Option<String>,
     /// `fast` or `durable`.
     pub durability: String,
+    /// Set on a rerun (`reel replay --rerun`): the run replays its parent's reads and makes
+    /// its effects again. Absent otherwise, so other runs' records are as they were.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rerun: bool,
 }
 
 fn opt_index(i: Option<u32>) -> Value {
