@@ -4,18 +4,26 @@
 //! tower-lsp-server runs handlers concurrently, interleaving them at `.await`; so `did_open` and
 //! `did_change` set the salsa input before their first `.await`, which keeps edits in arrival
 //! order, and no lock is ever held across an `.await`.
+//!
+//! A request made stale stops working: an edit (a salsa write) cancels every snapshot in use,
+//! and a request the client cancels (`$/cancelRequest`, which drops its future) cancels its own
+//! snapshot through its token; either way the work unwinds at its next query and the request
+//! answers `ContentModified` (or the client's cancellation). Diagnostics are computed by one
+//! task, always for the latest version of a document: an edit marks the document due and wakes
+//! it, and a computation an edit cancelled is redone for the newer text, so a burst of edits
+//! queues nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use reel_compiler::queries::line_index;
 use reel_compiler::{RootDb, SourceFile, file_diagnostics};
 use reel_store::Clock;
-use salsa::Setter;
+use salsa::{Database as _, Setter};
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::lsp_types::*;
 use tower_lsp_server::{Client, LanguageServer, UriExt};
@@ -49,10 +57,55 @@ struct State {
     docs: HashMap<Uri, Doc>,
 }
 
+/// The documents whose diagnostics are due, and the signal that wakes the task publishing them.
+#[derive(Default)]
+struct Due {
+    docs: Mutex<HashSet<Uri>>,
+    wake: tokio::sync::Notify,
+}
+
+impl Due {
+    /// Marks `uri` due and wakes the publisher (a wake-up sent while it works is kept).
+    fn mark(&self, uri: Uri) {
+        self.docs
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uri);
+        self.wake.notify_one();
+    }
+
+    /// A document that is due, no longer marked.
+    fn take(&self) -> Option<Uri> {
+        let mut docs = self.docs.lock().unwrap_or_else(|p| p.into_inner());
+        let uri = docs.iter().next().cloned()?;
+        docs.remove(&uri);
+        Some(uri)
+    }
+}
+
+/// The last full semantic tokens answered for each document, by result id, for deltas.
+type KeptTokens = Mutex<HashMap<Uri, (String, Arc<Vec<SemanticToken>>)>>;
+
+/// Cancels a request's snapshot when the request's future is dropped before its work finished
+/// (the client sent `$/cancelRequest`, and tower-lsp-server dropped the handler).
+struct CancelOnDrop(Option<salsa::CancellationToken>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(token) = self.0.take() {
+            token.cancel();
+        }
+    }
+}
+
 /// The language server of one editor session.
 pub struct Backend {
     client: Client,
     state: Arc<Mutex<State>>,
+    due: Arc<Due>,
+    publisher: std::sync::Once,
+    kept_tokens: KeptTokens,
+    next_tokens: AtomicU64,
     stores: Stores,
     pins: Pins,
     views: Views,
@@ -69,6 +122,10 @@ impl Backend {
         Backend {
             client,
             state: Arc::default(),
+            due: Arc::default(),
+            publisher: std::sync::Once::new(),
+            kept_tokens: Mutex::default(),
+            next_tokens: AtomicU64::new(1),
             stores: Stores::new(given.reel_home),
             clock: given.clock,
             pins: Pins::default(),
@@ -80,9 +137,15 @@ impl Backend {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the database half-written (setters are
-        // atomic), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
+    }
+
+    /// Starts the task that publishes diagnostics (once).
+    fn start_publisher(&self) {
+        self.publisher.call_once(|| {
+            let (state, client, due) = (self.state.clone(), self.client.clone(), self.due.clone());
+            tokio::spawn(publish_loop(state, client, due));
+        });
     }
 
     /// Sets the text of `uri` (creating its input on first sight). Synchronous on purpose.
@@ -140,67 +203,103 @@ impl Backend {
         doc.version = version;
     }
 
-    /// Runs `f` on a snapshot of the database for `uri`, off the async threads; `Ok(None)` when
-    /// the document is not open, `ContentModified` when an edit cancelled it.
+    /// Runs `f` on a snapshot of the database for `uri` (see [`query`]).
     async fn query<T: Send + 'static>(
         &self,
         uri: &Uri,
         f: impl FnOnce(&Ctx<'_>) -> T + Send + 'static,
     ) -> Result<Option<T>> {
-        let (db, file) = {
-            let state = self.lock();
-            let Some(doc) = state.docs.get(uri) else {
-                return Ok(None);
-            };
-            (state.db.clone(), doc.file)
-        };
-        let joined = tokio::task::spawn_blocking(move || {
-            salsa::Cancelled::catch(AssertUnwindSafe(|| f(&Ctx::new(&db, file))))
-        })
-        .await;
-        match joined {
-            Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err(_)) => Err(Error {
-                code: ErrorCode::ContentModified,
-                message: "the document changed; ask again".into(),
-                data: None,
-            }),
-            Err(e) => Err(Error {
-                code: ErrorCode::InternalError,
-                message: format!("the request failed: {e}").into(),
-                data: None,
-            }),
-        }
+        query(&self.state, uri, f).await
     }
 
-    async fn publish(&self, uri: Uri) {
-        // The version before the snapshot: if it is still current after the query, nothing was
-        // set in between, so the diagnostics are of that version; otherwise a later edit
-        // publishes its own.
-        let Some(version) = self.version(&uri) else {
-            return;
+    /// The semantic tokens of `uri`, kept under a new result id for the next delta.
+    async fn full_tokens(&self, uri: &Uri) -> Result<Option<(String, Arc<Vec<SemanticToken>>)>> {
+        let Some(data) = self
+            .query(uri, |cx| Arc::new(tokens::semantic_tokens(cx)))
+            .await?
+        else {
+            return Ok(None);
         };
-        let for_uri = uri.clone();
-        let Ok(Some(diags)) = self
-            .query(&uri, move |cx| {
+        let id = self.next_tokens.fetch_add(1, Ordering::Relaxed).to_string();
+        self.kept_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uri.clone(), (id.clone(), data.clone()));
+        Ok(Some((id, data)))
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock cannot leave the database half-written (setters are
+    // atomic), so a poisoned lock is still usable.
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `f` on a snapshot of the database for `uri`, off the async threads; `Ok(None)` when the
+/// document is not open, `ContentModified` when an edit cancelled it. Dropped before it is done
+/// (the client cancelled the request), it cancels the snapshot, so the work stops too.
+async fn query<T: Send + 'static>(
+    state: &Mutex<State>,
+    uri: &Uri,
+    f: impl FnOnce(&Ctx<'_>) -> T + Send + 'static,
+) -> Result<Option<T>> {
+    let (db, file) = {
+        let state = lock(state);
+        let Some(doc) = state.docs.get(uri) else {
+            return Ok(None);
+        };
+        (state.db.clone(), doc.file)
+    };
+    let mut cancel = CancelOnDrop(Some(db.cancellation_token()));
+    let joined = tokio::task::spawn_blocking(move || {
+        salsa::Cancelled::catch(AssertUnwindSafe(|| f(&Ctx::new(&db, file))))
+    })
+    .await;
+    cancel.0 = None;
+    match joined {
+        Ok(Ok(v)) => Ok(Some(v)),
+        Ok(Err(_)) => Err(Error {
+            code: ErrorCode::ContentModified,
+            message: "the document changed; ask again".into(),
+            data: None,
+        }),
+        Err(e) => Err(Error {
+            code: ErrorCode::InternalError,
+            message: format!("the request failed: {e}").into(),
+            data: None,
+        }),
+    }
+}
+
+fn version(state: &Mutex<State>, uri: &Uri) -> Option<i32> {
+    lock(state).docs.get(uri).map(|d| d.version)
+}
+
+/// Publishes the diagnostics of the documents marked due, one at a time, each for its latest
+/// version: computed on a snapshot, published only if no edit came in between (the edit that
+/// came marked the document due again, and its own computation follows).
+async fn publish_loop(state: Arc<Mutex<State>>, client: Client, due: Arc<Due>) {
+    loop {
+        due.wake.notified().await;
+        while let Some(uri) = due.take() {
+            let Some(version) = version(&state, &uri) else {
+                continue;
+            };
+            let for_uri = uri.clone();
+            let Ok(Some(diags)) = query(&state, &uri, move |cx| {
                 file_diagnostics(cx.db, cx.file)
                     .iter()
                     .map(|d| to_lsp(d, &cx.lines, &for_uri))
                     .collect::<Vec<_>>()
             })
             .await
-        else {
-            return;
-        };
-        if self.version(&uri) == Some(version) {
-            self.client
-                .publish_diagnostics(uri, diags, Some(version))
-                .await;
+            else {
+                continue;
+            };
+            if self::version(&state, &uri) == Some(version) {
+                client.publish_diagnostics(uri, diags, Some(version)).await;
+            }
         }
-    }
-
-    fn version(&self, uri: &Uri) -> Option<i32> {
-        self.lock().docs.get(uri).map(|d| d.version)
     }
 }
 
@@ -248,6 +347,7 @@ fn workspace_edit(uri: &Uri, edits: Vec<TextEdit>) -> WorkspaceEdit {
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        self.start_publisher();
         let workspace = params.capabilities.workspace;
         let refresh = workspace
             .as_ref()
@@ -300,7 +400,9 @@ impl LanguageServer for Backend {
                     SemanticTokensServerCapabilities::SemanticTokensOptions(
                         SemanticTokensOptions {
                             legend: tokens::legend(),
-                            full: Some(SemanticTokensFullOptions::Bool(true)),
+                            // Deltas and ranges: a big file's tokens are not sent whole per key.
+                            full: Some(SemanticTokensFullOptions::Delta { delta: Some(true) }),
+                            range: Some(true),
                             ..Default::default()
                         },
                     ),
@@ -349,10 +451,54 @@ impl LanguageServer for Backend {
         &self,
         params: SemanticTokensParams,
     ) -> Result<Option<SemanticTokensResult>> {
-        self.query(&params.text_document.uri, |cx| {
-            SemanticTokensResult::Tokens(SemanticTokens {
+        Ok(self
+            .full_tokens(&params.text_document.uri)
+            .await?
+            .map(|(id, data)| {
+                SemanticTokensResult::Tokens(SemanticTokens {
+                    result_id: Some(id),
+                    data: data.to_vec(),
+                })
+            }))
+    }
+
+    async fn semantic_tokens_full_delta(
+        &self,
+        params: SemanticTokensDeltaParams,
+    ) -> Result<Option<SemanticTokensFullDeltaResult>> {
+        let uri = params.text_document.uri;
+        let previous = self
+            .kept_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&uri)
+            .filter(|(id, _)| *id == params.previous_result_id)
+            .map(|(_, data)| data.clone());
+        let Some((id, data)) = self.full_tokens(&uri).await? else {
+            return Ok(None);
+        };
+        Ok(Some(match previous {
+            Some(old) => SemanticTokensFullDeltaResult::TokensDelta(SemanticTokensDelta {
+                result_id: Some(id),
+                edits: tokens::delta(&old, &data),
+            }),
+            // Not the result this server kept last: the whole list.
+            None => SemanticTokensFullDeltaResult::Tokens(SemanticTokens {
+                result_id: Some(id),
+                data: data.to_vec(),
+            }),
+        }))
+    }
+
+    async fn semantic_tokens_range(
+        &self,
+        params: SemanticTokensRangeParams,
+    ) -> Result<Option<SemanticTokensRangeResult>> {
+        let range = params.range;
+        self.query(&params.text_document.uri, move |cx| {
+            SemanticTokensRangeResult::Tokens(SemanticTokens {
                 result_id: None,
-                data: tokens::semantic_tokens(cx),
+                data: tokens::semantic_tokens_in(cx, cx.lines.span(range)),
             })
         })
         .await
@@ -366,8 +512,12 @@ impl LanguageServer for Backend {
             self.views.clone(),
             self.watched.clone(),
         );
+        let range = params.range;
         self.query(&params.text_document.uri, move |cx| {
-            hints::inlay_hints(cx, &uri, &stores, &pins, &views, &watched)
+            // The editor asks for the lines it shows.
+            let mut all = hints::inlay_hints(cx, &uri, &stores, &pins, &views, &watched);
+            all.retain(|h| range.start <= h.position && h.position <= range.end);
+            all
         })
         .await
     }
@@ -449,18 +599,23 @@ impl LanguageServer for Backend {
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let doc = params.text_document;
         self.set_text(&doc.uri, doc.text, doc.version);
-        self.publish(doc.uri).await;
+        self.start_publisher();
+        self.due.mark(doc.uri);
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         let doc = params.text_document;
         self.apply_changes(&doc.uri, params.content_changes, doc.version);
-        self.publish(doc.uri).await;
+        self.due.mark(doc.uri);
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
         self.lock().docs.remove(&uri);
+        self.kept_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&uri);
         self.client.publish_diagnostics(uri, Vec::new(), None).await;
     }
 
@@ -495,12 +650,12 @@ impl LanguageServer for Backend {
         let uri = p.text_document.uri.clone();
         Ok(self
             .query(&p.text_document.uri, move |cx| {
-                let occs = names::occurrences(&cx.parsed().file);
-                let occ = names::at(&occs, cx.lines.offset(p.position))?;
-                let def = names::definition(&occs, &occ.symbol)?;
+                let file = &cx.parsed().file;
+                let occ = names::occurrence_at(file, cx.lines.offset(p.position))?;
+                let def = names::declaration(file, &occ.symbol)?;
                 Some(GotoDefinitionResponse::Scalar(Location::new(
                     uri,
-                    cx.lines.range(def.span),
+                    cx.lines.range(def),
                 )))
             })
             .await?
@@ -513,12 +668,12 @@ impl LanguageServer for Backend {
         let uri = p.text_document.uri.clone();
         Ok(self
             .query(&p.text_document.uri, move |cx| {
-                let occs = names::occurrences(&cx.parsed().file);
-                let occ = names::at(&occs, cx.lines.offset(p.position))?;
-                let symbol = occ.symbol.clone();
+                let file = &cx.parsed().file;
+                let occ = names::occurrence_at(file, cx.lines.offset(p.position))?;
                 Some(
-                    occs.iter()
-                        .filter(|o| o.symbol == symbol && (with_decl || !o.definition))
+                    names::occurrences_of(file, &occ.symbol)
+                        .iter()
+                        .filter(|o| with_decl || !o.definition)
                         .map(|o| Location::new(uri.clone(), cx.lines.range(o.span)))
                         .collect(),
                 )
