@@ -795,3 +795,103 @@ impl LanguageServer for Backend {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    const SRC: &str = "flow f {\n  step a = 1\n  step b = a + 1\n  output b\n}\n";
+
+    fn state_with(text: &str) -> (Arc<Mutex<State>>, Uri) {
+        let uri: Uri = "file:///t.reel".parse().unwrap();
+        let mut state = State::default();
+        let file = SourceFile::new(&state.db, "t.reel".into(), ".".into(), text.into());
+        state.docs.insert(uri.clone(), Doc { file, version: 1 });
+        (Arc::new(Mutex::new(state)), uri)
+    }
+
+    /// Says, when dropped, whether the work it stands for got to its end.
+    struct Finished(mpsc::Sender<bool>, bool);
+
+    impl Drop for Finished {
+        fn drop(&mut self) {
+            let _ = self.0.send(self.1);
+        }
+    }
+
+    /// A request whose work waits for `go` and then asks the checker for the diagnostics; the
+    /// channels it returns say when the work started and whether it finished.
+    fn held_request(
+        state: &Arc<Mutex<State>>,
+        uri: &Uri,
+    ) -> (
+        tokio::task::JoinHandle<Result<Option<()>>>,
+        mpsc::Receiver<()>,
+        mpsc::Sender<()>,
+        mpsc::Receiver<bool>,
+    ) {
+        let (started_tx, started) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let (done_tx, done) = mpsc::channel();
+        let (state, uri) = (state.clone(), uri.clone());
+        let task = tokio::spawn(async move {
+            query(&state, &uri, move |cx| {
+                let mut finished = Finished(done_tx, false);
+                started_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                let _ = file_diagnostics(cx.db, cx.file);
+                finished.1 = true;
+            })
+            .await
+        });
+        (task, started, go, done)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_the_client_cancels_stops_its_work() {
+        let (state, uri) = state_with(SRC);
+        let (task, started, go, done) = held_request(&state, &uri);
+        started.recv().unwrap();
+        // What tower-lsp-server does on `$/cancelRequest`: drop the request's future.
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        go.send(()).unwrap();
+        assert_eq!(done.recv_timeout(Duration::from_secs(30)), Ok(false));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_an_edit_made_stale_answers_content_modified() {
+        let (state, uri) = state_with(SRC);
+        let (task, started, go, done) = held_request(&state, &uri);
+        started.recv().unwrap();
+        // The edit waits for the request's snapshot; the request stops at its next query.
+        let edit = {
+            let state = state.clone();
+            let uri = uri.clone();
+            std::thread::spawn(move || {
+                let mut state = lock(&state);
+                let state = &mut *state;
+                let file = state.docs[&uri].file;
+                file.set_text(&mut state.db)
+                    .to("flow f {\n  output 1\n}\n".into());
+            })
+        };
+        // The edit holds the state's lock while it waits for the snapshot, and raises salsa's
+        // cancellation flag first thing: once it has the lock, give it a moment for that.
+        while state.try_lock().is_ok() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        go.send(()).unwrap();
+        let answer = task.await.unwrap();
+        assert_eq!(
+            answer.map_err(|e| e.code),
+            Err(ErrorCode::ContentModified),
+            "the stale request is not answered from the old text"
+        );
+        assert_eq!(done.recv_timeout(Duration::from_secs(30)), Ok(false));
+        edit.join().unwrap();
+    }
+}

@@ -2,6 +2,7 @@
 //! as an editor does.
 
 mod deep;
+mod editing;
 mod features;
 mod malformed;
 mod robustness;
