@@ -1,6 +1,7 @@
 //! Semantic tokens: keywords, steps, inputs (and secrets, env names), strings, numbers,
 //! durations, comments, builtin functions and tools, from the lexer and the name table.
 
+use reel_compiler::queries::file_layout;
 use reel_syntax::Span;
 use reel_syntax::ast::{ExprKind, Item};
 use reel_syntax::token::Token;
@@ -8,8 +9,6 @@ use tower_lsp_server::lsp_types::{
     Position, SemanticToken, SemanticTokenModifier, SemanticTokenType, SemanticTokensEdit,
     SemanticTokensLegend,
 };
-
-use reel_compiler::queries::file_layout;
 
 use super::Ctx;
 use super::names::{self, Kind};
@@ -90,10 +89,15 @@ pub fn semantic_tokens_in(cx: &Ctx<'_>, span: Span) -> Vec<SemanticToken> {
                     .members
                     .partition_point(|m| (m.span().end as usize) < from);
                 let mut found = Vec::new();
-                for m in f.members[first..]
+                for (i, m) in f.members[first..]
                     .iter()
                     .take_while(|m| (m.span().start as usize) < to)
+                    .enumerate()
                 {
+                    // The full list walks every member: an edit stops it on the way.
+                    if i % 256 == 255 {
+                        cx.db.unwind_if_revision_cancelled();
+                    }
                     names::member_occurrences(idx, &steps, m, &mut found);
                     for e in reel_syntax::visit::member_exprs(m) {
                         reel_syntax::visit::walk_expr(e, &mut |e| {

@@ -39,13 +39,13 @@ pub fn file_syntax(db: &dyn Db, file: SourceFile) -> Parsed {
     let layout = file_layout(db, file);
     let mut items = Vec::with_capacity(layout.order.len());
     for &(kind, i) in &layout.order {
-        // A long file is many groups: let an edit stop the copy between two.
-        db.unwind_if_revision_cancelled();
         match kind {
             ItemKind::Flow => {
                 let f = &layout.flows[i];
                 let mut members = Vec::new();
                 for (offset, group) in &f.groups {
+                    // A long flow is many groups: an edit stops the copy between two.
+                    db.unwind_if_revision_cancelled();
                     members.extend(group.members().iter().map(|m| {
                         let mut m = m.clone();
                         member_spans_mut(&mut m, &mut |s: &mut Span| *s = s.shifted(*offset));
