@@ -452,8 +452,9 @@ fn typing(reel: &Path, steps: usize, key: Duration, alone: usize) {
             pending.insert(id, (name, Instant::now()));
         }
         let next = last_key + key;
-        while let Some(m) = server.receive_until(next) {
+        while let Some((at, m)) = server.receive_until(next) {
             note(
+                at,
                 &m,
                 &uri,
                 &mut pending,
@@ -467,16 +468,17 @@ fn typing(reel: &Path, steps: usize, key: Duration, alone: usize) {
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut last_diagnostics = None;
     while (last_diagnostics.is_none() || !pending.is_empty()) && Instant::now() < deadline {
-        let Some(m) = server.receive_until(deadline) else {
+        let Some((at, m)) = server.receive_until(deadline) else {
             break;
         };
         if m["method"] == "textDocument/publishDiagnostics"
             && m["params"]["version"] == json!(version)
             && last_diagnostics.is_none()
         {
-            last_diagnostics = Some(last_key.elapsed());
+            last_diagnostics = Some(at - last_key);
         }
         note(
+            at,
             &m,
             &uri,
             &mut pending,
@@ -529,6 +531,7 @@ fn typing(reel: &Path, steps: usize, key: Duration, alone: usize) {
 
 /// Records one message of the typing measurement: an answer (with its latency), or a publish.
 fn note(
+    at: Instant,
     m: &Value,
     uri: &str,
     pending: &mut HashMap<i64, (&'static str, Instant)>,
@@ -550,7 +553,7 @@ fn note(
     let Some((name, sent)) = pending.remove(&id) else {
         return;
     };
-    tallies.entry(name).or_default().add(sent.elapsed(), m);
+    tallies.entry(name).or_default().add(at - sent, m);
     if let Some(result_id) = m["result"]["resultId"].as_str() {
         *tokens_id = Some(result_id.to_string());
     }
@@ -662,7 +665,9 @@ fn file_uri(path: &Path) -> String {
 struct Server {
     child: Child,
     stdin: ChildStdin,
-    incoming: Receiver<Value>,
+    /// The server's messages with when they arrived (stamped on a thread of their own, so
+    /// that a busy driver does not make them look late).
+    incoming: Receiver<(Instant, Value)>,
     next_id: i64,
 }
 
@@ -679,7 +684,15 @@ impl Server {
             .expect("reel lsp starts");
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let incoming = incoming(stdout);
+        let raw = incoming(stdout);
+        let (stamp, incoming) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            while let Ok(m) = raw.recv() {
+                if stamp.send((Instant::now(), m)).is_err() {
+                    break;
+                }
+            }
+        });
         let mut server = Server {
             child,
             stdin,
@@ -718,15 +731,16 @@ impl Server {
         id
     }
 
-    /// The next message if one comes before `deadline` (requests from the server are answered).
-    fn receive_until(&mut self, deadline: Instant) -> Option<Value> {
+    /// The next message and when it arrived, if one comes before `deadline` (requests from
+    /// the server are answered).
+    fn receive_until(&mut self, deadline: Instant) -> Option<(Instant, Value)> {
         let wait = deadline.saturating_duration_since(Instant::now());
-        let m = self.incoming.recv_timeout(wait).ok()?;
+        let (at, m) = self.incoming.recv_timeout(wait).ok()?;
         if m.get("method").is_some() && m.get("id").is_some() {
             let id = m["id"].clone();
             self.send(json!({ "jsonrpc": "2.0", "id": id, "result": null }));
         }
-        Some(m)
+        Some((at, m))
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
@@ -740,7 +754,7 @@ impl Server {
     }
 
     fn receive(&mut self, waiting_for: &str) -> Value {
-        let m = self
+        let (_, m) = self
             .incoming
             .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|e| panic!("no answer to `{waiting_for}`: {e}"));
