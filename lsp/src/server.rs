@@ -821,17 +821,17 @@ mod tests {
         }
     }
 
-    /// A request whose work waits for `go` and then asks the checker for the diagnostics; the
-    /// channels it returns say when the work started and whether it finished.
-    fn held_request(
-        state: &Arc<Mutex<State>>,
-        uri: &Uri,
-    ) -> (
+    /// A request held at its start: the task answering it, a channel saying when its work has
+    /// started, the one that lets it go on, and the one saying whether it finished.
+    type Held = (
         tokio::task::JoinHandle<Result<Option<()>>>,
         mpsc::Receiver<()>,
         mpsc::Sender<()>,
         mpsc::Receiver<bool>,
-    ) {
+    );
+
+    /// A request whose work waits for `go` and then asks the checker for the diagnostics.
+    fn held_request(state: &Arc<Mutex<State>>, uri: &Uri) -> Held {
         let (started_tx, started) = mpsc::channel();
         let (go, go_rx) = mpsc::channel::<()>();
         let (done_tx, done) = mpsc::channel();

@@ -375,7 +375,7 @@ mod tests {
                 format!(
                     "{}{}",
                     &text[..middle],
-                    &text[middle..].splitn(2, '\n').nth(1).unwrap_or("")
+                    text[middle..].split_once('\n').map_or("", |(_, rest)| rest)
                 ),
                 text.replacen('1', "12345", 1),
                 text.clone(),
