@@ -48,6 +48,8 @@ const PICKER_RUNS: usize = 50;
 struct Doc {
     file: SourceFile,
     version: i32,
+    /// The last version whose diagnostics were published.
+    published: Option<i32>,
 }
 
 /// The database and the open documents.
@@ -57,29 +59,65 @@ struct State {
     docs: HashMap<Uri, Doc>,
 }
 
-/// The documents whose diagnostics are due, and the signal that wakes the task publishing them.
+/// The documents whose diagnostics are due or being computed, the signal that wakes the task
+/// publishing them, and the one it gives when it is done with a document.
 #[derive(Default)]
 struct Due {
-    docs: Mutex<HashSet<Uri>>,
+    docs: Mutex<DueDocs>,
     wake: tokio::sync::Notify,
+    settled: tokio::sync::Notify,
+}
+
+/// What the publisher has to do, and what it is doing.
+#[derive(Default)]
+struct DueDocs {
+    due: HashSet<Uri>,
+    running: Option<Uri>,
 }
 
 impl Due {
+    fn docs(&self) -> MutexGuard<'_, DueDocs> {
+        self.docs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Marks `uri` due and wakes the publisher (a wake-up sent while it works is kept).
     fn mark(&self, uri: Uri) {
-        self.docs
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(uri);
+        self.docs().due.insert(uri);
         self.wake.notify_one();
     }
 
-    /// A document that is due, no longer marked.
+    /// A document that is due, now the one being computed.
     fn take(&self) -> Option<Uri> {
-        let mut docs = self.docs.lock().unwrap_or_else(|p| p.into_inner());
-        let uri = docs.iter().next().cloned()?;
-        docs.remove(&uri);
+        let mut docs = self.docs();
+        let uri = docs.due.iter().next().cloned()?;
+        docs.due.remove(&uri);
+        docs.running = Some(uri.clone());
         Some(uri)
+    }
+
+    /// The publisher is done with the document it took.
+    fn done(&self) {
+        self.docs().running = None;
+        self.settled.notify_waiters();
+    }
+
+    /// Whether the diagnostics of `uri`'s latest version are still to be published.
+    fn busy(&self, uri: &Uri) -> bool {
+        let docs = self.docs();
+        docs.due.contains(uri) || docs.running.as_ref() == Some(uri)
+    }
+
+    /// Waits until the diagnostics of `uri`'s latest version are published (or were not,
+    /// because the document closed).
+    async fn settled(&self, uri: &Uri) {
+        loop {
+            // Made before the check, so a `done` between the two is not missed.
+            let settled = self.settled.notified();
+            if !self.busy(uri) {
+                return;
+            }
+            settled.await;
+        }
     }
 }
 
@@ -156,11 +194,19 @@ impl Backend {
             Some(doc) => {
                 doc.file.set_text(&mut state.db).to(text.into());
                 doc.version = version;
+                doc.published = None;
             }
             None => {
                 let (path, tool_dir) = paths(uri);
                 let file = SourceFile::new(&state.db, path, tool_dir, text.into());
-                state.docs.insert(uri.clone(), Doc { file, version });
+                state.docs.insert(
+                    uri.clone(),
+                    Doc {
+                        file,
+                        version,
+                        published: None,
+                    },
+                );
             }
         }
     }
@@ -203,12 +249,15 @@ impl Backend {
         doc.version = version;
     }
 
-    /// Runs `f` on a snapshot of the database for `uri` (see [`query`]).
+    /// Runs `f` on a snapshot of the database for `uri` (see [`query`]), once the diagnostics
+    /// of its latest version are published: after a key, the editor sees its mistakes first,
+    /// and the requests then share what the check computed.
     async fn query<T: Send + 'static>(
         &self,
         uri: &Uri,
         f: impl FnOnce(&Ctx<'_>) -> T + Send + 'static,
     ) -> Result<Option<T>> {
+        self.due.settled(uri).await;
         query(&self.state, uri, f).await
     }
 
@@ -271,10 +320,6 @@ async fn query<T: Send + 'static>(
     }
 }
 
-fn version(state: &Mutex<State>, uri: &Uri) -> Option<i32> {
-    lock(state).docs.get(uri).map(|d| d.version)
-}
-
 /// Publishes the diagnostics of the documents marked due, one at a time, each for its latest
 /// version: computed on a snapshot, published only if no edit came in between (the edit that
 /// came marked the document due again, and its own computation follows).
@@ -282,24 +327,43 @@ async fn publish_loop(state: Arc<Mutex<State>>, client: Client, due: Arc<Due>) {
     loop {
         due.wake.notified().await;
         while let Some(uri) = due.take() {
-            let Some(version) = version(&state, &uri) else {
-                continue;
-            };
-            let for_uri = uri.clone();
-            let Ok(Some(diags)) = query(&state, &uri, move |cx| {
-                file_diagnostics(cx.db, cx.file)
-                    .iter()
-                    .map(|d| to_lsp(d, &cx.lines, &for_uri))
-                    .collect::<Vec<_>>()
-            })
-            .await
-            else {
-                continue;
-            };
-            if self::version(&state, &uri) == Some(version) {
-                client.publish_diagnostics(uri, diags, Some(version)).await;
-            }
+            publish_one(&state, &client, uri).await;
+            due.done();
         }
+    }
+}
+
+/// Computes and publishes the diagnostics of `uri`'s current version, unless an edit comes first.
+async fn publish_one(state: &Mutex<State>, client: &Client, uri: Uri) {
+    // An edit that came while this version was being published marked it due again.
+    let Some(version) = lock(state)
+        .docs
+        .get(&uri)
+        .filter(|d| d.published != Some(d.version))
+        .map(|d| d.version)
+    else {
+        return;
+    };
+    let for_uri = uri.clone();
+    let Ok(Some(diags)) = query(state, &uri, move |cx| {
+        file_diagnostics(cx.db, cx.file)
+            .iter()
+            .map(|d| to_lsp(d, &cx.lines, &for_uri))
+            .collect::<Vec<_>>()
+    })
+    .await
+    else {
+        return;
+    };
+    let current = match lock(state).docs.get_mut(&uri) {
+        Some(doc) if doc.version == version => {
+            doc.published = Some(version);
+            true
+        }
+        _ => false,
+    };
+    if current {
+        client.publish_diagnostics(uri, diags, Some(version)).await;
     }
 }
 
@@ -808,7 +872,14 @@ mod tests {
         let uri: Uri = "file:///t.reel".parse().unwrap();
         let mut state = State::default();
         let file = SourceFile::new(&state.db, "t.reel".into(), ".".into(), text.into());
-        state.docs.insert(uri.clone(), Doc { file, version: 1 });
+        state.docs.insert(
+            uri.clone(),
+            Doc {
+                file,
+                version: 1,
+                published: None,
+            },
+        );
         (Arc::new(Mutex::new(state)), uri)
     }
 

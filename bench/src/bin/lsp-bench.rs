@@ -466,7 +466,11 @@ fn typing(reel: &Path, steps: usize, key: Duration, alone: usize) {
     }
     // After the last key: its diagnostics, and the answers to its requests.
     let deadline = Instant::now() + Duration::from_secs(120);
-    let mut last_diagnostics = None;
+    // The last version's diagnostics may have come before its key's window ended.
+    let mut last_diagnostics = published
+        .iter()
+        .find(|(v, _)| *v == version as i64)
+        .map(|(_, at)| *at - last_key);
     while (last_diagnostics.is_none() || !pending.is_empty()) && Instant::now() < deadline {
         let Some((at, m)) = server.receive_until(deadline) else {
             break;
