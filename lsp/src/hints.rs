@@ -362,8 +362,7 @@ pub fn step_details(
     pins: &Pins,
     views: &Views,
 ) -> Option<String> {
-    let occs = names::occurrences(&cx.parsed().file);
-    let occ = names::at(&occs, offset)?;
+    let occ = names::occurrence_at(&cx.parsed().file, offset)?;
     if occ.symbol.kind != Kind::Step {
         return None;
     }

@@ -61,7 +61,11 @@ pub async fn serve_stdio(given: Capabilities) {
     let (replies, replies_rx) = tokio::sync::mpsc::unbounded_channel();
     let input = tokio::spawn(stdio::guard_input(stdio::read_stdin(), to_server, replies));
     let serve = async {
+        // Room for every request an editor has in flight: with tower-lsp-server's default of 4,
+        // a few slow requests held back the next edit and the `$/cancelRequest`s that would
+        // have stopped them.
         Server::new(server_in, server_out, socket)
+            .concurrency_level(64)
             .serve(service)
             .await;
     };

@@ -4,18 +4,26 @@
 //! tower-lsp-server runs handlers concurrently, interleaving them at `.await`; so `did_open` and
 //! `did_change` set the salsa input before their first `.await`, which keeps edits in arrival
 //! order, and no lock is ever held across an `.await`.
+//!
+//! A request made stale stops working: an edit (a salsa write) cancels every snapshot in use,
+//! and a request the client cancels (`$/cancelRequest`, which drops its future) cancels its own
+//! snapshot through its token; either way the work unwinds at its next query and the request
+//! answers `ContentModified` (or the client's cancellation). Diagnostics are computed by one
+//! task, always for the latest version of a document: an edit marks the document due and wakes
+//! it, and a computation an edit cancelled is redone for the newer text, so a burst of edits
+//! queues nothing.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use reel_compiler::queries::line_index;
 use reel_compiler::{RootDb, SourceFile, file_diagnostics};
 use reel_store::Clock;
-use salsa::Setter;
+use salsa::{Database as _, Setter};
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
 use tower_lsp_server::lsp_types::*;
 use tower_lsp_server::{Client, LanguageServer, UriExt};
@@ -35,6 +43,8 @@ use crate::runs::{Pins, Stores, Views};
 struct Doc {
     file: SourceFile,
     version: i32,
+    /// The last version whose diagnostics were published.
+    published: Option<i32>,
 }
 
 /// The database and the open documents.
@@ -44,10 +54,91 @@ struct State {
     docs: HashMap<Uri, Doc>,
 }
 
+/// The documents whose diagnostics are due or being computed, the signal that wakes the task
+/// publishing them, and the one it gives when it is done with a document.
+#[derive(Default)]
+struct Due {
+    docs: Mutex<DueDocs>,
+    wake: tokio::sync::Notify,
+    settled: tokio::sync::Notify,
+}
+
+/// What the publisher has to do, and what it is doing.
+#[derive(Default)]
+struct DueDocs {
+    due: HashSet<Uri>,
+    running: Option<Uri>,
+}
+
+impl Due {
+    fn docs(&self) -> MutexGuard<'_, DueDocs> {
+        self.docs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Marks `uri` due and wakes the publisher (a wake-up sent while it works is kept).
+    fn mark(&self, uri: Uri) {
+        self.docs().due.insert(uri);
+        self.wake.notify_one();
+    }
+
+    /// A document that is due, now the one being computed.
+    fn take(&self) -> Option<Uri> {
+        let mut docs = self.docs();
+        let uri = docs.due.iter().next().cloned()?;
+        docs.due.remove(&uri);
+        docs.running = Some(uri.clone());
+        Some(uri)
+    }
+
+    /// The publisher is done with the document it took.
+    fn done(&self) {
+        self.docs().running = None;
+        self.settled.notify_waiters();
+    }
+
+    /// Whether the diagnostics of `uri`'s latest version are still to be published.
+    fn busy(&self, uri: &Uri) -> bool {
+        let docs = self.docs();
+        docs.due.contains(uri) || docs.running.as_ref() == Some(uri)
+    }
+
+    /// Waits until the diagnostics of `uri`'s latest version are published (or were not,
+    /// because the document closed).
+    async fn settled(&self, uri: &Uri) {
+        loop {
+            // Made before the check, so a `done` between the two is not missed.
+            let settled = self.settled.notified();
+            if !self.busy(uri) {
+                return;
+            }
+            settled.await;
+        }
+    }
+}
+
+/// The last full semantic tokens answered for each document, by result id, for deltas.
+type KeptTokens = Mutex<HashMap<Uri, (String, Arc<Vec<SemanticToken>>)>>;
+
+/// Cancels a request's snapshot when the request's future is dropped before its work finished
+/// (the client sent `$/cancelRequest`, and tower-lsp-server dropped the handler).
+struct CancelOnDrop(Option<salsa::CancellationToken>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(token) = self.0.take() {
+            token.cancel();
+        }
+    }
+}
+
 /// The language server of one editor session.
 pub struct Backend {
     client: Client,
     state: Arc<Mutex<State>>,
+    due: Arc<Due>,
+    publisher: std::sync::Once,
+    kept_tokens: KeptTokens,
+    next_tokens: AtomicU64,
     stores: Stores,
     pins: Pins,
     views: Views,
@@ -66,6 +157,10 @@ impl Backend {
         Backend {
             client,
             state: Arc::default(),
+            due: Arc::default(),
+            publisher: std::sync::Once::new(),
+            kept_tokens: Mutex::default(),
+            next_tokens: AtomicU64::new(1),
             stores: Stores::new(given.reel_home.clone())
                 .with_store_url(given.store_url, given.store_auth),
             clock: given.clock,
@@ -80,9 +175,15 @@ impl Backend {
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave the database half-written (setters are
-        // atomic), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.state)
+    }
+
+    /// Starts the task that publishes diagnostics (once).
+    fn start_publisher(&self) {
+        self.publisher.call_once(|| {
+            let (state, client, due) = (self.state.clone(), self.client.clone(), self.due.clone());
+            tokio::spawn(publish_loop(state, client, due));
+        });
     }
 
     /// Sets the text of `uri` (creating its input on first sight). Synchronous on purpose.
@@ -93,11 +194,19 @@ impl Backend {
             Some(doc) => {
                 doc.file.set_text(&mut state.db).to(text.into());
                 doc.version = version;
+                doc.published = None;
             }
             None => {
                 let (path, tool_dir) = paths(uri);
                 let file = SourceFile::new(&state.db, path, tool_dir, text.into());
-                state.docs.insert(uri.clone(), Doc { file, version });
+                state.docs.insert(
+                    uri.clone(),
+                    Doc {
+                        file,
+                        version,
+                        published: None,
+                    },
+                );
             }
         }
     }
@@ -140,67 +249,121 @@ impl Backend {
         doc.version = version;
     }
 
-    /// Runs `f` on a snapshot of the database for `uri`, off the async threads; `Ok(None)` when
-    /// the document is not open, `ContentModified` when an edit cancelled it.
+    /// Runs `f` on a snapshot of the database for `uri` (see [`query`]), once the diagnostics
+    /// of its latest version are published: after a key, the editor sees its mistakes first,
+    /// and the requests then share what the check computed.
     async fn query<T: Send + 'static>(
         &self,
         uri: &Uri,
         f: impl FnOnce(&Ctx<'_>) -> T + Send + 'static,
     ) -> Result<Option<T>> {
-        let (db, file) = {
-            let state = self.lock();
-            let Some(doc) = state.docs.get(uri) else {
-                return Ok(None);
-            };
-            (state.db.clone(), doc.file)
-        };
-        let joined = tokio::task::spawn_blocking(move || {
-            salsa::Cancelled::catch(AssertUnwindSafe(|| f(&Ctx::new(&db, file))))
-        })
-        .await;
-        match joined {
-            Ok(Ok(v)) => Ok(Some(v)),
-            Ok(Err(_)) => Err(Error {
-                code: ErrorCode::ContentModified,
-                message: "the document changed; ask again".into(),
-                data: None,
-            }),
-            Err(e) => Err(Error {
-                code: ErrorCode::InternalError,
-                message: format!("the request failed: {e}").into(),
-                data: None,
-            }),
-        }
+        self.due.settled(uri).await;
+        query(&self.state, uri, f).await
     }
 
-    async fn publish(&self, uri: Uri) {
-        // The version before the snapshot: if it is still current after the query, nothing was
-        // set in between, so the diagnostics are of that version; otherwise a later edit
-        // publishes its own.
-        let Some(version) = self.version(&uri) else {
-            return;
-        };
-        let for_uri = uri.clone();
-        let Ok(Some(diags)) = self
-            .query(&uri, move |cx| {
-                file_diagnostics(cx.db, cx.file)
-                    .iter()
-                    .map(|d| to_lsp(d, &cx.lines, &for_uri))
-                    .collect::<Vec<_>>()
-            })
-            .await
+    /// The semantic tokens of `uri`, kept under a new result id for the next delta.
+    async fn full_tokens(&self, uri: &Uri) -> Result<Option<(String, Arc<Vec<SemanticToken>>)>> {
+        let Some(data) = self
+            .query(uri, |cx| Arc::new(tokens::semantic_tokens(cx)))
+            .await?
         else {
-            return;
+            return Ok(None);
         };
-        if self.version(&uri) == Some(version) {
-            self.client
-                .publish_diagnostics(uri, diags, Some(version))
-                .await;
+        let id = self.next_tokens.fetch_add(1, Ordering::Relaxed).to_string();
+        self.kept_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(uri.clone(), (id.clone(), data.clone()));
+        Ok(Some((id, data)))
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A panic while holding the lock cannot leave the database half-written (setters are
+    // atomic), so a poisoned lock is still usable.
+    state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Runs `f` on a snapshot of the database for `uri`, off the async threads; `Ok(None)` when the
+/// document is not open, `ContentModified` when an edit cancelled it. Dropped before it is done
+/// (the client cancelled the request), it cancels the snapshot, so the work stops too.
+async fn query<T: Send + 'static>(
+    state: &Mutex<State>,
+    uri: &Uri,
+    f: impl FnOnce(&Ctx<'_>) -> T + Send + 'static,
+) -> Result<Option<T>> {
+    let (db, file) = {
+        let state = lock(state);
+        let Some(doc) = state.docs.get(uri) else {
+            return Ok(None);
+        };
+        (state.db.clone(), doc.file)
+    };
+    let mut cancel = CancelOnDrop(Some(db.cancellation_token()));
+    let joined = tokio::task::spawn_blocking(move || {
+        salsa::Cancelled::catch(AssertUnwindSafe(|| f(&Ctx::new(&db, file))))
+    })
+    .await;
+    cancel.0 = None;
+    match joined {
+        Ok(Ok(v)) => Ok(Some(v)),
+        Ok(Err(_)) => Err(Error {
+            code: ErrorCode::ContentModified,
+            message: "the document changed; ask again".into(),
+            data: None,
+        }),
+        Err(e) => Err(Error {
+            code: ErrorCode::InternalError,
+            message: format!("the request failed: {e}").into(),
+            data: None,
+        }),
+    }
+}
+
+/// Publishes the diagnostics of the documents marked due, one at a time, each for its latest
+/// version: computed on a snapshot, published only if no edit came in between (the edit that
+/// came marked the document due again, and its own computation follows).
+async fn publish_loop(state: Arc<Mutex<State>>, client: Client, due: Arc<Due>) {
+    loop {
+        due.wake.notified().await;
+        while let Some(uri) = due.take() {
+            publish_one(&state, &client, uri).await;
+            due.done();
         }
     }
+}
 
-    fn version(&self, uri: &Uri) -> Option<i32> {
-        self.lock().docs.get(uri).map(|d| d.version)
+/// Computes and publishes the diagnostics of `uri`'s current version, unless an edit comes first.
+async fn publish_one(state: &Mutex<State>, client: &Client, uri: Uri) {
+    // An edit that came while this version was being published marked it due again.
+    let Some(version) = lock(state)
+        .docs
+        .get(&uri)
+        .filter(|d| d.published != Some(d.version))
+        .map(|d| d.version)
+    else {
+        return;
+    };
+    let for_uri = uri.clone();
+    let Ok(Some(diags)) = query(state, &uri, move |cx| {
+        file_diagnostics(cx.db, cx.file)
+            .iter()
+            .map(|d| to_lsp(d, &cx.lines, &for_uri))
+            .collect::<Vec<_>>()
+    })
+    .await
+    else {
+        return;
+    };
+    let current = match lock(state).docs.get_mut(&uri) {
+        Some(doc) if doc.version == version => {
+            doc.published = Some(version);
+            true
+        }
+        _ => false,
+    };
+    if current {
+        client.publish_diagnostics(uri, diags, Some(version)).await;
     }
 }
 
@@ -248,6 +411,7 @@ fn workspace_edit(uri: &Uri, edits: Vec<TextEdit>) -> WorkspaceEdit {
 
 impl LanguageServer for Backend {
     async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        self.start_publisher();
         let workspace = params.capabilities.workspace;
         let refresh = workspace
             .as_ref()
@@ -300,7 +464,9 @@ impl LanguageServer for Backend {
                     SemanticTokensServerCapabilities::SemanticTokensOptions(
                         SemanticTokensOptions {
                             legend: tokens::legend(),
-                            full: Some(SemanticTokensFullOptions::Bool(true)),
+                            // Deltas and ranges: a big file's tokens are not sent whole per key.
+                            full: Some(SemanticTokensFullOptions::Delta { delta: Some(true) }),
+                            range: Some(true),
                             ..Default::default()
                         },
                     ),
@@ -349,10 +515,54 @@ impl LanguageServer for Backend {
         &self,
         params: SemanticTokensParams,
     ) -> Result<Option<SemanticTokensResult>> {
-        self.query(&params.text_document.uri, |cx| {
-            SemanticTokensResult::Tokens(SemanticTokens {
+        Ok(self
+            .full_tokens(&params.text_document.uri)
+            .await?
+            .map(|(id, data)| {
+                SemanticTokensResult::Tokens(SemanticTokens {
+                    result_id: Some(id),
+                    data: data.to_vec(),
+                })
+            }))
+    }
+
+    async fn semantic_tokens_full_delta(
+        &self,
+        params: SemanticTokensDeltaParams,
+    ) -> Result<Option<SemanticTokensFullDeltaResult>> {
+        let uri = params.text_document.uri;
+        let previous = self
+            .kept_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&uri)
+            .filter(|(id, _)| *id == params.previous_result_id)
+            .map(|(_, data)| data.clone());
+        let Some((id, data)) = self.full_tokens(&uri).await? else {
+            return Ok(None);
+        };
+        Ok(Some(match previous {
+            Some(old) => SemanticTokensFullDeltaResult::TokensDelta(SemanticTokensDelta {
+                result_id: Some(id),
+                edits: tokens::delta(&old, &data),
+            }),
+            // Not the result this server kept last: the whole list.
+            None => SemanticTokensFullDeltaResult::Tokens(SemanticTokens {
+                result_id: Some(id),
+                data: data.to_vec(),
+            }),
+        }))
+    }
+
+    async fn semantic_tokens_range(
+        &self,
+        params: SemanticTokensRangeParams,
+    ) -> Result<Option<SemanticTokensRangeResult>> {
+        let range = params.range;
+        self.query(&params.text_document.uri, move |cx| {
+            SemanticTokensRangeResult::Tokens(SemanticTokens {
                 result_id: None,
-                data: tokens::semantic_tokens(cx),
+                data: tokens::semantic_tokens_in(cx, cx.lines.span(range)),
             })
         })
         .await
@@ -366,8 +576,12 @@ impl LanguageServer for Backend {
             self.views.clone(),
             self.watched.clone(),
         );
+        let range = params.range;
         self.query(&params.text_document.uri, move |cx| {
-            hints::inlay_hints(cx, &uri, &stores, &pins, &views, &watched)
+            // The editor asks for the lines it shows.
+            let mut all = hints::inlay_hints(cx, &uri, &stores, &pins, &views, &watched);
+            all.retain(|h| range.start <= h.position && h.position <= range.end);
+            all
         })
         .await
     }
@@ -436,18 +650,23 @@ impl LanguageServer for Backend {
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let doc = params.text_document;
         self.set_text(&doc.uri, doc.text, doc.version);
-        self.publish(doc.uri).await;
+        self.start_publisher();
+        self.due.mark(doc.uri);
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         let doc = params.text_document;
         self.apply_changes(&doc.uri, params.content_changes, doc.version);
-        self.publish(doc.uri).await;
+        self.due.mark(doc.uri);
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         let uri = params.text_document.uri;
         self.lock().docs.remove(&uri);
+        self.kept_tokens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&uri);
         self.client.publish_diagnostics(uri, Vec::new(), None).await;
     }
 
@@ -482,12 +701,12 @@ impl LanguageServer for Backend {
         let uri = p.text_document.uri.clone();
         Ok(self
             .query(&p.text_document.uri, move |cx| {
-                let occs = names::occurrences(&cx.parsed().file);
-                let occ = names::at(&occs, cx.lines.offset(p.position))?;
-                let def = names::definition(&occs, &occ.symbol)?;
+                let file = &cx.parsed().file;
+                let occ = names::occurrence_at(file, cx.lines.offset(p.position))?;
+                let def = names::declaration(file, &occ.symbol)?;
                 Some(GotoDefinitionResponse::Scalar(Location::new(
                     uri,
-                    cx.lines.range(def.span),
+                    cx.lines.range(def),
                 )))
             })
             .await?
@@ -500,12 +719,12 @@ impl LanguageServer for Backend {
         let uri = p.text_document.uri.clone();
         Ok(self
             .query(&p.text_document.uri, move |cx| {
-                let occs = names::occurrences(&cx.parsed().file);
-                let occ = names::at(&occs, cx.lines.offset(p.position))?;
-                let symbol = occ.symbol.clone();
+                let file = &cx.parsed().file;
+                let occ = names::occurrence_at(file, cx.lines.offset(p.position))?;
                 Some(
-                    occs.iter()
-                        .filter(|o| o.symbol == symbol && (with_decl || !o.definition))
+                    names::occurrences_of(file, &occ.symbol)
+                        .iter()
+                        .filter(|o| with_decl || !o.definition)
                         .map(|o| Location::new(uri.clone(), cx.lines.range(o.span)))
                         .collect(),
                 )
@@ -638,5 +857,112 @@ impl LanguageServer for Backend {
                 .collect()
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+
+    const SRC: &str = "flow f {\n  step a = 1\n  step b = a + 1\n  output b\n}\n";
+
+    fn state_with(text: &str) -> (Arc<Mutex<State>>, Uri) {
+        let uri: Uri = "file:///t.reel".parse().unwrap();
+        let mut state = State::default();
+        let file = SourceFile::new(&state.db, "t.reel".into(), ".".into(), text.into());
+        state.docs.insert(
+            uri.clone(),
+            Doc {
+                file,
+                version: 1,
+                published: None,
+            },
+        );
+        (Arc::new(Mutex::new(state)), uri)
+    }
+
+    /// Says, when dropped, whether the work it stands for got to its end.
+    struct Finished(mpsc::Sender<bool>, bool);
+
+    impl Drop for Finished {
+        fn drop(&mut self) {
+            let _ = self.0.send(self.1);
+        }
+    }
+
+    /// A request held at its start: the task answering it, a channel saying when its work has
+    /// started, the one that lets it go on, and the one saying whether it finished.
+    type Held = (
+        tokio::task::JoinHandle<Result<Option<()>>>,
+        mpsc::Receiver<()>,
+        mpsc::Sender<()>,
+        mpsc::Receiver<bool>,
+    );
+
+    /// A request whose work waits for `go` and then asks the checker for the diagnostics.
+    fn held_request(state: &Arc<Mutex<State>>, uri: &Uri) -> Held {
+        let (started_tx, started) = mpsc::channel();
+        let (go, go_rx) = mpsc::channel::<()>();
+        let (done_tx, done) = mpsc::channel();
+        let (state, uri) = (state.clone(), uri.clone());
+        let task = tokio::spawn(async move {
+            query(&state, &uri, move |cx| {
+                let mut finished = Finished(done_tx, false);
+                started_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                let _ = file_diagnostics(cx.db, cx.file);
+                finished.1 = true;
+            })
+            .await
+        });
+        (task, started, go, done)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_the_client_cancels_stops_its_work() {
+        let (state, uri) = state_with(SRC);
+        let (task, started, go, done) = held_request(&state, &uri);
+        started.recv().unwrap();
+        // What tower-lsp-server does on `$/cancelRequest`: drop the request's future.
+        task.abort();
+        assert!(task.await.unwrap_err().is_cancelled());
+        go.send(()).unwrap();
+        assert_eq!(done.recv_timeout(Duration::from_secs(30)), Ok(false));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_request_an_edit_made_stale_answers_content_modified() {
+        let (state, uri) = state_with(SRC);
+        let (task, started, go, done) = held_request(&state, &uri);
+        started.recv().unwrap();
+        // The edit waits for the request's snapshot; the request stops at its next query.
+        let edit = {
+            let state = state.clone();
+            let uri = uri.clone();
+            std::thread::spawn(move || {
+                let mut state = lock(&state);
+                let state = &mut *state;
+                let file = state.docs[&uri].file;
+                file.set_text(&mut state.db)
+                    .to("flow f {\n  output 1\n}\n".into());
+            })
+        };
+        // The edit holds the state's lock while it waits for the snapshot, and raises salsa's
+        // cancellation flag first thing: once it has the lock, give it a moment for that.
+        while state.try_lock().is_ok() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        go.send(()).unwrap();
+        let answer = task.await.unwrap();
+        assert_eq!(
+            answer.map_err(|e| e.code),
+            Err(ErrorCode::ContentModified),
+            "the stale request is not answered from the old text"
+        );
+        assert_eq!(done.recv_timeout(Duration::from_secs(30)), Ok(false));
+        edit.join().unwrap();
     }
 }

@@ -3,6 +3,7 @@
 
 mod actions;
 mod deep;
+mod editing;
 mod features;
 mod malformed;
 mod robustness;

@@ -6,7 +6,16 @@
 //! Everything goes through JSON-RPC as an editor sends it (incremental `didChange`s of one
 //! character, as VS Code sends them), so the figures include framing, JSON and the server's
 //! scheduling, not only the compiler.
+//!
+//! `--only typing` drives the server as VS Code does while a new step is typed key by key into a
+//! generated flow of 1,000, 3,000 and 10,000 steps: after each `didChange` the requests VS Code
+//! sends (semantic tokens as a full/delta and a range request, code lenses, folding ranges,
+//! document symbols, inlay hints for the visible range, completion at the cursor and code
+//! actions), the unanswered ones cancelled (`$/cancelRequest`) when the next key comes; then
+//! each request alone on the quiet file. It prints p50/p95 per request and the time from the
+//! last key to the diagnostics of the last version.
 
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::Receiver;
@@ -36,6 +45,18 @@ struct Args {
     /// Inlay hint requests timed.
     #[arg(long, default_value_t = 200)]
     requests: usize,
+    /// Flow sizes (steps) for the typing and request measurements.
+    #[arg(long, value_delimiter = ',', default_value = "1000,3000,10000")]
+    typing_sizes: Vec<usize>,
+    /// Milliseconds between two keys while typing.
+    #[arg(long, default_value_t = 60)]
+    key_ms: u64,
+    /// Times each request is sent alone on the quiet file.
+    #[arg(long, default_value_t = 30)]
+    alone: usize,
+    /// One part only: `edits`, `runs` or `typing` (default: all three).
+    #[arg(long)]
+    only: Option<String>,
 }
 
 fn main() {
@@ -53,16 +74,31 @@ fn main() {
         );
         std::process::exit(2);
     };
-    println!("## reel lsp: edit to diagnostics\n");
-    println!(
-        "| steps | source | open → diagnostics | edit → diagnostics: median | p95 | min | edits |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
-    for &steps in &args.sizes {
-        edit_to_diagnostics(&reel, steps, args.edits);
+    let part = |name: &str| args.only.as_deref().is_none_or(|o| o == name);
+    if part("edits") {
+        println!("## reel lsp: edit to diagnostics\n");
+        println!(
+            "| steps | source | open → diagnostics | edit → diagnostics: median | p95 | min | edits |"
+        );
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for &steps in &args.sizes {
+            edit_to_diagnostics(&reel, steps, args.edits);
+        }
     }
-    println!("\n## reel lsp: past runs\n");
-    past_runs(&reel, args.runs, args.requests);
+    if part("runs") {
+        println!("\n## reel lsp: past runs\n");
+        past_runs(&reel, args.runs, args.requests);
+    }
+    if part("typing") {
+        println!("\n## reel lsp: typing a step with VS Code's requests, and each request alone\n");
+        println!(
+            "A new step (`{TYPED}`) typed key by key, {} ms apart, each key followed by VS Code's requests; the unanswered ones cancelled at the next key.\n",
+            args.key_ms
+        );
+        for &steps in &args.typing_sizes {
+            typing(&reel, steps, Duration::from_millis(args.key_ms), args.alone);
+        }
+    }
 }
 
 /// Opens a generated flow of `steps` steps and times one-character edits to their diagnostics.
@@ -259,6 +295,364 @@ fn row(what: &str, s: &Stats) {
     );
 }
 
+/// The step typed key by key in the typing measurement.
+const TYPED: &str = "  step typed = len(\"abcdef\") + 1";
+
+/// One request of the mix: its row name, method and parameters.
+type Request = (&'static str, &'static str, Value);
+
+/// What one kind of request did: latencies of its answers, and how many were cancelled or failed.
+#[derive(Default)]
+struct Tally {
+    answered: Vec<Duration>,
+    cancelled: usize,
+    failed: usize,
+    unsupported: bool,
+}
+
+impl Tally {
+    fn add(&mut self, took: Duration, answer: &Value) {
+        match answer["error"]["code"].as_i64() {
+            None => self.answered.push(took),
+            // RequestCancelled, ContentModified: the server stopped the request.
+            Some(-32800 | -32801) => self.cancelled += 1,
+            Some(-32601) => self.unsupported = true,
+            Some(_) => self.failed += 1,
+        }
+    }
+
+    fn p50_p95(&self) -> (String, String) {
+        if self.unsupported && self.answered.is_empty() {
+            return ("unsupported".into(), "—".into());
+        }
+        if self.answered.is_empty() {
+            return ("—".into(), "—".into());
+        }
+        let s = Stats::of(&self.answered);
+        (show(s.median), show(s.p95))
+    }
+}
+
+/// The requests VS Code sends after a change: semantic tokens (a delta when it has a result id,
+/// and the visible range), code lenses, folding ranges, symbols, hints for the visible range,
+/// completion at the cursor and code actions there.
+fn vscode_mix(uri: &str, cursor: Value, visible: &Value, tokens_id: Option<&str>) -> Vec<Request> {
+    let doc = json!({ "uri": uri });
+    let tokens = match tokens_id {
+        Some(id) => (
+            "semantic tokens, full/delta",
+            "textDocument/semanticTokens/full/delta",
+            json!({ "textDocument": doc, "previousResultId": id }),
+        ),
+        None => (
+            "semantic tokens, full",
+            "textDocument/semanticTokens/full",
+            json!({ "textDocument": doc }),
+        ),
+    };
+    vec![
+        tokens,
+        (
+            "semantic tokens, range",
+            "textDocument/semanticTokens/range",
+            json!({ "textDocument": doc, "range": visible }),
+        ),
+        (
+            "code lenses",
+            "textDocument/codeLens",
+            json!({ "textDocument": doc }),
+        ),
+        (
+            "folding ranges",
+            "textDocument/foldingRange",
+            json!({ "textDocument": doc }),
+        ),
+        (
+            "document symbols",
+            "textDocument/documentSymbol",
+            json!({ "textDocument": doc }),
+        ),
+        (
+            "inlay hints (visible)",
+            "textDocument/inlayHint",
+            json!({ "textDocument": doc, "range": visible }),
+        ),
+        (
+            "completion",
+            "textDocument/completion",
+            json!({ "textDocument": doc, "position": cursor }),
+        ),
+        (
+            "code actions",
+            "textDocument/codeAction",
+            json!({ "textDocument": doc, "range": { "start": cursor, "end": cursor },
+                    "context": { "diagnostics": [] } }),
+        ),
+    ]
+}
+
+/// The line and UTF-16 column of byte `at` of `text`, as an LSP position.
+fn position_of(text: &str, at: usize) -> Value {
+    let line = text[..at].matches('\n').count();
+    let column = text[..at]
+        .rsplit('\n')
+        .next()
+        .unwrap_or("")
+        .encode_utf16()
+        .count();
+    json!({ "line": line, "character": column })
+}
+
+/// Types [`TYPED`] into a generated flow of `steps` steps with VS Code's requests after each
+/// key, then sends each request alone; prints one table.
+fn typing(reel: &Path, steps: usize, key: Duration, alone: usize) {
+    let generated = generate(steps, 1);
+    let text = generated.text.clone();
+    let tmp = tempdir();
+    let dir = tmp.path().canonicalize().expect("the directory exists");
+    let path = dir.join("pipeline.reel");
+    std::fs::write(&path, &text).expect("the flow is written");
+    let uri = file_uri(&path);
+    let mut server = Server::start(reel, &dir);
+    server.open(&uri, &text);
+    server.diagnostics(&uri, 1);
+    // The new step goes on a blank line in the middle of the flow, between two steps.
+    let blank = text[..generated.literal_edit.at]
+        .rfind("\n\n")
+        .expect("steps are separated by blank lines")
+        + 1;
+    let line = text[..blank].matches('\n').count();
+    let visible = json!({ "start": { "line": line.saturating_sub(30), "character": 0 },
+                          "end": { "line": line + 30, "character": 0 } });
+    let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();
+    let mut pending: HashMap<i64, (&'static str, Instant)> = HashMap::new();
+    let mut published: Vec<(i64, Instant)> = Vec::new();
+    let mut tokens_id: Option<String> = None;
+    let mut asked_to_cancel = std::collections::HashSet::new();
+    let mut version = 1;
+    let mut last_key = Instant::now();
+    for (column, ch) in TYPED.chars().enumerate() {
+        // The requests of the last key still unanswered are stale now: VS Code cancels them.
+        for id in pending.keys() {
+            if asked_to_cancel.insert(*id) {
+                server.notify("$/cancelRequest", json!({ "id": id }));
+            }
+        }
+        version += 1;
+        let at = json!({ "line": line, "character": column });
+        server.change(
+            &uri,
+            version,
+            json!({ "range": { "start": at, "end": at }, "text": ch.to_string() }),
+        );
+        last_key = Instant::now();
+        let cursor = json!({ "line": line, "character": column + 1 });
+        for (name, method, params) in vscode_mix(&uri, cursor, &visible, tokens_id.as_deref()) {
+            let id = server.send_request(method, params);
+            pending.insert(id, (name, Instant::now()));
+        }
+        let next = last_key + key;
+        while let Some((at, m)) = server.receive_until(next) {
+            note(
+                at,
+                &m,
+                &uri,
+                &mut pending,
+                &mut tallies,
+                &mut published,
+                &mut tokens_id,
+            );
+        }
+    }
+    // After the last key: its diagnostics, and the answers to its requests.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // The last version's diagnostics may have come before its key's window ended.
+    let mut last_diagnostics = published
+        .iter()
+        .find(|(v, _)| *v == version as i64)
+        .map(|(_, at)| *at - last_key);
+    while (last_diagnostics.is_none() || !pending.is_empty()) && Instant::now() < deadline {
+        let Some((at, m)) = server.receive_until(deadline) else {
+            break;
+        };
+        if m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["version"] == json!(version)
+            && last_diagnostics.is_none()
+        {
+            last_diagnostics = Some(at - last_key);
+        }
+        note(
+            at,
+            &m,
+            &uri,
+            &mut pending,
+            &mut tallies,
+            &mut published,
+            &mut tokens_id,
+        );
+    }
+    let stale = published
+        .iter()
+        .filter(|(v, at)| *v < version as i64 && *at > last_key)
+        .count();
+    let keys = TYPED.chars().count();
+    // Each request alone, on the quiet file with the typed step in it.
+    let typed_text = {
+        let mut t = text.clone();
+        t.insert_str(blank, TYPED);
+        t
+    };
+    let alone_tallies = each_alone(&mut server, &uri, &typed_text, blank, &visible, alone);
+    println!(
+        "### {steps} steps ({:.0} KiB): last key → its diagnostics {}; {} publishes for {} keys, {stale} of an older version after the last key\n",
+        typed_text.len() as f64 / 1024.0,
+        last_diagnostics.map_or("never (2 min)".to_string(), show),
+        published.len(),
+        keys,
+    );
+    println!("| request | typing: p50 | p95 | answered | cancelled | alone: p50 | p95 |");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
+    let names: std::collections::BTreeSet<&str> = tallies
+        .keys()
+        .chain(alone_tallies.keys())
+        .copied()
+        .collect();
+    let empty = Tally::default();
+    for name in names {
+        let t = tallies.get(name).unwrap_or(&empty);
+        let a = alone_tallies.get(name).unwrap_or(&empty);
+        let ((t50, t95), (a50, a95)) = (t.p50_p95(), a.p50_p95());
+        let (answered, cancelled) = if tallies.contains_key(name) {
+            (t.answered.len().to_string(), t.cancelled.to_string())
+        } else {
+            ("—".into(), "—".into())
+        };
+        println!("| {name} | {t50} | {t95} | {answered} | {cancelled} | {a50} | {a95} |");
+    }
+    println!();
+    server.stop();
+}
+
+/// Records one message of the typing measurement: an answer (with its latency), or a publish.
+fn note(
+    at: Instant,
+    m: &Value,
+    uri: &str,
+    pending: &mut HashMap<i64, (&'static str, Instant)>,
+    tallies: &mut BTreeMap<&'static str, Tally>,
+    published: &mut Vec<(i64, Instant)>,
+    tokens_id: &mut Option<String>,
+) {
+    if m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri {
+        published.push((
+            m["params"]["version"].as_i64().unwrap_or(-1),
+            Instant::now(),
+        ));
+        return;
+    }
+    let Some(id) = m["id"].as_i64() else { return };
+    if m.get("method").is_some() {
+        return;
+    }
+    let Some((name, sent)) = pending.remove(&id) else {
+        return;
+    };
+    tallies.entry(name).or_default().add(at - sent, m);
+    if let Some(result_id) = m["result"]["resultId"].as_str() {
+        *tokens_id = Some(result_id.to_string());
+    }
+}
+
+/// Each request alone, `n` times in a row, on the quiet file: the mix's, and hover, definition,
+/// references, rename and signature help on the hub step (the one many later steps read).
+fn each_alone(
+    server: &mut Server,
+    uri: &str,
+    text: &str,
+    typed_at: usize,
+    visible: &Value,
+    n: usize,
+) -> BTreeMap<&'static str, Tally> {
+    let doc = json!({ "uri": uri });
+    let typed_end = position_of(text, typed_at + TYPED.len());
+    // The step after the typed one reads the hub: its name, declared and then read below.
+    let hub_decl = text[typed_at..]
+        .find("step quota")
+        .or_else(|| text[typed_at..].find("step "))
+        .map(|i| typed_at + i + "step ".len())
+        .expect("a step follows the typed one");
+    let hub: String = text[hub_decl..]
+        .chars()
+        .take_while(|c| c.is_alphanumeric() || *c == '_')
+        .collect();
+    let after = hub_decl + hub.len();
+    let read = text[after..]
+        .match_indices(hub.as_str())
+        .map(|(i, _)| after + i)
+        .find(|&i| {
+            let word = |c: char| c.is_alphanumeric() || c == '_';
+            !text[..i].ends_with(word) && !text[i + hub.len()..].starts_with(word)
+        })
+        .unwrap_or(hub_decl);
+    let reference = position_of(text, read + 1);
+    let call = typed_at + TYPED.find("len(").expect("the typed step calls len") + 4;
+    let mut requests = vec![
+        (
+            "hover",
+            "textDocument/hover",
+            json!({ "textDocument": doc, "position": reference }),
+        ),
+        (
+            "definition",
+            "textDocument/definition",
+            json!({ "textDocument": doc, "position": reference }),
+        ),
+        (
+            "references",
+            "textDocument/references",
+            json!({ "textDocument": doc, "position": reference,
+                    "context": { "includeDeclaration": true } }),
+        ),
+        (
+            "rename",
+            "textDocument/rename",
+            json!({ "textDocument": doc, "position": reference, "newName": "renamed" }),
+        ),
+        (
+            "signature help",
+            "textDocument/signatureHelp",
+            json!({ "textDocument": doc, "position": position_of(text, call) }),
+        ),
+    ];
+    requests.extend(vscode_mix(uri, typed_end.clone(), visible, None));
+    let mut tallies: BTreeMap<&'static str, Tally> = BTreeMap::new();
+    let mut tokens_id = None;
+    for (name, method, params) in requests {
+        let tally = tallies.entry(name).or_default();
+        for _ in 0..n {
+            let began = Instant::now();
+            let answer = server.request(method, params.clone());
+            tally.add(began.elapsed(), &answer);
+            if let Some(id) = answer["result"]["resultId"].as_str() {
+                tokens_id = Some(id.to_string());
+            }
+        }
+    }
+    // A delta against the last full result (nothing changed since: the smallest answer).
+    if let Some(id) = tokens_id {
+        let tally = tallies.entry("semantic tokens, full/delta").or_default();
+        for _ in 0..n {
+            let began = Instant::now();
+            let answer = server.request(
+                "textDocument/semanticTokens/full/delta",
+                json!({ "textDocument": doc, "previousResultId": id }),
+            );
+            tally.add(began.elapsed(), &answer);
+        }
+    }
+    tallies
+}
+
 /// A fresh directory that is removed when dropped (canonical, as runs record their source).
 fn tempdir() -> tempfile::TempDir {
     tempfile::Builder::new()
@@ -275,7 +669,9 @@ fn file_uri(path: &Path) -> String {
 struct Server {
     child: Child,
     stdin: ChildStdin,
-    incoming: Receiver<Value>,
+    /// The server's messages with when they arrived (stamped on a thread of their own, so
+    /// that a busy driver does not make them look late).
+    incoming: Receiver<(Instant, Value)>,
     next_id: i64,
 }
 
@@ -292,7 +688,15 @@ impl Server {
             .expect("reel lsp starts");
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let incoming = incoming(stdout);
+        let raw = incoming(stdout);
+        let (stamp, incoming) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            while let Ok(m) = raw.recv() {
+                if stamp.send((Instant::now(), m)).is_err() {
+                    break;
+                }
+            }
+        });
         let mut server = Server {
             child,
             stdin,
@@ -323,10 +727,28 @@ impl Server {
         self.send(json!({ "jsonrpc": "2.0", "method": method, "params": params }));
     }
 
-    fn request(&mut self, method: &str, params: Value) -> Value {
+    /// Sends a request without waiting for its answer; returns its id.
+    fn send_request(&mut self, method: &str, params: Value) -> i64 {
         self.next_id += 1;
         let id = self.next_id;
         self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        id
+    }
+
+    /// The next message and when it arrived, if one comes before `deadline` (requests from
+    /// the server are answered).
+    fn receive_until(&mut self, deadline: Instant) -> Option<(Instant, Value)> {
+        let wait = deadline.saturating_duration_since(Instant::now());
+        let (at, m) = self.incoming.recv_timeout(wait).ok()?;
+        if m.get("method").is_some() && m.get("id").is_some() {
+            let id = m["id"].clone();
+            self.send(json!({ "jsonrpc": "2.0", "id": id, "result": null }));
+        }
+        Some((at, m))
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.send_request(method, params);
         loop {
             let m = self.receive(method);
             if m["id"] == json!(id) && m.get("method").is_none() {
@@ -336,7 +758,7 @@ impl Server {
     }
 
     fn receive(&mut self, waiting_for: &str) -> Value {
-        let m = self
+        let (_, m) = self
             .incoming
             .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|e| panic!("no answer to `{waiting_for}`: {e}"));

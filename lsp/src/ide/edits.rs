@@ -15,13 +15,14 @@ pub type Edit = (Span, String);
 
 /// The edits that rename the step or input at `offset` to `new_name`, or why it cannot be done.
 pub fn rename(cx: &Ctx<'_>, offset: usize, new_name: &str) -> Result<Vec<Edit>, String> {
-    let occs = names::occurrences(&cx.parsed().file);
-    let occ = names::at(&occs, offset).ok_or("there is no step or input here to rename")?;
+    let file = &cx.parsed().file;
+    let occ =
+        names::occurrence_at(file, offset).ok_or("there is no step or input here to rename")?;
     let symbol = &occ.symbol;
     if !matches!(symbol.kind, Kind::Step | Kind::Input) {
         return Err("only steps and inputs can be renamed".into());
     }
-    if names::definition(&occs, symbol).is_none() {
+    if names::declaration(file, symbol).is_none() {
         return Err(format!("`{}` is not declared in this file", symbol.name));
     }
     let mut chars = new_name.chars();
@@ -45,12 +46,11 @@ pub fn rename(cx: &Ctx<'_>, offset: usize, new_name: &str) -> Result<Vec<Edit>, 
     if new_name == symbol.name {
         return Ok(Vec::new());
     }
-    let clash = occs.iter().any(|o| {
-        o.definition
-            && o.symbol.flow == symbol.flow
-            && o.symbol.kind == symbol.kind
-            && o.symbol.name == new_name
-    });
+    let renamed = names::Symbol {
+        name: new_name.to_string(),
+        ..symbol.clone()
+    };
+    let clash = names::declaration(file, &renamed).is_some();
     if clash {
         let what = if symbol.kind == Kind::Step {
             "step"
@@ -65,9 +65,8 @@ pub fn rename(cx: &Ctx<'_>, offset: usize, new_name: &str) -> Result<Vec<Edit>, 
             "a comprehension in this flow binds `{new_name}`, which would hide the step"
         ));
     }
-    Ok(occs
-        .iter()
-        .filter(|o| o.symbol == *symbol)
+    Ok(names::occurrences_of(file, symbol)
+        .into_iter()
         .map(|o| (o.span, new_name.to_string()))
         .collect())
 }

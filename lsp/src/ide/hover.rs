@@ -12,8 +12,7 @@ use super::names::{self, Kind};
 
 /// Markdown for the hover at `offset`, and the span it is about.
 pub fn hover(cx: &Ctx<'_>, offset: usize) -> Option<(String, Span)> {
-    let occs = names::occurrences(&cx.parsed().file);
-    if let Some(occ) = names::at(&occs, offset) {
+    if let Some(occ) = names::occurrence_at(&cx.parsed().file, offset) {
         let text = describe(cx, &occ.symbol)?;
         return Some((text, occ.span));
     }
@@ -118,7 +117,7 @@ fn expression_hover(
     flow: &Flow,
     offset: usize,
 ) -> Option<(String, Span)> {
-    let member = flow.members.iter().find(|m| m.span().contains(offset))?;
+    let member = names::members_around(flow, offset).next()?;
     let (roots, scope): (Vec<&Expr>, ItemScope) = match member {
         Member::Step(s) => match &s.body {
             StepBody::Expr(e) => (vec![e], ItemScope::Outside),

@@ -12,8 +12,9 @@ pub mod signature;
 pub mod tokens;
 
 use reel_compiler::contracts::{Contract, builtin_contract};
+use reel_compiler::queries::file_syntax;
 use reel_compiler::queries::{FlowId, StepId, line_index, step_type, user_tools};
-use reel_compiler::{Db, SourceFile, file_flows, parse_file};
+use reel_compiler::{Db, SourceFile, file_flows};
 use reel_flowspec::Type;
 use reel_syntax::Parsed;
 
@@ -43,10 +44,11 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Its syntax tree (absolute spans); parsed on first use, so that requests which need only
-    /// the checker's queries (diagnostics) never parse the whole file.
+    /// Its syntax tree (absolute spans), assembled from the pieces the checker parsed (a copy,
+    /// never a parse of the whole file; once per revision, shared by its requests). Without
+    /// comments: [`reel_compiler::queries::file_comments`] has them.
     pub fn parsed(&self) -> &'a Parsed {
-        parse_file(self.db, self.file)
+        file_syntax(self.db, self.file)
     }
 
     /// The interned flow of the file's item `idx` (by name: the first flow of that name).

@@ -4,6 +4,8 @@
 //! Go to definition, find references, rename, hover and semantic tokens all read this one table,
 //! so they agree on what a name means. Comprehension variables shadow steps, as in the checker.
 
+use std::collections::HashSet;
+
 use reel_syntax::Span;
 use reel_syntax::ast::{Expr, ExprKind, File, Flow, Item, Member, StepBody, StrPart};
 
@@ -64,15 +66,32 @@ pub fn occurrences(file: &File) -> Vec<Occurrence> {
     out
 }
 
-fn flow_occurrences(idx: usize, flow: &Flow, out: &mut Vec<Occurrence>) {
-    let steps: Vec<&str> = flow
-        .members
+/// The names of a flow's steps, for telling a step's name from any other name.
+pub fn step_names(flow: &Flow) -> HashSet<&str> {
+    flow.members
         .iter()
         .filter_map(|m| match m {
             Member::Step(s) => Some(s.name.name.as_str()),
             _ => None,
         })
-        .collect();
+        .collect()
+}
+
+fn flow_occurrences(idx: usize, flow: &Flow, out: &mut Vec<Occurrence>) {
+    let steps = step_names(flow);
+    for m in &flow.members {
+        member_occurrences(idx, &steps, m, out);
+    }
+}
+
+/// The occurrences in one member of flow `idx` whose steps are `steps`: what a request about
+/// one place reads, instead of the whole file.
+pub fn member_occurrences(
+    idx: usize,
+    steps: &HashSet<&str>,
+    m: &Member,
+    out: &mut Vec<Occurrence>,
+) {
     let sym = |kind, name: &str| Symbol {
         kind,
         name: name.to_string(),
@@ -80,67 +99,146 @@ fn flow_occurrences(idx: usize, flow: &Flow, out: &mut Vec<Occurrence>) {
     };
     let mut walker = Walker {
         flow: idx,
-        steps: &steps,
+        steps,
         locals: Vec::new(),
         out,
     };
-    for m in &flow.members {
-        match m {
-            Member::Input(i) => {
-                walker.out.push(Occurrence {
-                    symbol: sym(Kind::Input, &i.name.name),
-                    span: i.name.span,
-                    definition: true,
-                });
-                if let Some(d) = &i.default {
-                    walker.expr(d);
-                }
+    match m {
+        Member::Input(i) => {
+            walker.out.push(Occurrence {
+                symbol: sym(Kind::Input, &i.name.name),
+                span: i.name.span,
+                definition: true,
+            });
+            if let Some(d) = &i.default {
+                walker.expr(d);
             }
-            Member::Secret(n) | Member::Env(n) => {
-                let kind = if matches!(m, Member::Secret(_)) {
-                    Kind::Secret
-                } else {
-                    Kind::Env
-                };
-                walker.out.push(Occurrence {
-                    symbol: sym(kind, &n.name.name),
-                    span: n.name.span,
-                    definition: true,
-                });
-            }
-            Member::Step(s) => {
-                walker.out.push(Occurrence {
-                    symbol: sym(Kind::Step, &s.name.name),
-                    span: s.name.span,
-                    definition: true,
-                });
-                match &s.body {
-                    StepBody::Expr(e) => walker.expr(e),
-                    StepBody::Call(c) => {
-                        walker.out.push(Occurrence {
-                            symbol: Symbol {
-                                kind: Kind::Tool,
-                                name: c.tool.name.clone(),
-                                flow: None,
-                            },
-                            span: c.tool.span,
-                            definition: false,
-                        });
-                        for a in &c.args {
-                            walker.expr(&a.value);
-                        }
+        }
+        Member::Secret(n) | Member::Env(n) => {
+            let kind = if matches!(m, Member::Secret(_)) {
+                Kind::Secret
+            } else {
+                Kind::Env
+            };
+            walker.out.push(Occurrence {
+                symbol: sym(kind, &n.name.name),
+                span: n.name.span,
+                definition: true,
+            });
+        }
+        Member::Step(s) => {
+            walker.out.push(Occurrence {
+                symbol: sym(Kind::Step, &s.name.name),
+                span: s.name.span,
+                definition: true,
+            });
+            match &s.body {
+                StepBody::Expr(e) => walker.expr(e),
+                StepBody::Call(c) => {
+                    walker.out.push(Occurrence {
+                        symbol: Symbol {
+                            kind: Kind::Tool,
+                            name: c.tool.name.clone(),
+                            flow: None,
+                        },
+                        span: c.tool.span,
+                        definition: false,
+                    });
+                    for a in &c.args {
+                        walker.expr(&a.value);
                     }
                 }
             }
-            Member::Output(o) => walker.expr(&o.expr),
-            Member::Error(_) => {}
+        }
+        Member::Output(o) => walker.expr(&o.expr),
+        Member::Error(_) => {}
+    }
+}
+
+/// The occurrence at `offset` (as [`at`]), found in the one item or member that holds it.
+pub fn occurrence_at(file: &File, offset: usize) -> Option<Occurrence> {
+    let (idx, item) = file
+        .items
+        .iter()
+        .enumerate()
+        .find(|(_, i)| i.span().contains(offset))?;
+    let mut occs = Vec::new();
+    match item {
+        Item::Tool(t) => occs.push(Occurrence {
+            symbol: Symbol {
+                kind: Kind::Tool,
+                name: t.name.name.clone(),
+                flow: None,
+            },
+            span: t.name.span,
+            definition: true,
+        }),
+        Item::Flow(f) => {
+            let steps = step_names(f);
+            for m in members_around(f, offset) {
+                member_occurrences(idx, &steps, m, &mut occs);
+            }
         }
     }
+    at(&occs, offset).cloned()
+}
+
+/// The members of `flow` whose span holds `offset` (two when it is at the end of one and the
+/// start of the next), found by bisection: members are in source order.
+pub fn members_around(flow: &Flow, offset: usize) -> impl Iterator<Item = &Member> {
+    let first = flow
+        .members
+        .partition_point(|m| (m.span().end as usize) < offset);
+    flow.members[first..]
+        .iter()
+        .take_while(move |m| m.span().start as usize <= offset)
+        .filter(move |m| m.span().contains(offset))
+}
+
+/// The declaration of `symbol` in `file`, found among declarations alone (no expression walked).
+pub fn declaration(file: &File, symbol: &Symbol) -> Option<Span> {
+    match (symbol.kind, symbol.flow) {
+        (Kind::Tool, _) => file.items.iter().find_map(|i| match i {
+            Item::Tool(t) if t.name.name == symbol.name => Some(t.name.span),
+            _ => None,
+        }),
+        (kind, Some(idx)) => {
+            let Some(Item::Flow(f)) = file.items.get(idx) else {
+                return None;
+            };
+            f.members.iter().find_map(|m| match (kind, m) {
+                (Kind::Step, Member::Step(s)) if s.name.name == symbol.name => Some(s.name.span),
+                (Kind::Input, Member::Input(i)) if i.name.name == symbol.name => Some(i.name.span),
+                (Kind::Secret, Member::Secret(n)) | (Kind::Env, Member::Env(n))
+                    if n.name.name == symbol.name =>
+                {
+                    Some(n.name.span)
+                }
+                _ => None,
+            })
+        }
+        (_, None) => None,
+    }
+}
+
+/// Every occurrence of `symbol` in `file`: its flow's members alone (the file's items for a tool).
+pub fn occurrences_of(file: &File, symbol: &Symbol) -> Vec<Occurrence> {
+    let mut occs = Vec::new();
+    match symbol.flow {
+        Some(idx) => {
+            if let Some(Item::Flow(f)) = file.items.get(idx) {
+                flow_occurrences(idx, f, &mut occs);
+            }
+        }
+        None => occs = occurrences(file),
+    }
+    occs.retain(|o| o.symbol == *symbol);
+    occs
 }
 
 struct Walker<'a> {
     flow: usize,
-    steps: &'a [&'a str],
+    steps: &'a HashSet<&'a str>,
     locals: Vec<String>,
     out: &'a mut Vec<Occurrence>,
 }
@@ -161,7 +259,7 @@ impl Walker<'_> {
     fn expr(&mut self, e: &Expr) {
         match &e.kind {
             ExprKind::Name(id) => {
-                if !self.locals.contains(&id.name) && self.steps.contains(&id.name.as_str()) {
+                if !self.locals.contains(&id.name) && self.steps.contains(id.name.as_str()) {
                     self.push(Kind::Step, &id.name, id.span);
                 }
             }
@@ -280,5 +378,36 @@ mod tests {
         assert_eq!(steps, vec![("a".into(), false), ("a".into(), true)]);
         assert_eq!(names(src, Kind::Input, "n").len(), 2);
         assert_eq!(names(src, Kind::Tool, "echo").len(), 1);
+    }
+
+    #[test]
+    fn the_occurrence_at_a_place_and_of_a_symbol_are_found_from_their_member() {
+        let src = "tool t {\n  kind: pure\n  exec: [\"x\"]\n}\nflow f {\n  input n: int = 1\n  secret k\n  step a = t { v: input.n }\n  step b = [for a in [a]: a]\n  step c = a\n  output { x: b, y: c }\n}\nflow g {\n  step a = 1\n  output a\n}\n";
+        let parsed = reel_syntax::parse(src);
+        let all = occurrences(&parsed.file);
+        for offset in 0..=src.len() {
+            let want = at(&all, offset);
+            assert_eq!(
+                occurrence_at(&parsed.file, offset).as_ref(),
+                want,
+                "{offset}"
+            );
+            if let Some(occ) = want {
+                let mut of: Vec<_> = all
+                    .iter()
+                    .filter(|o| o.symbol == occ.symbol)
+                    .map(|o| o.span)
+                    .collect();
+                let mut got: Vec<_> = occurrences_of(&parsed.file, &occ.symbol)
+                    .iter()
+                    .map(|o| o.span)
+                    .collect();
+                of.sort_by_key(|s| s.start);
+                got.sort_by_key(|s| s.start);
+                assert_eq!(got, of, "{offset}");
+                let decl = definition(&all, &occ.symbol).map(|o| o.span);
+                assert_eq!(declaration(&parsed.file, &occ.symbol), decl, "{offset}");
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 //! The outline of a file: document symbols (flows with their members, tools) and folding ranges.
 
+use reel_compiler::queries::file_comments;
 use reel_syntax::Span;
 use reel_syntax::ast::{Item, Member};
 use tower_lsp_server::lsp_types::{DocumentSymbol, FoldingRange, FoldingRangeKind, SymbolKind};
@@ -136,7 +137,7 @@ pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
     }
     // Consecutive comment lines fold as one block.
     let mut block: Option<Span> = None;
-    for c in &cx.parsed().file.comments {
+    for c in file_comments(cx.db, cx.file) {
         block = match block {
             Some(b)
                 if cx.lines.line_of(c.span.start as usize)

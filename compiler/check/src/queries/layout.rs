@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use reel_syntax::ast::{self, Item, Member};
 use reel_syntax::outline::{ItemKind, lay_out_flow};
-use reel_syntax::visit::step_spans_mut;
+use reel_syntax::visit::{item_spans_mut, member_spans_mut, step_spans_mut};
 use reel_syntax::{ChunkEnd, Diagnostic, GroupParse, LineIndex, Parsed, Span};
 
 use crate::db::{Db, SourceFile};
@@ -27,6 +27,62 @@ use crate::step::step_mentions;
 #[salsa::tracked(returns(ref), no_eq)]
 pub fn parse_file(db: &dyn Db, file: SourceFile) -> Parsed {
     reel_syntax::parse(file.text(db))
+}
+
+/// The file's syntax tree (absolute spans) assembled from its layout rather than parsed again:
+/// the members of every group and piece, moved to their place in the file. Equal to
+/// [`parse_file`]'s items and diagnostics (tested), at the cost of a copy instead of a parse, and
+/// re-run on an edit only as a copy; `comments` is empty (they are the lexer's, see
+/// [`file_comments`]).
+#[salsa::tracked(returns(ref), no_eq)]
+pub fn file_syntax(db: &dyn Db, file: SourceFile) -> Parsed {
+    let layout = file_layout(db, file);
+    let mut items = Vec::with_capacity(layout.order.len());
+    for &(kind, i) in &layout.order {
+        match kind {
+            ItemKind::Flow => {
+                let f = &layout.flows[i];
+                let mut members = Vec::new();
+                for (offset, group) in &f.groups {
+                    // A long flow is many groups: an edit stops the copy between two.
+                    db.unwind_if_revision_cancelled();
+                    members.extend(group.members().iter().map(|m| {
+                        let mut m = m.clone();
+                        member_spans_mut(&mut m, &mut |s: &mut Span| *s = s.shifted(*offset));
+                        m
+                    }));
+                }
+                items.push(Item::Flow(ast::Flow {
+                    name: ast::Ident {
+                        name: f.name.clone(),
+                        span: f.name_span,
+                    },
+                    doc: f.doc.clone(),
+                    members,
+                    span: f.span,
+                }));
+            }
+            ItemKind::Tool => {
+                let t = &layout.tools[i];
+                let mut item = Item::Tool((*t.tool).clone());
+                item_spans_mut(&mut item, &mut |s: &mut Span| *s = s.shifted(t.offset));
+                items.push(item);
+            }
+        }
+    }
+    Parsed {
+        file: ast::File {
+            items,
+            comments: Vec::new(),
+        },
+        diagnostics: layout.diagnostics.clone(),
+    }
+}
+
+/// Every comment of the file (absolute spans), from the lexer alone.
+#[salsa::tracked(returns(ref))]
+pub fn file_comments(db: &dyn Db, file: SourceFile) -> Vec<ast::Comment> {
+    reel_syntax::lexer::lex(file.text(db)).comments
 }
 
 /// Line starts of the file, for spans in lines and columns.
@@ -206,7 +262,8 @@ pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPie
         .map(|item| match item {
             Item::Flow(f) => PieceItem::Flow {
                 name: f.name,
-                doc: if single { doc.clone() } else { f.doc },
+                // The piece's own text holds the doc comment when it is the whole file.
+                doc: if single { doc.clone().or(f.doc) } else { f.doc },
                 span: f.span,
                 members: Arc::new(SummarizedMembers {
                     summary: GroupSummary::of(&f.members, piece.text(db)),
@@ -214,7 +271,7 @@ pub fn piece_parse<'db>(db: &'db dyn Db, piece: PieceText<'db>) -> Arc<ParsedPie
                 }),
             },
             Item::Tool(mut t) => {
-                if single {
+                if single && doc.is_some() {
                     t.doc = doc.clone();
                 }
                 PieceItem::Tool(Arc::new(t))

@@ -35,3 +35,24 @@ fn reference_examples_check_clean_and_build() {
         }
     }
 }
+
+#[test]
+fn the_assembled_syntax_is_the_parse_of_the_whole_file() {
+    use crate::parse_file;
+    use crate::queries::{file_comments, file_syntax};
+    for (name, text) in reference_examples() {
+        // Each example, and each of its prefixes cut at a line end (half-written files).
+        let cuts = text.match_indices('\n').map(|(i, _)| i + 1);
+        for cut in cuts.chain([text.len()]) {
+            let text = &text[..cut];
+            let (db, file) = db_with(&name, text);
+            let whole = parse_file(&db, file);
+            let assembled = file_syntax(&db, file);
+            assert_eq!(
+                assembled.file.items, whole.file.items,
+                "{name} cut at {cut}"
+            );
+            assert_eq!(file_comments(&db, file), &whole.file.comments, "{name}");
+        }
+    }
+}
