@@ -89,7 +89,8 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
 }
 
 /// The builtins a test asks to change (`REEL_TEST_FAULT=builtin:NAME[,builtin:NAME]`): only in
-/// debug builds, read here at the edge and handed to the engine as a value.
+/// debug builds, read here at the edge and handed to the engine as a value, for a replay, a
+/// `reel test` and a live run alike (a resume that then diverges is quarantined).
 // edge: a test's fault injection, read where the program starts; absent from release builds.
 #[allow(clippy::disallowed_methods)]
 pub fn test_faults() -> Vec<String> {
