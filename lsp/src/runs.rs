@@ -1329,6 +1329,63 @@ mod tests {
         assert!(!map.contains_key(&key(1)));
     }
 
+    /// A cassette whose `foreach` step had one element fail for good, and whose single call
+    /// succeeded on its second attempt, folds as a live run's journal would show them.
+    #[test]
+    fn a_cassette_folds_into_the_views_a_run_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("f.reel");
+        std::fs::write(&source, "").unwrap();
+        let cassette = serde_json::json!({
+            "cassette": 1, "flow": "f", "source": "f.reel",
+            "started_at": "2026-01-01T00:00:00Z",
+            "calls": [
+                { "step": "get", "attempt": 1, "inputs": {}, "at": "2026-01-01T00:00:01Z",
+                  "error": { "code": "tool.http.status", "message": "503", "retryable": true } },
+                { "step": "get", "attempt": 2, "inputs": {}, "at": "2026-01-01T00:00:03Z",
+                  "result": { "status": 200 } },
+                { "step": "each", "index": 0, "inputs": {}, "result": 1 },
+                { "step": "each", "index": 1, "inputs": {},
+                  "error": { "code": "tool.exec.exit", "message": "exited with 1" } }
+            ],
+            "status": "failed",
+            "error": { "code": "tool.exec.exit", "message": "exited with 1", "step": "each" }
+        });
+        let path = dir.path().join("f.cassette.json");
+        std::fs::write(&path, cassette.to_string()).unwrap();
+        let abs = std::fs::canonicalize(&source).unwrap();
+        let abs = abs.to_string_lossy();
+        let files = cassettes(&abs, "f");
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].id(), "cassette:f.cassette.json");
+        assert!(cassettes(&abs, "other").is_empty());
+        let view = cassette_view(&files[0], &abs, None, &Views::default()).unwrap();
+        assert_eq!(view.run.status, RunStatus::Failed);
+        assert_eq!(view.run.id, "cassette:f.cassette.json");
+        let get = view.step("get").unwrap();
+        assert!(matches!(get.view.state, StepState::Succeeded { .. }));
+        assert_eq!(get.value, Some(&serde_json::json!({ "status": 200 })));
+        assert_eq!(get.view.attempts, 2);
+        assert_eq!(get.view.last_at - get.view.first_at, 2_000);
+        let each = view.step("each").unwrap();
+        assert!(
+            matches!(&each.view.state, StepState::Failed(e) if e.code == "tool.exec.exit"),
+            "{:?}",
+            each.view.state
+        );
+        assert_eq!(each.view.calls, Some((1, 1)));
+        assert!(details(&view.run, get).starts_with("**Cassette `f.cassette.json`** (failed)"));
+
+        // Still waiting when exported: a call that failed may yet be tried again.
+        let mut waiting = cassette.clone();
+        waiting["status"] = "waiting".into();
+        std::fs::write(&path, waiting.to_string()).unwrap();
+        let files = cassettes(&abs, "f");
+        let view = cassette_view(&files[0], &abs, None, &Views::default()).unwrap();
+        assert_eq!(view.run.status, RunStatus::Waiting);
+        assert_eq!(view.step("each").unwrap().view.state, StepState::Running);
+    }
+
     #[test]
     fn the_store_is_found_like_the_cli_finds_it() {
         let dir = tempfile::tempdir().unwrap();
