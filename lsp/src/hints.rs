@@ -78,9 +78,13 @@ fn shown_view(
     flow: &str,
 ) -> Option<Arc<RunView>> {
     if let Some(file) = runs::pinned_cassette(pins, source, flow) {
-        let spec = reel_compiler::build_flow(cx.db, cx.file, flow);
+        // The spec as the text builds, read in place (not copied) at every request.
+        let spec = file_flows(cx.db, cx.file)
+            .iter()
+            .find(|id| *id.name(cx.db) == flow)
+            .and_then(|&id| reel_compiler::flow_spec(cx.db, id).as_ref());
         // One that cannot be read says so in its lens; the hints show nothing of it.
-        return runs::cassette_view(&file, source, spec.as_ref(), views)
+        return runs::cassette_view(&file, source, spec, views)
             .ok()
             .map(Arc::new);
     }
@@ -412,11 +416,11 @@ pub fn fingerprint(stores: &Stores, pins: &Pins, watched: &Watched) -> BTreeMap<
         .map(|key| {
             let (dir, source, flow) = &key;
             // A pinned cassette changes when its file does.
-            if let Some(file) = runs::pinned_cassette(pins, source, flow) {
-                let modified = std::fs::metadata(&file.path)
-                    .and_then(|m| m.modified())
-                    .ok();
-                return (key, format!("{} {modified:?}", file.id()));
+            // Looked at every 300 ms: the file's time only, not its text.
+            if let Some(id) = pins.get(source, flow).filter(|id| runs::is_cassette(id)) {
+                let modified = runs::cassette_path(source, &id)
+                    .and_then(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
+                return (key, format!("{id} {modified:?}"));
             }
             let print = stores
                 .get(dir)

@@ -344,9 +344,10 @@ pub const CASSETTE: &str = "cassette:";
 /// How a cassette's file name ends.
 const CASSETTE_SUFFIX: &str = ".cassette.json";
 
-/// How deep below the project folder cassettes are looked for, and how many entries are looked
-/// at in all: a project is a few folders of flows, not a home directory.
+/// How deep below the project folder cassettes are looked for: a project is a few folders of
+/// flows, not a home directory.
 const CASSETTE_DEPTH: usize = 8;
+/// How many directory entries are looked at in all, for the same reason.
 const CASSETTE_ENTRIES: usize = 20_000;
 
 /// Whether a pinned id names a cassette rather than a run.
@@ -500,20 +501,25 @@ fn relative(root: &Path, path: &Path) -> Option<String> {
     Some(parts.join("/"))
 }
 
+/// Where the cassette `id` (`cassette:PATH`) of a flow file is: PATH under its project, a
+/// plain relative path (no `..`) to a `*.cassette.json`; `None` when it is not such an id.
+pub fn cassette_path(source_abs: &str, id: &str) -> Option<PathBuf> {
+    let rel = id.strip_prefix(CASSETTE)?;
+    let plain = rel.ends_with(CASSETTE_SUFFIX)
+        && Path::new(rel)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    plain.then(|| project_root(Path::new(source_abs)).map(|root| root.join(rel)))?
+}
+
 /// The cassette `id` (`cassette:PATH`) of `flow` of `source_abs`: `Err` says why there is none
 /// (a cassette that exists but cannot be read is `Ok`, its `read` saying why).
 pub fn cassette_at(source_abs: &str, flow: &str, id: &str) -> Result<CassetteFile, String> {
     let rel = id.strip_prefix(CASSETTE).unwrap_or(id);
-    let plain = !rel.is_empty()
-        && rel.ends_with(CASSETTE_SUFFIX)
-        && Path::new(rel)
-            .components()
-            .all(|c| matches!(c, std::path::Component::Normal(_)));
     let source = Path::new(source_abs);
-    let root = project_root(source).filter(|_| plain).ok_or_else(|| {
+    let path = cassette_path(source_abs, id).ok_or_else(|| {
         format!("`{id}` is not a cassette of this project: give `{CASSETTE}PATH.cassette.json`, PATH relative to the project's folder")
     })?;
-    let path = root.join(rel);
     if !path.is_file() {
         return Err(format!("there is no cassette `{rel}`"));
     }
