@@ -165,6 +165,25 @@ pub fn example_seeds() -> Vec<Vec<u8>> {
     out
 }
 
+/// Every `*.cassette.json` under `tests/corpus/`, as seeds.
+pub fn cassette_seeds() -> Vec<Vec<u8>> {
+    let mut out: Vec<Vec<u8>> = std::fs::read_dir(repo().join("tests/corpus"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(".cassette.json"))
+        })
+        .filter_map(|path| std::fs::read(path).ok())
+        .collect();
+    out.sort();
+    assert!(out.len() >= 5, "the corpus's cassettes seed the fuzzer");
+    out
+}
+
 /// One random change to `input`, drawing on `seeds` for splices.
 pub fn mutate(rng: &mut StdRng, input: &mut Vec<u8>, seeds: &[Vec<u8>]) {
     let len = input.len();

@@ -13,14 +13,18 @@
 //!   framed messages, cut into random pieces: no panic, every message passed on is one the
 //!   server decodes, the pieces do not change what is read, and a sound message after any
 //!   garbage is still served.
+//! - `cassette`: the cassette reader (`Cassette::parse`, then `journal`) on mutants of the
+//!   corpus's cassettes: no panic; a cassette that reads gives a journal whose every value
+//!   digest it names is in its value map, and whose events fold.
 
 use std::sync::Arc;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reel_compiler::{RootDb, Severity, SourceFile, build_flow, file_diagnostics, flow_names};
-use reel_fuzz::{example_seeds, fuzz};
+use reel_fuzz::{cassette_seeds, example_seeds, fuzz};
 use reel_journal::RunError;
+use reel_journal::cassette::Cassette;
 use reel_journal::fold::{Folded, Holes, fold_journal, holes};
 use reel_journal::journal::{Event, Resolution};
 use reel_lsp::stdio::{Deframer, Frame};
@@ -446,4 +450,49 @@ fn lsp_frames() {
             "a sound message after garbage is served"
         );
     });
+}
+
+#[test]
+fn cassette() {
+    let seeds = cassette_seeds();
+    // Mutants that still read as cassettes: the journal is reached by more than the seeds.
+    let mut read = 0usize;
+    fuzz("cassette", &seeds, |bytes| {
+        let text = String::from_utf8_lossy(bytes);
+        let Ok(cassette) = Cassette::parse(&text) else {
+            return;
+        };
+        read += 1;
+        // Both answers a reader may give for a step: with `foreach` and without.
+        for foreach in [true, false] {
+            let Ok(journal) = cassette.journal(&|_| Some(foreach)) else {
+                continue;
+            };
+            for (_, event) in &journal.events {
+                if let Event::StepSucceeded { output, .. } = event {
+                    assert!(
+                        journal.values.contains_key(output),
+                        "a step's output is in the value map: {event:?}"
+                    );
+                }
+            }
+            let mut folded = Folded::with_views();
+            for (at, event) in &journal.events {
+                let row = event.to_row(*at);
+                let row = EventRow {
+                    run: "r".into(),
+                    seq: folded.events,
+                    at: row.at,
+                    kind: row.kind,
+                    step: row.step,
+                    index: row.index,
+                    attempt: row.attempt,
+                    data: row.data,
+                };
+                assert_eq!(folded.apply_row(&row), Ok(()), "its events read back");
+            }
+        }
+    });
+    eprintln!("cassette: {read} inputs read as cassettes");
+    assert!(read > seeds.len(), "mutants reach the journal: {read}");
 }

@@ -28,9 +28,10 @@ use crate::hints;
 use crate::preview::Previews;
 use crate::runs::{self, Pins, Stores};
 
-/// `[uri, flow]` → the flow's recent runs, newest first (for a run picker).
+/// `[uri, flow]` → the flow's recent runs, newest first, then its cassettes (for a run picker).
 pub const LIST_RUNS: &str = "reel.server.listRuns";
-/// `[uri, flow, run id or null]`: the run whose results the hints show (`null`: the latest).
+/// `[uri, flow, id or null]`: the run, or the cassette (`cassette:PATH`), whose
+/// results the hints show (`null`: the latest run).
 pub const SHOW_RUN: &str = "reel.server.showRun";
 /// `[uri, flow]`: asks the user which run to show (`window/showMessageRequest`), then shows it.
 pub const PICK_RUN: &str = "reel.server.pickRun";
@@ -276,10 +277,23 @@ pub async fn execute(env: &Env, command: &str, arguments: &[Value]) -> Result<Op
     let target = target(env, &uri, flow)?;
     let answer = match command {
         LIST_RUNS => Ok(list_runs(env, target).await),
-        SHOW_RUN => {
-            show_run(env, &target, args.text(2)).await;
-            Ok(Value::Null)
-        }
+        SHOW_RUN => match args.text(2) {
+            // A cassette is checked first: one that is not there, or of another flow, is an
+            // error (one that cannot be read is shown, its lens saying why).
+            Some(id) if runs::is_cassette(&id) => {
+                match runs::cassette_at(&target.source, &target.flow, &id) {
+                    Ok(_) => {
+                        show_run(env, &target, Some(id)).await;
+                        Ok(Value::Null)
+                    }
+                    Err(why) => Err(why),
+                }
+            }
+            id => {
+                show_run(env, &target, id).await;
+                Ok(Value::Null)
+            }
+        },
         PICK_RUN => pick_run(env, &target).await,
         RUN => run(env, &target, args.values.get(2)).await,
         SIGNAL => signal(env, &target, &args).await,
@@ -362,16 +376,22 @@ async fn list_runs(env: &Env, t: Target) -> Value {
     let stores = env.stores.clone();
     let now = env.now_ms;
     let listed = tokio::task::spawn_blocking(move || {
-        let Some(store) = stores.get(&t.store_dir) else {
-            return Vec::new();
+        let mut listed = match stores.get(&t.store_dir) {
+            Some(store) => runs::recent(store.as_ref(), &t.source, &t.flow, PICKER_RUNS)
+                .into_iter()
+                .map(|run| {
+                    let inputs = runs::inputs(store.as_ref(), &run.id);
+                    runs::picker_entry(&run, inputs, now)
+                })
+                .collect::<Vec<_>>(),
+            None => Vec::new(),
         };
-        runs::recent(store.as_ref(), &t.source, &t.flow, PICKER_RUNS)
-            .into_iter()
-            .map(|run| {
-                let inputs = runs::inputs(store.as_ref(), &run.id);
-                runs::picker_entry(&run, inputs, now)
-            })
-            .collect::<Vec<_>>()
+        listed.extend(
+            runs::cassettes(&t.source, &t.flow)
+                .iter()
+                .map(runs::cassette_entry),
+        );
+        listed
     })
     .await
     .unwrap_or_default();
@@ -390,7 +410,8 @@ async fn pick_run(env: &Env, t: &Target) -> std::result::Result<Value, String> {
     let recent = store
         .map(|s| runs::recent(s.as_ref(), &t.source, &t.flow, MESSAGE_RUNS))
         .unwrap_or_default();
-    if recent.is_empty() {
+    let cassettes = runs::cassettes(&t.source, &t.flow);
+    if recent.is_empty() && cassettes.is_empty() {
         return Err(format!("flow `{}` has no runs yet", t.flow));
     }
     let mut choices: BTreeMap<String, Option<String>> = BTreeMap::new();
@@ -407,6 +428,15 @@ async fn pick_run(env: &Env, t: &Target) -> std::result::Result<Value, String> {
             runs::age(env.now_ms, run.created_at)
         );
         choices.insert(title.clone(), Some(run.id.clone()));
+        actions.push(MessageActionItem {
+            title,
+            properties: Default::default(),
+        });
+    }
+    for file in cassettes.iter().take(MESSAGE_RUNS) {
+        let status = file.status().unwrap_or("unreadable");
+        let title = format!("cassette {} · {status}", file.rel);
+        choices.insert(title.clone(), Some(file.id()));
         actions.push(MessageActionItem {
             title,
             properties: Default::default(),

@@ -56,18 +56,41 @@ fn shown_runs(
     let Some((source, dir)) = locate(cx, stores) else {
         return (watched, shown);
     };
-    let store = stores.get(&dir);
     for item in &cx.parsed().file.items {
         if let Item::Flow(f) = item {
             watched.push((dir.clone(), source.clone(), f.name.name.clone()));
-            if let Some(store) = &store
-                && let Some((run, _)) = runs::shown(store.as_ref(), pins, &source, &f.name.name)
-            {
-                shown.insert(f.name.name.clone(), views.get(&dir, store.as_ref(), run));
+            if let Some(view) = shown_view(cx, stores, pins, views, (&source, &dir), &f.name.name) {
+                shown.insert(f.name.name.clone(), view);
             }
         }
     }
     (watched, shown)
+}
+
+/// The folded view `flow` of the document shows: its pinned cassette's (when it reads), else
+/// its shown run's.
+fn shown_view(
+    cx: &Ctx<'_>,
+    stores: &Stores,
+    pins: &Pins,
+    views: &Views,
+    (source, dir): (&str, &Path),
+    flow: &str,
+) -> Option<Arc<RunView>> {
+    if let Some(file) = runs::pinned_cassette(pins, source, flow) {
+        // The spec as the text builds, read in place (not copied) at every request.
+        let spec = file_flows(cx.db, cx.file)
+            .iter()
+            .find(|id| *id.name(cx.db) == flow)
+            .and_then(|&id| reel_compiler::flow_spec(cx.db, id).as_ref());
+        // One that cannot be read says so in its lens; the hints show nothing of it.
+        return runs::cassette_view(&file, source, spec, views)
+            .ok()
+            .map(Arc::new);
+    }
+    let store = stores.get(dir)?;
+    let (run, _) = runs::shown(store.as_ref(), pins, source, flow)?;
+    Some(views.get(dir, store.as_ref(), run))
 }
 
 /// The inlay hints of the document, recording its flows for the live refresh.
@@ -370,9 +393,7 @@ pub fn step_details(
         return None;
     };
     let (source, dir) = locate(cx, stores)?;
-    let store = stores.get(&dir)?;
-    let (run, _) = runs::shown(store.as_ref(), pins, &source, &f.name.name)?;
-    let view = views.get(&dir, store.as_ref(), run);
+    let view = shown_view(cx, stores, pins, views, (&source, &dir), &f.name.name)?;
     let step = view.step(&occ.symbol.name)?;
     Some(runs::details(&view.run, step))
 }
@@ -394,6 +415,13 @@ pub fn fingerprint(stores: &Stores, pins: &Pins, watched: &Watched) -> BTreeMap<
         .into_iter()
         .map(|key| {
             let (dir, source, flow) = &key;
+            // A pinned cassette changes when its file does.
+            // Looked at every 300 ms: the file's time only, not its text.
+            if let Some(id) = pins.get(source, flow).filter(|id| runs::is_cassette(id)) {
+                let modified = runs::cassette_path(source, &id)
+                    .and_then(|path| std::fs::metadata(path).and_then(|m| m.modified()).ok());
+                return (key, format!("{id} {modified:?}"));
+            }
             let print = stores
                 .get(dir)
                 .and_then(|store| {

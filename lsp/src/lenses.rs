@@ -35,6 +35,14 @@ pub enum Lens {
         /// Chosen by the user rather than the latest.
         pinned: bool,
     },
+    /// The pinned cassette whose recorded results the hints show: its path under the project,
+    /// and how its run ended, or why it cannot be read.
+    Cassette {
+        /// Its path relative to the project's folder.
+        rel: String,
+        /// How the recorded run ended (`succeeded`, …), or why the cassette cannot be shown.
+        status: Result<String, String>,
+    },
     /// No run of this flow from this file yet.
     NoRuns,
     /// Pick another run to show.
@@ -91,6 +99,10 @@ impl Lens {
                 let pin = if *pinned { " · pinned" } else { "" };
                 format!("Showing run {id} · {status} · {age}{pin}")
             }
+            Lens::Cassette { rel, status } => match status {
+                Ok(status) => format!("Showing cassette {rel} · {status} · pinned"),
+                Err(why) => format!("Cassette {rel} cannot be read: {}", runs::cut(why, 160)),
+            },
             Lens::NoRuns => "No runs yet".to_string(),
             Lens::Pick => "Pick run…".to_string(),
             Lens::Signal { name, .. } => format!("✉ Send signal `{name}`"),
@@ -122,7 +134,9 @@ impl Lens {
     pub fn command(&self) -> &'static str {
         match self {
             Lens::Run => commands::RUN,
-            Lens::Shown { .. } | Lens::NoRuns | Lens::Pick => commands::PICK_RUN,
+            Lens::Shown { .. } | Lens::Cassette { .. } | Lens::NoRuns | Lens::Pick => {
+                commands::PICK_RUN
+            }
             Lens::Signal { .. } => commands::SIGNAL,
             Lens::Cancel { .. } => commands::CANCEL,
             Lens::Resume { .. } => commands::RESUME,
@@ -197,6 +211,24 @@ pub fn flow_lenses(
         };
         let mut lenses = vec![Lens::Run];
         let mut marks = BTreeMap::new();
+        // A pinned cassette is shown instead of any run; a recording offers nothing to act on.
+        let cassette = located
+            .as_ref()
+            .and_then(|(source, _)| runs::pinned_cassette(pins, source, &flow));
+        if let Some(file) = cassette {
+            lenses.push(Lens::Cassette {
+                rel: file.rel.clone(),
+                status: file.status().map(str::to_string),
+            });
+            lenses.push(Lens::Pick);
+            out.push(FlowLenses {
+                item: idx,
+                flow,
+                lenses,
+                marks,
+            });
+            continue;
+        }
         match shown {
             Some((run, pinned)) => {
                 let id = run.id.clone();
@@ -413,6 +445,19 @@ mod tests {
         );
         assert_eq!(shown.command(), commands::PICK_RUN);
         assert_eq!(Lens::Pick.title("x"), "Pick run…");
+        let cassette = |status| Lens::Cassette {
+            rel: "tests/nap.cassette.json".into(),
+            status,
+        };
+        assert_eq!(
+            cassette(Ok("succeeded".into())).title("nap"),
+            "Showing cassette tests/nap.cassette.json · succeeded · pinned"
+        );
+        assert_eq!(
+            cassette(Err("not JSON: EOF".into())).title("nap"),
+            "Cassette tests/nap.cassette.json cannot be read: not JSON: EOF"
+        );
+        assert_eq!(cassette(Ok("waiting".into())).command(), commands::PICK_RUN);
         let plan = Plan {
             parent: "r1".into(),
             steps: vec![

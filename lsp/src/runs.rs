@@ -5,15 +5,23 @@
 //!
 //! The server holds stores only as [`StoreRead`], so that it never writes is checked by the
 //! compiler.
+//!
+//! Cassettes beside a flow file (`*.cassette.json` under its project whose `source` is the file
+//! and whose `flow` names the flow) are shown the same way: [`Cassette::journal`] gives the
+//! events of the run a cassette stands for, and they go through the same fold into the same
+//! views ([`cassette_view`]). A cassette's id is `cassette:PATH`, PATH relative to the project.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use reel_journal::fold::{Folded, Holes, StepState, StepView};
-use reel_journal::journal::Event;
-use reel_store::{Flow, RunFilter, RunRow, RunStatus, SqliteStore, StoreRead};
+use reel_journal::cassette::{Cassette, CassetteJournal, Ending};
+use reel_journal::fold::{CallRecord, Folded, Holes, StepState, StepView};
+use reel_journal::journal::{Event, woke_value};
+use reel_store::{
+    Durability, EventRow, Flow, RunFilter, RunRow, RunStatus, SqliteStore, StoreRead,
+};
 use serde_json::Value;
 
 /// A store the server reads (it has no way to write).
@@ -110,7 +118,12 @@ pub fn shown(
     source_abs: &str,
     flow: &str,
 ) -> Option<(RunRow, bool)> {
-    if let Some(id) = pins.get(source_abs, flow)
+    let pinned = pins.get(source_abs, flow);
+    // A pinned cassette is shown instead of any run ([`pinned_cassette`]).
+    if pinned.as_deref().is_some_and(is_cassette) {
+        return None;
+    }
+    if let Some(id) = pinned
         && let Ok(Some(run)) = store.run(&id)
         && run.flow == flow
         && run.source_abs.as_deref() == Some(source_abs)
@@ -325,6 +338,420 @@ fn fold(store: &dyn StoreRead, view: &mut RunView) -> bool {
     read.is_ok()
 }
 
+/// Where a cassette's id starts: `cassette:PATH`, PATH relative to the flow's project folder.
+pub const CASSETTE: &str = "cassette:";
+
+/// How a cassette's file name ends.
+const CASSETTE_SUFFIX: &str = ".cassette.json";
+
+/// How deep below the project folder cassettes are looked for: a project is a few folders of
+/// flows, not a home directory.
+const CASSETTE_DEPTH: usize = 8;
+/// How many directory entries are looked at in all, for the same reason.
+const CASSETTE_ENTRIES: usize = 20_000;
+
+/// Whether a pinned id names a cassette rather than a run.
+pub fn is_cassette(id: &str) -> bool {
+    id.starts_with(CASSETTE)
+}
+
+/// A cassette file of one flow, read (or why it cannot be).
+#[derive(Clone, Debug)]
+pub struct CassetteFile {
+    /// Its path relative to the project folder, `/`-separated: its id is `cassette:` + this.
+    pub rel: String,
+    /// Its path.
+    pub path: PathBuf,
+    /// The cassette, or why it cannot be read.
+    pub read: Result<Cassette, String>,
+}
+
+impl CassetteFile {
+    /// Its id, as `listRuns` gives it and `showRun` takes it.
+    pub fn id(&self) -> String {
+        format!("{CASSETTE}{}", self.rel)
+    }
+
+    /// Its file name.
+    pub fn name(&self) -> String {
+        self.rel.rsplit('/').next().unwrap_or(&self.rel).to_string()
+    }
+
+    /// How the recorded run ended, or why the cassette cannot be shown (it does not read, or
+    /// its times do not).
+    pub fn status(&self) -> Result<&'static str, String> {
+        let cassette = self.read.as_ref().map_err(Clone::clone)?;
+        journal(cassette, None)?;
+        Ok(cassette.status.as_str())
+    }
+}
+
+/// The folder cassettes of a flow file are looked for under: its project's (the nearest
+/// `reel.toml`'s folder), else the file's own.
+fn project_root(source_abs: &Path) -> Option<PathBuf> {
+    let dir = source_abs.parent()?;
+    Some(
+        reel_journal::discover::project_file(dir)
+            .and_then(|f| f.parent().map(Path::to_path_buf))
+            .unwrap_or_else(|| dir.to_path_buf()),
+    )
+}
+
+/// Reads the cassette at `path` (`rel` under the project) for `flow` of `source_abs`: `None`
+/// when it is of another flow or file. One that cannot be read is kept when what can be read
+/// of it names this flow and file, or, when it is not JSON at all, when it sits beside the file.
+fn cassette_file(path: &Path, rel: String, source_abs: &Path, flow: &str) -> Option<CassetteFile> {
+    let folder = path.parent()?;
+    let names_this = |c_flow: Option<&str>, c_source: Option<&str>| {
+        c_flow == Some(flow)
+            && c_source.is_some_and(|src| {
+                std::fs::canonicalize(folder.join(src)).is_ok_and(|p| p == source_abs)
+            })
+    };
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) => {
+            let beside = Some(folder) == source_abs.parent();
+            return beside.then(|| CassetteFile {
+                rel,
+                path: path.to_path_buf(),
+                read: Err(format!("cannot read it: {e}")),
+            });
+        }
+    };
+    let read = match Cassette::parse(&text) {
+        Ok(c) if names_this(Some(&c.flow), c.source.as_deref()) => Ok(c),
+        Ok(_) => return None,
+        Err(e) => {
+            let lenient: Option<Value> = serde_json::from_str(&text).ok();
+            let field = |name: &str| {
+                lenient
+                    .as_ref()
+                    .and_then(|v| v.get(name))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            };
+            let ours = match &lenient {
+                Some(_) => names_this(field("flow").as_deref(), field("source").as_deref()),
+                None => Some(folder) == source_abs.parent(),
+            };
+            if !ours {
+                return None;
+            }
+            Err(e.to_string())
+        }
+    };
+    Some(CassetteFile {
+        rel,
+        path: path.to_path_buf(),
+        read,
+    })
+}
+
+/// The cassettes of `flow` of `source_abs` under its project, by path.
+pub fn cassettes(source_abs: &str, flow: &str) -> Vec<CassetteFile> {
+    let source = Path::new(source_abs);
+    let Some(root) = project_root(source) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    let mut todo = vec![(root.clone(), 0)];
+    let mut seen = 0;
+    while let Some((dir, depth)) = todo.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > CASSETTE_ENTRIES {
+                break;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            // Hidden folders (the store, `.git`) and build output hold no cassettes of the user's.
+            if kind.is_dir() {
+                if depth < CASSETTE_DEPTH
+                    && !name.starts_with('.')
+                    && !matches!(name.as_str(), "target" | "node_modules")
+                {
+                    todo.push((path, depth + 1));
+                }
+            } else if name.ends_with(CASSETTE_SUFFIX)
+                && let Some(rel) = relative(&root, &path)
+                && let Some(file) = cassette_file(&path, rel, source, flow)
+            {
+                out.push(file);
+            }
+        }
+    }
+    out.sort_by(|a, b| a.rel.cmp(&b.rel));
+    out
+}
+
+/// `path` relative to `root`, `/`-separated.
+fn relative(root: &Path, path: &Path) -> Option<String> {
+    let rel = path.strip_prefix(root).ok()?;
+    let parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    Some(parts.join("/"))
+}
+
+/// Where the cassette `id` (`cassette:PATH`) of a flow file is: PATH under its project, a
+/// plain relative path (no `..`) to a `*.cassette.json`; `None` when it is not such an id.
+pub fn cassette_path(source_abs: &str, id: &str) -> Option<PathBuf> {
+    let rel = id.strip_prefix(CASSETTE)?;
+    let plain = rel.ends_with(CASSETTE_SUFFIX)
+        && Path::new(rel)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    plain.then(|| project_root(Path::new(source_abs)).map(|root| root.join(rel)))?
+}
+
+/// The cassette `id` (`cassette:PATH`) of `flow` of `source_abs`: `Err` says why there is none
+/// (a cassette that exists but cannot be read is `Ok`, its `read` saying why).
+pub fn cassette_at(source_abs: &str, flow: &str, id: &str) -> Result<CassetteFile, String> {
+    let rel = id.strip_prefix(CASSETTE).unwrap_or(id);
+    let source = Path::new(source_abs);
+    let path = cassette_path(source_abs, id).ok_or_else(|| {
+        format!("`{id}` is not a cassette of this project: give `{CASSETTE}PATH.cassette.json`, PATH relative to the project's folder")
+    })?;
+    if !path.is_file() {
+        return Err(format!("there is no cassette `{rel}`"));
+    }
+    cassette_file(&path, rel.to_string(), source, flow)
+        .ok_or_else(|| format!("cassette `{rel}` is not of flow `{flow}` of this file"))
+}
+
+/// The cassette pinned for `flow` of `source_abs`, if one is: it is shown instead of any run.
+pub fn pinned_cassette(pins: &Pins, source_abs: &str, flow: &str) -> Option<CassetteFile> {
+    let id = pins.get(source_abs, flow).filter(|id| is_cassette(id))?;
+    Some(
+        cassette_at(source_abs, flow, &id).unwrap_or_else(|why| CassetteFile {
+            rel: id.strip_prefix(CASSETTE).unwrap_or(&id).to_string(),
+            path: PathBuf::new(),
+            read: Err(why),
+        }),
+    )
+}
+
+/// One cassette as the run picker lists it: the fields of a run's entry ([`picker_entry`]), and
+/// `kind: "cassette"` with its file name.
+pub fn cassette_entry(file: &CassetteFile) -> Value {
+    let read = file
+        .status()
+        .and_then(|status| Ok((status, file.read.as_ref().map_err(Clone::clone)?)));
+    let (status, started, detail) = match read {
+        Ok((status, c)) => {
+            let given = inputs_line(&Value::Object(c.inputs.clone()));
+            let given = if given.is_empty() {
+                String::new()
+            } else {
+                format!(" · {given}")
+            };
+            (
+                status.to_string(),
+                Some(c.started_at.clone()),
+                format!("cassette · recorded {}{given}", c.started_at),
+            )
+        }
+        Err(why) => (
+            "unreadable".to_string(),
+            None,
+            format!("cassette · cannot be read: {}", cut(&why, 120)),
+        ),
+    };
+    serde_json::json!({
+        "id": file.id(),
+        "kind": "cassette",
+        "file": file.name(),
+        "status": status,
+        "started_at": started,
+        "ended_at": null,
+        "label": format!("cassette {}", file.rel),
+        "age": "recorded",
+        "inputs": file.read.as_ref().ok().map(|c| Value::Object(c.inputs.clone())),
+        "detail": detail,
+    })
+}
+
+/// The journal of the run `cassette` stands for. A step ends as the flow says (`foreach` or
+/// not) when `spec` has it, else as the cassette's calls say (with an index: `foreach`).
+fn journal(
+    cassette: &Cassette,
+    spec: Option<&reel_flowspec::FlowSpec>,
+) -> Result<CassetteJournal, String> {
+    let foreach = |step: &str| match spec {
+        Some(spec) => spec
+            .steps
+            .iter()
+            .find(|s| s.id == step)
+            .map(|s| s.foreach.is_some()),
+        None => Some(
+            cassette
+                .calls
+                .iter()
+                .any(|c| c.step == step && c.index.is_some()),
+        ),
+    };
+    cassette.journal(&foreach).map_err(|e| e.to_string())
+}
+
+/// `event` as the journal row it would be, at position `seq`.
+fn row(event: &Event, at: i64, seq: u64) -> EventRow {
+    let new = event.to_row(at);
+    EventRow {
+        run: String::new(),
+        seq,
+        at: new.at,
+        kind: new.kind,
+        step: new.step,
+        index: new.index,
+        attempt: new.attempt,
+        data: new.data,
+    }
+}
+
+/// The view of the run a cassette stands for, folded from [`Cassette::journal`]'s events by the
+/// one fold, for `spec` (the flow as the open text builds, when it does). Nothing is written.
+///
+/// A cassette records calls, not the steps the engine would end from them: once the recorded
+/// run has ended, a step whose call failed for good is ended failed, and a `sleep` or `signal`
+/// step whose wait ended is ended with what it gave, as a live run's journal would have them.
+/// Expression steps are computed by a run, not recorded, so a cassette shows none.
+///
+/// A cassette records no digests of the steps it ran, so its results are compared with the
+/// text as it last built (kept in `views`): current while the text builds, and while it does
+/// not, marked where the text changed since.
+pub fn cassette_view(
+    file: &CassetteFile,
+    source_abs: &str,
+    spec: Option<&reel_flowspec::FlowSpec>,
+    views: &Views,
+) -> Result<RunView, String> {
+    let cassette = file.read.as_ref().map_err(Clone::clone)?;
+    let journal = journal(cassette, spec)?;
+    let mut values: HashMap<String, Option<Value>> = journal
+        .values
+        .into_iter()
+        .map(|(d, v)| (d, Some(v)))
+        .collect();
+    let mut folded = Folded::with_views();
+    for (at, event) in &journal.events {
+        if let Event::TimerFired { until, .. } = event {
+            let woke = woke_value(*until);
+            values.insert(reel_flowspec::canonical::digest_value(&woke), Some(woke));
+        }
+        // Events made from a cassette read back: one that did not would be passed over.
+        let _ = folded.apply_row(&row(event, *at, folded.events));
+    }
+    let ended = cassette.status != Ending::Waiting;
+    let last = journal
+        .events
+        .last()
+        .map_or(journal.started_at, |(at, _)| *at);
+    if ended {
+        for event in ends(&folded) {
+            // At the step's last event, so that its duration is its calls'.
+            let at = match &event {
+                Event::StepFailed { step, .. } | Event::StepSucceeded { step, .. } => folded
+                    .views
+                    .as_ref()
+                    .and_then(|v| v.get(step))
+                    .map_or(last, |v| v.last_at),
+                _ => last,
+            };
+            let _ = folded.apply_row(&row(&event, at, folded.events));
+        }
+    }
+    let built = spec.map(|spec| {
+        spec.steps
+            .iter()
+            .map(|s| {
+                let step = RecordedStep {
+                    digest: s.semantic_digest.clone(),
+                    tool: s.tool.clone(),
+                };
+                (s.id.clone(), step)
+            })
+            .collect()
+    });
+    let spec_steps = views.last_built((source_abs, &cassette.flow), built);
+    let status = match cassette.status {
+        Ending::Succeeded => RunStatus::Succeeded,
+        Ending::Failed => RunStatus::Failed,
+        Ending::Canceled => RunStatus::Canceled,
+        Ending::Waiting => RunStatus::Waiting,
+    };
+    let run = RunRow {
+        id: file.id(),
+        flow: cassette.flow.clone(),
+        flow_digest: spec.map(|s| s.digest.clone()).unwrap_or_default(),
+        source: cassette.source.clone(),
+        source_abs: Some(source_abs.to_string()),
+        cwd: String::new(),
+        parent: None,
+        status,
+        created_at: journal.started_at,
+        ended_at: ended.then_some(last),
+        due_at: None,
+        waiting_on: Vec::new(),
+        signal_pending: false,
+        lease_owner: None,
+        lease_expires_at: None,
+        lease_token: 0,
+        cancel_requested: false,
+        output_digest: folded.output.clone(),
+        error: None,
+        keep_for_ms: None,
+        durability: Durability::Fast,
+        next_seq: folded.events,
+    };
+    Ok(RunView {
+        run,
+        folded,
+        values,
+        spec: spec_steps,
+    })
+}
+
+/// The step ends a live run's journal would hold after the calls of an ended recorded run: a
+/// step with a call that failed for good failed; a step without `foreach` whose one wait or
+/// call is done succeeded with its result.
+fn ends(folded: &Folded) -> Vec<Event> {
+    let mut by_step: BTreeMap<&str, Vec<(Option<u32>, &CallRecord)>> = BTreeMap::new();
+    for ((step, index), call) in &folded.calls {
+        if !folded.steps.contains_key(step) {
+            by_step.entry(step).or_default().push((*index, call));
+        }
+    }
+    let mut out = Vec::new();
+    for (step, mut calls) in by_step {
+        calls.sort_by_key(|(index, _)| *index);
+        let failed = calls.iter().find_map(|(_, c)| match c {
+            CallRecord::Failed { error, .. } => Some(error.clone()),
+            _ => None,
+        });
+        if let Some(error) = failed {
+            out.push(Event::StepFailed {
+                step: step.to_string(),
+                error,
+            });
+        } else if let [(None, CallRecord::Done { output, attempt })] = calls.as_slice() {
+            out.push(Event::StepSucceeded {
+                step: step.to_string(),
+                output: output.clone(),
+                attempts: *attempt,
+            });
+        }
+    }
+    out
+}
+
 /// How many folded views [`Views`] keeps, and how many specs' steps: enough for the flows of
 /// the open documents and a few pinned runs, without growing with every run looked at.
 const VIEWS_KEPT: usize = 32;
@@ -345,6 +772,9 @@ struct ViewCache {
     views: Kept<Arc<RunView>>,
     /// By (store directory, flow digest): a spec never changes, and runs of one flow share it.
     specs: Kept<Arc<Recorded>>,
+    /// By (source path, flow name): the steps of the flow as its text last built, which a
+    /// cassette's results are compared with.
+    built: Kept<Arc<Recorded>>,
 }
 
 /// The entry of `key` in `map`, stamped as used now.
@@ -371,6 +801,27 @@ fn put<V>(map: &mut Kept<V>, key: (PathBuf, String), value: V, now: u64) {
 }
 
 impl Views {
+    /// The steps of `flow` of `source_abs` as the text built now (`built`), kept; else as it
+    /// last built (empty when it never did).
+    pub fn last_built(
+        &self,
+        (source_abs, flow): (&str, &str),
+        built: Option<Recorded>,
+    ) -> Arc<Recorded> {
+        let key = (PathBuf::from(source_abs), flow.to_string());
+        let mut cache = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        cache.clock += 1;
+        let now = cache.clock;
+        match built {
+            Some(built) => {
+                let built = Arc::new(built);
+                put(&mut cache.built, key, built.clone(), now);
+                built
+            }
+            None => touch(&mut cache.built, &key, now).unwrap_or_default(),
+        }
+    }
+
     /// The folded view of `run` (as just read from the store in `dir`): the kept one while the
     /// run's status and event count are unchanged, else the kept one extended with the new events
     /// (a journal only grows), else a fold from the start.
@@ -507,10 +958,9 @@ pub fn pending_hint(standing: &Standing) -> String {
 /// The tooltip of a step the shown run has not reached yet.
 pub fn pending_details(run: &RunRow, standing: &Standing) -> String {
     format!(
-        "{}**Run `{}`** ({})\n\nNot started yet: the run has not reached this step.\n",
+        "{}{}\n\nNot started yet: the run has not reached this step.\n",
         standing.note(),
-        run.id,
-        run.status.as_str()
+        header(run),
     )
 }
 
@@ -656,7 +1106,7 @@ pub fn time(ms: i64) -> String {
 /// The Markdown added to a step's hover: the recorded result in full (cut at a sensible size).
 pub fn details(run: &RunRow, step: StepRun<'_>) -> String {
     let StepRun { view: step, value } = step;
-    let mut out = format!("**Run `{}`** ({})\n\n", run.id, run.status.as_str());
+    let mut out = format!("{}\n\n", header(run));
     match (&step.state, value) {
         (StepState::Succeeded { .. }, Some(v)) => {
             let pretty = serde_json::to_string_pretty(v).unwrap_or_default();
@@ -699,6 +1149,14 @@ pub fn details(run: &RunRow, step: StepRun<'_>) -> String {
         out.push_str(&format!("\nEffects recorded: {}\n", step.effects.len()));
     }
     out
+}
+
+/// The first line of a step's tooltip: the run, or the cassette, it shows, and its status.
+fn header(run: &RunRow) -> String {
+    match run.id.strip_prefix(CASSETTE) {
+        Some(rel) => format!("**Cassette `{rel}`** ({})", run.status.as_str()),
+        None => format!("**Run `{}`** ({})", run.id, run.status.as_str()),
+    }
 }
 
 /// Whether a run may still change (its journal may grow).
@@ -875,6 +1333,63 @@ mod tests {
         assert_eq!(map.len(), VIEWS_KEPT);
         assert!(map.contains_key(&key(VIEWS_KEPT + 9)));
         assert!(!map.contains_key(&key(1)));
+    }
+
+    /// A cassette whose `foreach` step had one element fail for good, and whose single call
+    /// succeeded on its second attempt, folds as a live run's journal would show them.
+    #[test]
+    fn a_cassette_folds_into_the_views_a_run_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("f.reel");
+        std::fs::write(&source, "").unwrap();
+        let cassette = serde_json::json!({
+            "cassette": 1, "flow": "f", "source": "f.reel",
+            "started_at": "2026-01-01T00:00:00Z",
+            "calls": [
+                { "step": "get", "attempt": 1, "inputs": {}, "at": "2026-01-01T00:00:01Z",
+                  "error": { "code": "tool.http.status", "message": "503", "retryable": true } },
+                { "step": "get", "attempt": 2, "inputs": {}, "at": "2026-01-01T00:00:03Z",
+                  "result": { "status": 200 } },
+                { "step": "each", "index": 0, "inputs": {}, "result": 1 },
+                { "step": "each", "index": 1, "inputs": {},
+                  "error": { "code": "tool.exec.exit", "message": "exited with 1" } }
+            ],
+            "status": "failed",
+            "error": { "code": "tool.exec.exit", "message": "exited with 1", "step": "each" }
+        });
+        let path = dir.path().join("f.cassette.json");
+        std::fs::write(&path, cassette.to_string()).unwrap();
+        let abs = std::fs::canonicalize(&source).unwrap();
+        let abs = abs.to_string_lossy();
+        let files = cassettes(&abs, "f");
+        assert_eq!(files.len(), 1);
+        assert_eq!(files[0].id(), "cassette:f.cassette.json");
+        assert!(cassettes(&abs, "other").is_empty());
+        let view = cassette_view(&files[0], &abs, None, &Views::default()).unwrap();
+        assert_eq!(view.run.status, RunStatus::Failed);
+        assert_eq!(view.run.id, "cassette:f.cassette.json");
+        let get = view.step("get").unwrap();
+        assert!(matches!(get.view.state, StepState::Succeeded { .. }));
+        assert_eq!(get.value, Some(&serde_json::json!({ "status": 200 })));
+        assert_eq!(get.view.attempts, 2);
+        assert_eq!(get.view.last_at - get.view.first_at, 2_000);
+        let each = view.step("each").unwrap();
+        assert!(
+            matches!(&each.view.state, StepState::Failed(e) if e.code == "tool.exec.exit"),
+            "{:?}",
+            each.view.state
+        );
+        assert_eq!(each.view.calls, Some((1, 1)));
+        assert!(details(&view.run, get).starts_with("**Cassette `f.cassette.json`** (failed)"));
+
+        // Still waiting when exported: a call that failed may yet be tried again.
+        let mut waiting = cassette.clone();
+        waiting["status"] = "waiting".into();
+        std::fs::write(&path, waiting.to_string()).unwrap();
+        let files = cassettes(&abs, "f");
+        let view = cassette_view(&files[0], &abs, None, &Views::default()).unwrap();
+        assert_eq!(view.run.status, RunStatus::Waiting);
+        assert_eq!(view.step("each").unwrap().view.state, StepState::Running);
     }
 
     #[test]

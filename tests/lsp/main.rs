@@ -2,6 +2,7 @@
 //! as an editor does.
 
 mod actions;
+mod cassettes;
 mod deep;
 mod editing;
 mod features;
