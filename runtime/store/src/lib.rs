@@ -14,6 +14,7 @@ mod copy;
 mod owner;
 mod pg;
 mod private;
+mod query;
 mod read;
 mod schema;
 mod sqlite;

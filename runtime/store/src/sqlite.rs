@@ -344,6 +344,10 @@ impl StoreRead for SqliteStore {
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
         self.readers.with(|c| read::due_runs(c, now_ms, limit))
     }
+
+    fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
+        crate::query::sqlite(&self.dir.join("reel.db"), sql)
+    }
 }
 
 impl Store for SqliteStore {

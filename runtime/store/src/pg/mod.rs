@@ -32,6 +32,7 @@ use crate::blobs;
 use crate::clock::Clock;
 use crate::writer::{self as queue, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
 
+pub(crate) use conn::describe;
 pub use conn::{PgAuth, is_postgres_url, redact_url};
 
 use read::Readers;
@@ -366,6 +367,11 @@ impl StoreRead for PgStore {
 
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
         self.readers.with(move |c| read::due_runs(c, now_ms, limit))
+    }
+
+    fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
+        let sql = sql.to_string();
+        self.readers.with(move |c| crate::query::postgres(c, &sql))
     }
 }
 
