@@ -1410,6 +1410,24 @@ fn the_sql_views_answer_alike_and_refuse_writes(b: &dyn Backend) {
     );
 }
 
+fn a_store_of_the_schema_before_the_views_gets_them_when_opened(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    recorded_run(&*store, "r1", Vec::new(), RunStatus::Succeeded, None);
+    drop(store);
+    // Back to schema version 1, which had no views.
+    for view in ["reel_runs", "reel_steps", "reel_calls", "reel_events"] {
+        b.raw(&format!("DROP VIEW {view}"));
+    }
+    b.raw("UPDATE meta SET value = 1 WHERE key = 'schema_version'");
+    let err = b.open_read_only().err().expect("an older schema is not read");
+    assert!(err.to_string().contains("schema version 1"), "{err}");
+    let store = b.open().unwrap();
+    assert_eq!(
+        store.query("SELECT id, status FROM reel_runs").unwrap().rows,
+        vec![vec![json!("r1"), json!("succeeded")]]
+    );
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         /// The suite on the embedded SQLite store.
@@ -1459,4 +1477,5 @@ conformance!(
     succeeded_steps_names_each_succeeded_step_once,
     a_clean_removes_ended_runs_and_what_only_they_reference,
     the_sql_views_answer_alike_and_refuse_writes,
+    a_store_of_the_schema_before_the_views_gets_them_when_opened,
 );
