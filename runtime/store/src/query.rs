@@ -22,7 +22,7 @@ pub(crate) fn sqlite(db: &Path, sql: &str) -> Result<QueryAnswer, StoreError> {
     if !stmt.readonly() {
         return Err(StoreError::QueryWrites(first_word(sql)));
     }
-    let columns: Vec<String> = stmt.column_names().into_iter().map(String::from).collect();
+    let columns: Vec<String> = stmt.column_names().map(String::from).collect();
     let width = columns.len();
     let mut rows = Vec::new();
     let mut cursor = stmt.query([]).map_err(|e| sqlite_error(&e))?;

@@ -1419,11 +1419,17 @@ fn a_store_of_the_schema_before_the_views_gets_them_when_opened(b: &dyn Backend)
         b.raw(&format!("DROP VIEW {view}"));
     }
     b.raw("UPDATE meta SET value = 1 WHERE key = 'schema_version'");
-    let err = b.open_read_only().err().expect("an older schema is not read");
+    let err = b
+        .open_read_only()
+        .err()
+        .expect("an older schema is not read");
     assert!(err.to_string().contains("schema version 1"), "{err}");
     let store = b.open().unwrap();
     assert_eq!(
-        store.query("SELECT id, status FROM reel_runs").unwrap().rows,
+        store
+            .query("SELECT id, status FROM reel_runs")
+            .unwrap()
+            .rows,
         vec![vec![json!("r1"), json!("succeeded")]]
     );
 }
