@@ -439,3 +439,51 @@ fn a_query_answers_the_same_on_both_stores_and_a_write_is_refused() {
         assert_eq!(count.stdout, "n\n2\n", "{count:?}");
     }
 }
+
+#[test]
+fn an_idle_worker_takes_up_a_signal_at_once_not_at_its_next_poll() {
+    let url = database();
+    let dir = temp();
+    write(
+        dir.path(),
+        "wait.reel",
+        "flow w {\n  step go = signal { name: \"go\", timeout: 1d }\n  output go\n}\n",
+    );
+    let parked = json(&on_postgres(
+        dir.path(),
+        &url,
+        &["run", "wait.reel", "--json"],
+    ));
+    assert_eq!(parked["status"], "waiting", "{parked}");
+    let id = parked["run"].as_str().unwrap().to_string();
+
+    // A worker that polls every 10 s; once it has looked and found nothing due, it is idle.
+    let mut worker = crate::support::reel(dir.path(), &["worker", "--poll-ms", "10000"])
+        .env("REEL_STORE_URL", &url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+
+    let sent = std::time::Instant::now();
+    let signal = on_postgres(dir.path(), &url, &["signal", &id, "go", "7"]);
+    assert_eq!(signal.status, 0, "{signal:?}");
+    let status = |id: &str| {
+        let q = format!("SELECT status FROM reel_runs WHERE id = '{id}'");
+        json(&on_postgres(dir.path(), &url, &["sql", "--json", &q]))[0]["status"].clone()
+    };
+    while status(&id) != "succeeded" && sent.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let took = sent.elapsed();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(status(&id), "succeeded");
+    // Far under the worker's 10 s poll: the signal woke it. (The time includes starting the
+    // `reel` processes that send the signal and ask.)
+    assert!(
+        took < std::time::Duration::from_millis(800),
+        "took {took:?}"
+    );
+}

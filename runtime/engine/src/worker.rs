@@ -17,6 +17,9 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// Stop when no run is running or waiting any more.
     pub until_idle: bool,
+    /// Notified when a run may have become due (the store heard of a signal or a cancel), so
+    /// an idle worker looks at once instead of at its next poll; polling stays the fallback.
+    pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Default for WorkerConfig {
@@ -25,6 +28,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_millis(250),
             concurrency: 16,
             until_idle: false,
+            wake: None,
         }
     }
 }
@@ -138,7 +142,15 @@ pub async fn work(
             }
         }
         let shutdown = deps.shutdown.clone();
+        let wake = worker.wake.clone();
+        let woken = async move {
+            match wake {
+                Some(wake) => wake.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            _ = woken => {}
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 finished(done, &mut active, &mut refused, deps.clock.now_ms());
             }

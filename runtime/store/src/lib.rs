@@ -22,6 +22,6 @@ mod writer;
 
 pub use api::*;
 pub use clock::{BoxFuture, Clock, ManualClock};
-pub use pg::{PgAuth, PgStore, is_postgres_url, redact_url};
+pub use pg::{PgAuth, PgListener, PgStore, is_postgres_url, redact_url};
 pub use private::exposure;
 pub use sqlite::{SqliteStore, WriterStats};

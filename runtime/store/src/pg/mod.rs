@@ -11,6 +11,7 @@
 mod clean;
 mod conn;
 mod copy;
+mod listen;
 mod read;
 mod schema;
 mod writer;
@@ -34,6 +35,7 @@ use crate::writer::{self as queue, ClaimOut, Cmd, Row, Shared, Tag, Update, Valu
 
 pub(crate) use conn::describe;
 pub use conn::{PgAuth, is_postgres_url, redact_url};
+pub use listen::PgListener;
 
 use read::Readers;
 
