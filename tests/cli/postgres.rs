@@ -487,3 +487,46 @@ fn an_idle_worker_takes_up_a_signal_at_once_not_at_its_next_poll() {
         "took {took:?}"
     );
 }
+
+#[test]
+fn an_idle_worker_takes_up_a_timer_when_it_is_due_not_at_its_next_poll() {
+    let url = database();
+    let dir = temp();
+    write(
+        dir.path(),
+        "nap.reel",
+        "flow n {\n  step rest = sleep { for: 2s }\n  output rest.woke_at\n}\n",
+    );
+    // The worker is idle (nothing waits yet) and polls every 10 s.
+    let mut worker = crate::support::reel(dir.path(), &["worker", "--poll-ms", "10000"])
+        .env("REEL_STORE_URL", &url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let parked = json(&on_postgres(
+        dir.path(),
+        &url,
+        &["run", "nap.reel", "--json"],
+    ));
+    let started = std::time::Instant::now();
+    assert_eq!(parked["status"], "waiting", "{parked}");
+    let id = parked["run"].as_str().unwrap().to_string();
+    let status = |id: &str| {
+        let q = format!("SELECT status FROM reel_runs WHERE id = '{id}'");
+        json(&on_postgres(dir.path(), &url, &["sql", "--json", &q]))[0]["status"].clone()
+    };
+    while status(&id) != "succeeded" && started.elapsed() < std::time::Duration::from_secs(8) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(status(&id), "succeeded");
+    // The 2 s timer, and not the 10 s poll: parking it told the worker when to look.
+    assert!(
+        took < std::time::Duration::from_millis(3000),
+        "took {took:?}"
+    );
+}

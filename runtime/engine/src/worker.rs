@@ -17,8 +17,9 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// Stop when no run is running or waiting any more.
     pub until_idle: bool,
-    /// Notified when a run may have become due (the store heard of a signal or a cancel), so
-    /// an idle worker looks at once instead of at its next poll; polling stays the fallback.
+    /// Notified when a run may have become due (the store heard of a signal, a cancel or a new
+    /// timer), so an idle worker looks at once instead of at its next poll; polling stays the
+    /// fallback.
     pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
@@ -141,6 +142,14 @@ pub async fn work(
                 break;
             }
         }
+        // Idle until the next poll, or until the earliest timer is due if that comes first.
+        let now = deps.clock.now_ms();
+        let nap = match deps.store.next_due()?.filter(|due| *due > now) {
+            Some(due) => worker
+                .poll
+                .min(Duration::from_millis(u64::try_from(due - now).unwrap_or(0))),
+            None => worker.poll,
+        };
         let shutdown = deps.shutdown.clone();
         let wake = worker.wake.clone();
         let woken = async move {
@@ -154,7 +163,7 @@ pub async fn work(
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 finished(done, &mut active, &mut refused, deps.clock.now_ms());
             }
-            _ = tokio::time::sleep(worker.poll) => {}
+            _ = tokio::time::sleep(nap) => {}
             _ = shutdown.cancelled() => break,
         }
     }

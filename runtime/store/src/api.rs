@@ -566,6 +566,11 @@ pub trait StoreRead: Send + Sync {
     /// Runs a worker should take up: waiting with a due timer or a pending signal, or running
     /// with an expired lease.
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError>;
+    /// The earliest time a waiting run's timer is due (ms since the epoch), if any waits on
+    /// one: an idle worker sleeps until then rather than a whole poll.
+    fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
     /// Runs one SQL statement that only reads (`reel sql`), typically over the `reel_*` views,
     /// and returns all its rows. A statement that would write is refused
     /// ([`StoreError::QueryWrites`]), a bad one gets the database's message

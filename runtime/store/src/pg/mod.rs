@@ -371,6 +371,17 @@ impl StoreRead for PgStore {
         self.readers.with(move |c| read::due_runs(c, now_ms, limit))
     }
 
+    fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        self.readers.with(|c| {
+            c.query_one(
+                "SELECT MIN(due_at) FROM runs WHERE status = 'waiting' AND due_at IS NOT NULL",
+                &[],
+            )
+            .map(|r| r.get(0))
+            .map_err(|e| conn::pg(&e))
+        })
+    }
+
     fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
         let sql = sql.to_string();
         self.readers.with(move |c| crate::query::postgres(c, &sql))

@@ -147,16 +147,18 @@ impl Statements {
                  UPDATE signals SET consumed_by = $3
                  WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM held)",
             )?,
-            // A signal or cancel that came while the run was held makes it due once let go:
-            // listening workers are told (`listen.rs`) when the batch commits.
+            // A signal or cancel that came while the run was held makes it due once let go,
+            // and a new timer may be due before an idle worker's next poll: listening workers
+            // are told (`listen.rs`) when the batch commits.
             release: client.prepare(
                 "WITH released AS (
                     UPDATE runs SET lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
                         lease_started = NULL, lease_expires_at = NULL
                     WHERE id = $1 AND lease_token = $2
-                    RETURNING id, status, signal_pending, cancel_requested)
+                    RETURNING id, status, signal_pending, cancel_requested, due_at)
                  SELECT pg_notify('reel_due', id) FROM released
-                 WHERE status = 'waiting' AND (signal_pending OR cancel_requested)",
+                 WHERE status = 'waiting'
+                   AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)",
             )?,
             why_not: client.prepare("SELECT lease_token, next_seq FROM runs WHERE id = $1")?,
         })
