@@ -441,6 +441,8 @@ fn a_query_answers_the_same_on_both_stores_and_a_write_is_refused() {
 }
 
 #[test]
+// edge: the test measures how soon, in real time, a real worker takes up a signal.
+#[allow(clippy::disallowed_methods)]
 fn an_idle_worker_takes_up_a_signal_at_once_not_at_its_next_poll() {
     let url = database();
     let dir = temp();
@@ -489,6 +491,8 @@ fn an_idle_worker_takes_up_a_signal_at_once_not_at_its_next_poll() {
 }
 
 #[test]
+// edge: the test measures how soon, in real time, a real worker takes up a due timer.
+#[allow(clippy::disallowed_methods)]
 fn an_idle_worker_takes_up_a_timer_when_it_is_due_not_at_its_next_poll() {
     let url = database();
     let dir = temp();
