@@ -11,6 +11,9 @@ use serde_json::Value;
 use crate::api::{QueryAnswer, StoreError};
 use crate::schema;
 
+/// What a query of more than one statement is told, on either store.
+const ONE_STATEMENT: &str = "give one statement: `reel sql` runs one query at a time";
+
 /// Runs `sql` on a connection of its own to the SQLite database at `db`: opened read-only,
 /// with `query_only` set (which covers any database it attaches, opened read-only as well), so
 /// nothing it runs can write.
@@ -46,6 +49,9 @@ pub(crate) fn sqlite(db: &Path, sql: &str) -> Result<QueryAnswer, StoreError> {
 /// SQLite's message for a statement it refused, a write the read-only connection stopped
 /// included.
 fn sqlite_error(e: &rusqlite::Error) -> StoreError {
+    if matches!(e, rusqlite::Error::MultipleStatement) {
+        return StoreError::Query(ONE_STATEMENT.to_string());
+    }
     let message = e.to_string();
     if message.contains("readonly database") || message.contains("query_only") {
         return StoreError::QueryWrites(message);
@@ -112,6 +118,9 @@ fn pg_value(ty: &Type, text: &str) -> Value {
 /// transaction (SQLSTATE 25006) is told apart.
 fn pg_error(e: &postgres::Error) -> StoreError {
     let message = crate::pg::describe(e);
+    if message.contains("multiple commands") {
+        return StoreError::Query(ONE_STATEMENT.to_string());
+    }
     match e.code() {
         Some(code) if *code == postgres::error::SqlState::READ_ONLY_SQL_TRANSACTION => {
             StoreError::QueryWrites(message)
