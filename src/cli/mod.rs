@@ -22,6 +22,7 @@ mod runs;
 mod runtime;
 mod signal;
 mod sources;
+mod sql;
 mod store;
 mod test;
 mod ui;
@@ -74,6 +75,7 @@ enum Command {
     Clean(clean::Args),
     Worker(worker::Args),
     Store(store::Args),
+    Sql(sql::Args),
     Lsp(lsp::Args),
 }
 
@@ -170,6 +172,7 @@ pub fn main() -> ExitCode {
         Command::Runs(args) => runs::run(args, &ui),
         Command::Events(args) => events::run(args, &ui),
         Command::Logs(args) => logs::run(args, &ui),
+        Command::Sql(args) => sql::run(args, &ui),
         Command::Signal(args) => signal::run(args, &ui),
         Command::Cancel(args) => cancel::run(args, &ui),
         Command::Release(args) => quarantine::release(args, &ui),

@@ -160,6 +160,22 @@ impl Project {
         .map_err(|e| Failure::failed(e.to_string()))
     }
 
+    /// On PostgreSQL, listens for runs that may have become due and calls `wake` for each;
+    /// `None` on SQLite, which has nothing to listen to.
+    pub fn listen_for_due(
+        &self,
+        wake: impl Fn() + Send + 'static,
+    ) -> Result<Option<reel_store::PgListener>, Failure> {
+        match &self.store_url {
+            Some(url) => {
+                reel_store::PgListener::start(url, &super::capabilities::store_auth(), wake)
+                    .map(Some)
+                    .map_err(|e| Failure::failed(e.to_string()))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// Whether the store is on PostgreSQL.
     pub fn is_postgres(&self) -> bool {
         self.store_url.is_some()

@@ -23,7 +23,8 @@ pub struct Args {
     #[arg(long, default_value_t = 16, value_name = "N")]
     concurrency: usize,
 
-    /// How often to look for due runs, in milliseconds.
+    /// How often to look for due runs, in milliseconds (on PostgreSQL, a signal or cancel
+    /// also wakes the worker at once).
     #[arg(long, default_value_t = 250, value_name = "MS")]
     poll_ms: u64,
 }
@@ -34,6 +35,11 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let store = project.open_store()?;
     let rt = tokio_runtime()?;
     ui.line(&format!("worker on {}", project.store_shown()));
+    // On PostgreSQL a signal or cancel wakes the worker at once (LISTEN/NOTIFY); the poll is
+    // the fallback, and the only way on SQLite.
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    let notify = std::sync::Arc::clone(&wake);
+    let listener = project.listen_for_due(move || notify.notify_one())?;
     let result = rt.block_on(async {
         let deps = run_deps(store, None);
         stop_on_ctrl_c(&deps);
@@ -41,6 +47,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             poll: Duration::from_millis(args.poll_ms.max(10)),
             concurrency: args.concurrency.max(1),
             until_idle: args.until_idle,
+            wake: listener.as_ref().map(|_| wake),
         };
         work(
             deps,
@@ -61,6 +68,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         )
         .await
     });
+    drop(listener);
     let summary = result.map_err(|e| Failure::failed(e.to_string()))?;
     if summary.stuck.is_empty() {
         return Ok(Status::Success);

@@ -369,3 +369,168 @@ fn a_worker_stopped_past_its_lease_writes_nothing_after_another_takes_its_run() 
     assert_eq!(keys.len(), 2, "{calls}");
     assert_eq!(keys[0], keys[1], "{calls}");
 }
+
+/// A shop whose `charge` step calls `pay.sh`, which fails while `broken` exists.
+const SHOP: &str = "tool pay {\n  kind: \"effect\"\n  exec: [\"sh\", \"pay.sh\"]\n  input { amount: int }\n  output { paid: int }\n}\n\nflow shop {\n  step charge = pay { amount: 5 }\n  output charge.paid\n}\n";
+const PAY_SH: &str = "read input\nif [ -e broken ]; then echo 'card declined' >&2; exit 1; fi\necho '{\"paid\": 5}'\n";
+
+#[test]
+fn a_query_answers_the_same_on_both_stores_and_a_write_is_refused() {
+    let url = database();
+    let (a, b) = (temp(), temp());
+    let sqlite = |args: &[&str]| on_sqlite(a.path(), args);
+    let pg = |args: &[&str]| on_postgres(b.path(), &url, args);
+    for dir in [a.path(), b.path()] {
+        write(dir, "shop.reel", SHOP);
+        write(dir, "pay.sh", PAY_SH);
+        write(dir, "broken", "");
+    }
+    for store in [&sqlite as &dyn Fn(&[&str]) -> Run, &pg] {
+        assert_eq!(store(&["run", "shop.reel"]).status, 1);
+    }
+    for dir in [a.path(), b.path()] {
+        std::fs::remove_file(dir.join("broken")).unwrap();
+    }
+    for store in [&sqlite as &dyn Fn(&[&str]) -> Run, &pg] {
+        assert_eq!(store(&["run", "shop.reel"]).status, 0);
+    }
+
+    // Which runs failed at step `charge`, and how their calls went.
+    let query = "SELECT r.status AS run_status, s.status, s.attempts, s.line, c.attempt, c.tool,
+                        c.outcome, c.error_code, length(c.idempotency_key) AS key_length
+                 FROM reel_runs r JOIN reel_steps s ON s.run = r.id
+                      JOIN reel_calls c ON c.run = r.id AND c.step = s.step
+                 WHERE s.step = 'charge' ORDER BY r.created_at, c.attempt";
+    let on_sqlite = sqlite(&["sql", query]);
+    let on_pg = pg(&["sql", query]);
+    assert_eq!(on_sqlite.status, 0, "{on_sqlite:?}");
+    assert_eq!(on_pg.stdout, on_sqlite.stdout);
+    assert_eq!(
+        on_sqlite.stdout,
+        "run_status  status     attempts  line  attempt  tool  outcome    error_code      key_length\n\
+         failed      failed     1         9     1        pay   failed     tool.exec.exit  64\n\
+         succeeded   succeeded  1         9     1        pay   succeeded  NULL            64\n"
+    );
+    assert!(on_sqlite.stderr.contains("(2 rows)"), "{on_sqlite:?}");
+    let failed = "SELECT r.flow, r.error_code, r.error_step FROM reel_runs r
+                  WHERE r.status = 'failed'";
+    let (one, other) = (
+        json(&sqlite(&["sql", "--json", failed])),
+        json(&pg(&["sql", "--json", failed])),
+    );
+    assert_eq!(one, other);
+    assert_eq!(
+        one,
+        serde_json::json!([{ "flow": "shop", "error_code": "tool.exec.exit", "error_step": "charge" }])
+    );
+
+    // A write is refused on both, and a bad query gets the database's message: exit 2.
+    for store in [&sqlite as &dyn Fn(&[&str]) -> Run, &pg] {
+        let refused = store(&["sql", "DELETE FROM runs"]);
+        assert_eq!(refused.status, 2, "{refused:?}");
+        assert!(
+            refused.stderr.contains("read-only queries only"),
+            "{refused:?}"
+        );
+        let bad = store(&["sql", "SELECT nope FROM reel_runs"]);
+        assert_eq!(bad.status, 2, "{bad:?}");
+        assert!(bad.stderr.contains("nope"), "{bad:?}");
+        let count = store(&["sql", "SELECT COUNT(*) AS n FROM reel_runs"]);
+        assert_eq!(count.stdout, "n\n2\n", "{count:?}");
+    }
+}
+
+#[test]
+// edge: the test measures how soon, in real time, a real worker takes up a signal.
+#[allow(clippy::disallowed_methods)]
+fn an_idle_worker_takes_up_a_signal_at_once_not_at_its_next_poll() {
+    let url = database();
+    let dir = temp();
+    write(
+        dir.path(),
+        "wait.reel",
+        "flow w {\n  step go = signal { name: \"go\", timeout: 1d }\n  output go\n}\n",
+    );
+    let parked = json(&on_postgres(
+        dir.path(),
+        &url,
+        &["run", "wait.reel", "--json"],
+    ));
+    assert_eq!(parked["status"], "waiting", "{parked}");
+    let id = parked["run"].as_str().unwrap().to_string();
+
+    // A worker that polls every 10 s; once it has looked and found nothing due, it is idle.
+    let mut worker = crate::support::reel(dir.path(), &["worker", "--poll-ms", "10000"])
+        .env("REEL_STORE_URL", &url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+
+    let sent = std::time::Instant::now();
+    let signal = on_postgres(dir.path(), &url, &["signal", &id, "go", "7"]);
+    assert_eq!(signal.status, 0, "{signal:?}");
+    let status = |id: &str| {
+        let q = format!("SELECT status FROM reel_runs WHERE id = '{id}'");
+        json(&on_postgres(dir.path(), &url, &["sql", "--json", &q]))[0]["status"].clone()
+    };
+    while status(&id) != "succeeded" && sent.elapsed() < std::time::Duration::from_secs(5) {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let took = sent.elapsed();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(status(&id), "succeeded");
+    // Far under the worker's 10 s poll: the signal woke it. (The time includes starting the
+    // `reel` processes that send the signal and ask.)
+    assert!(
+        took < std::time::Duration::from_millis(800),
+        "took {took:?}"
+    );
+}
+
+#[test]
+// edge: the test measures how soon, in real time, a real worker takes up a due timer.
+#[allow(clippy::disallowed_methods)]
+fn an_idle_worker_takes_up_a_timer_when_it_is_due_not_at_its_next_poll() {
+    let url = database();
+    let dir = temp();
+    write(
+        dir.path(),
+        "nap.reel",
+        "flow n {\n  step rest = sleep { for: 2s }\n  output rest.woke_at\n}\n",
+    );
+    // The worker is idle (nothing waits yet) and polls every 10 s.
+    let mut worker = crate::support::reel(dir.path(), &["worker", "--poll-ms", "10000"])
+        .env("REEL_STORE_URL", &url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let parked = json(&on_postgres(
+        dir.path(),
+        &url,
+        &["run", "nap.reel", "--json"],
+    ));
+    let started = std::time::Instant::now();
+    assert_eq!(parked["status"], "waiting", "{parked}");
+    let id = parked["run"].as_str().unwrap().to_string();
+    let status = |id: &str| {
+        let q = format!("SELECT status FROM reel_runs WHERE id = '{id}'");
+        json(&on_postgres(dir.path(), &url, &["sql", "--json", &q]))[0]["status"].clone()
+    };
+    while status(&id) != "succeeded" && started.elapsed() < std::time::Duration::from_secs(8) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let took = started.elapsed();
+    let _ = worker.kill();
+    let _ = worker.wait();
+    assert_eq!(status(&id), "succeeded");
+    // The 2 s timer, and not the 10 s poll: parking it told the worker when to look.
+    assert!(
+        took < std::time::Duration::from_millis(3000),
+        "took {took:?}"
+    );
+}

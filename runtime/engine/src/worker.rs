@@ -17,6 +17,10 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// Stop when no run is running or waiting any more.
     pub until_idle: bool,
+    /// Notified when a run may have become due (the store heard of a signal, a cancel or a new
+    /// timer), so an idle worker looks at once instead of at its next poll; polling stays the
+    /// fallback.
+    pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
 }
 
 impl Default for WorkerConfig {
@@ -25,6 +29,7 @@ impl Default for WorkerConfig {
             poll: Duration::from_millis(250),
             concurrency: 16,
             until_idle: false,
+            wake: None,
         }
     }
 }
@@ -137,12 +142,28 @@ pub async fn work(
                 break;
             }
         }
+        // Idle until the next poll, or until the earliest timer is due if that comes first.
+        let now = deps.clock.now_ms();
+        let nap = match deps.store.next_due()?.filter(|due| *due > now) {
+            Some(due) => worker
+                .poll
+                .min(Duration::from_millis(u64::try_from(due - now).unwrap_or(0))),
+            None => worker.poll,
+        };
         let shutdown = deps.shutdown.clone();
+        let wake = worker.wake.clone();
+        let woken = async move {
+            match wake {
+                Some(wake) => wake.notified().await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
+            _ = woken => {}
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 finished(done, &mut active, &mut refused, deps.clock.now_ms());
             }
-            _ = tokio::time::sleep(worker.poll) => {}
+            _ = tokio::time::sleep(nap) => {}
             _ = shutdown.cancelled() => break,
         }
     }

@@ -423,6 +423,12 @@ pub enum StoreError {
     /// The store was opened read-only.
     #[error("the store is open read-only")]
     ReadOnly,
+    /// A query given to `reel sql` failed: the database's own message.
+    #[error("the query failed: {0}")]
+    Query(String),
+    /// A query given to `reel sql` would write: it runs read-only queries only.
+    #[error("the query would change the store ({0}); `reel sql` runs read-only queries only")]
+    QueryWrites(String),
     /// The writer thread is gone.
     #[error("the store's writer has stopped")]
     Closed,
@@ -464,6 +470,8 @@ impl StoreError {
             StoreError::CorruptValue { .. } => "store.corrupt-value",
             StoreError::Poisoned { .. } => "store.poisoned",
             StoreError::ReadOnly => "store.read-only",
+            StoreError::Query(_) => "store.query",
+            StoreError::QueryWrites(_) => "store.query-writes",
             StoreError::Closed => "store.closed",
             StoreError::Continuity { .. } => "store.continuity",
             StoreError::Io { .. } => "store.io",
@@ -558,6 +566,31 @@ pub trait StoreRead: Send + Sync {
     /// Runs a worker should take up: waiting with a due timer or a pending signal, or running
     /// with an expired lease.
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError>;
+    /// The earliest time a waiting run's timer is due (ms since the epoch), if any waits on
+    /// one: an idle worker sleeps until then rather than a whole poll.
+    fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        Ok(None)
+    }
+    /// Runs one SQL statement that only reads (`reel sql`), typically over the `reel_*` views,
+    /// and returns all its rows. A statement that would write is refused
+    /// ([`StoreError::QueryWrites`]), a bad one gets the database's message
+    /// ([`StoreError::Query`]). A store with no database to ask says so.
+    fn query(&self, sql: &str) -> Result<QueryAnswer, StoreError> {
+        let _ = sql;
+        Err(StoreError::Query(
+            "this store has no database to run SQL on".to_string(),
+        ))
+    }
+}
+
+/// What a read-only query answered: its columns' names and its rows, each value as JSON (SQL
+/// NULL as `null`, integers and reals as numbers, text as strings).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct QueryAnswer {
+    /// The columns' names, in order.
+    pub columns: Vec<String>,
+    /// The rows, each with one value per column.
+    pub rows: Vec<Vec<Value>>,
 }
 
 /// The whole store: reading and writing. Writes are enqueued in order (per process) and

@@ -14,6 +14,7 @@ mod copy;
 mod owner;
 mod pg;
 mod private;
+mod query;
 mod read;
 mod schema;
 mod sqlite;
@@ -21,6 +22,6 @@ mod writer;
 
 pub use api::*;
 pub use clock::{BoxFuture, Clock, ManualClock};
-pub use pg::{PgAuth, PgStore, is_postgres_url, redact_url};
+pub use pg::{PgAuth, PgListener, PgStore, is_postgres_url, redact_url};
 pub use private::exposure;
 pub use sqlite::{SqliteStore, WriterStats};

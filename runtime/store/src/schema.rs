@@ -15,7 +15,7 @@ use crate::private;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -101,6 +101,66 @@ CREATE TABLE logs (
     text TEXT NOT NULL
 ) STRICT;
 CREATE INDEX logs_run ON logs (run, id);
+";
+
+// The views `reel sql` documents (docs/runtime.md, "SQL views"): their columns, names and
+// meanings are kept stable across versions, whatever the tables under them become, and are the
+// same as the PostgreSQL store's (`pg/schema.rs`), so one query answers alike on both. Times
+// are milliseconds since the Unix epoch. A step's line and a call's tool come from the run's
+// FlowSpec (NULL when it has no such step).
+const V2: &str = "
+CREATE VIEW reel_runs AS
+SELECT id, flow, status, parent, source, created_at, ended_at,
+       json_extract(error, '$.code') AS error_code,
+       json_extract(error, '$.step') AS error_step,
+       json_extract(error, '$.message') AS error_message
+FROM runs;
+
+CREATE VIEW reel_events AS
+SELECT run, seq, at, kind, step, idx, attempt, data FROM journal;
+
+CREATE VIEW reel_steps AS
+SELECT g.run, g.step,
+       COALESCE((SELECT CASE e.kind WHEN 'step_succeeded' THEN 'succeeded'
+                                    WHEN 'step_failed' THEN 'failed' ELSE 'skipped' END
+                 FROM journal e WHERE e.run = g.run AND e.seq = g.end_seq), 'started') AS status,
+       g.attempts, g.first_at, g.last_at,
+       (SELECT json_extract(e.data, '$.error.code') FROM journal e
+        WHERE e.run = g.run AND e.seq = g.end_seq AND e.kind = 'step_failed') AS error_code,
+       (SELECT json_extract(s.value, '$.span.line')
+        FROM runs r JOIN specs sp ON sp.digest = r.flow_digest, json_each(sp.json, '$.steps') s
+        WHERE r.id = g.run AND json_extract(s.value, '$.id') = g.step) AS line
+FROM (SELECT run, step,
+             MAX(CASE WHEN kind IN ('step_succeeded', 'step_failed', 'step_skipped')
+                      THEN seq END) AS end_seq,
+             MAX(attempt) AS attempts, MIN(at) AS first_at, MAX(at) AS last_at
+      FROM journal WHERE step IS NOT NULL GROUP BY run, step) g;
+
+CREATE VIEW reel_calls AS
+SELECT c.run, c.step, c.idx, c.attempt,
+       (SELECT json_extract(s.value, '$.tool')
+        FROM runs r JOIN specs sp ON sp.digest = r.flow_digest, json_each(sp.json, '$.steps') s
+        WHERE r.id = c.run AND json_extract(s.value, '$.id') = c.step) AS tool,
+       c.started_at, c.ended_at,
+       CASE WHEN c.succeeded = 1 THEN 'succeeded' WHEN c.failed = 1 THEN 'failed'
+            WHEN c.unknown = 1 THEN 'unknown' ELSE 'started' END AS outcome,
+       c.error_code, c.idempotency_key
+FROM (SELECT run, step, idx, attempt,
+             MIN(CASE WHEN kind IN ('step_started', 'call_reused') THEN at END) AS started_at,
+             MAX(CASE WHEN kind IN ('call_succeeded', 'effect_recorded', 'call_failed')
+                      THEN at END) AS ended_at,
+             MAX(CASE WHEN kind IN ('call_succeeded', 'effect_recorded') THEN 1 ELSE 0 END)
+                 AS succeeded,
+             MAX(CASE WHEN kind = 'call_failed' THEN 1 ELSE 0 END) AS failed,
+             MAX(CASE WHEN kind = 'unknown_outcome' THEN 1 ELSE 0 END) AS unknown,
+             MAX(CASE WHEN kind = 'call_failed' THEN json_extract(data, '$.error.code') END)
+                 AS error_code,
+             MAX(CASE WHEN kind IN ('step_started', 'effect_recorded', 'unknown_outcome')
+                      THEN json_extract(data, '$.key') END) AS idempotency_key
+      FROM journal
+      WHERE step IS NOT NULL AND attempt IS NOT NULL AND kind IN ('step_started',
+            'call_reused', 'call_succeeded', 'effect_recorded', 'call_failed', 'unknown_outcome')
+      GROUP BY run, step, idx, attempt) c;
 ";
 
 fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {

@@ -344,6 +344,21 @@ impl StoreRead for SqliteStore {
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
         self.readers.with(|c| read::due_runs(c, now_ms, limit))
     }
+
+    fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        self.readers.with(|c| {
+            c.query_row(
+                "SELECT MIN(due_at) FROM runs WHERE status = 'waiting' AND due_at IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(writer::sqlite)
+        })
+    }
+
+    fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
+        crate::query::sqlite(&self.dir.join("reel.db"), sql)
+    }
 }
 
 impl Store for SqliteStore {

@@ -1151,6 +1151,287 @@ fn a_clean_removes_ended_runs_and_what_only_they_reference(b: &dyn Backend) {
     assert!(store.get_value(&own).unwrap().is_some());
 }
 
+/// One call event of step `step` (no `foreach` index).
+fn call(
+    kind: &str,
+    at: i64,
+    step: &str,
+    attempt: Option<u32>,
+    data: serde_json::Value,
+) -> NewEvent {
+    NewEvent {
+        at,
+        kind: kind.to_string(),
+        step: Some(step.to_string()),
+        index: None,
+        attempt,
+        data,
+    }
+}
+
+/// Records a run of `steps` whose calls went as `events` say, ended with `status` and `error`.
+fn recorded_run(
+    store: &dyn Store,
+    id: &str,
+    events: Vec<NewEvent>,
+    status: RunStatus,
+    error: Option<serde_json::Value>,
+) {
+    let mut run = new_run(id);
+    run.first_events = vec![NewEvent {
+        at: 1_000,
+        kind: "run_started".to_string(),
+        step: None,
+        index: None,
+        attempt: None,
+        data: json!({}),
+    }];
+    let lease = store.create_run(run, &me(), 60_000).unwrap();
+    store.append(&lease, events).unwrap();
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(status),
+                ended_at: Some(9_000),
+                error,
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.sync(&lease)).unwrap();
+    wait(store.release(&lease)).unwrap();
+}
+
+fn the_sql_views_answer_alike_and_refuse_writes(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    // The FlowSpec the runs started with (`new_run`'s digest): where each step's line and tool
+    // come from.
+    let spec = json!({ "name": "deploy", "steps": [
+        { "id": "charge", "tool": "pay", "span": { "line": 7 } },
+        { "id": "ship", "tool": "post", "span": { "line": 12 } },
+    ] });
+    store.put_spec(&"f".repeat(64), &spec.to_string()).unwrap();
+    let failure = |step: &str| json!({ "code": "tool.failed", "message": "no", "step": step });
+    recorded_run(
+        &*store,
+        "r1",
+        vec![
+            call(
+                "step_started",
+                2_000,
+                "charge",
+                Some(1),
+                json!({ "key": "k1" }),
+            ),
+            call(
+                "call_failed",
+                2_100,
+                "charge",
+                Some(1),
+                json!({ "error": failure("charge") }),
+            ),
+            call(
+                "step_started",
+                3_000,
+                "charge",
+                Some(2),
+                json!({ "key": "k1" }),
+            ),
+            call(
+                "call_failed",
+                3_200,
+                "charge",
+                Some(2),
+                json!({ "error": failure("charge") }),
+            ),
+            call(
+                "step_failed",
+                3_300,
+                "charge",
+                None,
+                json!({ "error": failure("charge") }),
+            ),
+        ],
+        RunStatus::Failed,
+        Some(failure("charge")),
+    );
+    recorded_run(
+        &*store,
+        "r2",
+        vec![
+            call(
+                "step_started",
+                2_000,
+                "charge",
+                Some(1),
+                json!({ "key": "k2" }),
+            ),
+            call(
+                "effect_recorded",
+                2_500,
+                "charge",
+                Some(1),
+                json!({ "key": "k2" }),
+            ),
+            call(
+                "step_succeeded",
+                2_600,
+                "charge",
+                None,
+                json!({ "attempts": 1 }),
+            ),
+            call(
+                "step_started",
+                2_700,
+                "ship",
+                Some(1),
+                json!({ "key": "k3" }),
+            ),
+            call(
+                "call_failed",
+                2_800,
+                "ship",
+                Some(1),
+                json!({ "error": failure("ship") }),
+            ),
+            call(
+                "step_failed",
+                2_900,
+                "ship",
+                None,
+                json!({ "error": failure("ship") }),
+            ),
+        ],
+        RunStatus::Failed,
+        Some(failure("ship")),
+    );
+    let answer = |sql: &str| {
+        let a = store.query(sql).unwrap();
+        json!({ "columns": a.columns, "rows": a.rows })
+    };
+
+    // Which runs failed at step `charge`: from the runs' errors and from their steps.
+    assert_eq!(
+        answer("SELECT id, status, error_code, error_step FROM reel_runs ORDER BY id"),
+        json!({ "columns": ["id", "status", "error_code", "error_step"], "rows": [
+            ["r1", "failed", "tool.failed", "charge"],
+            ["r2", "failed", "tool.failed", "ship"],
+        ] })
+    );
+    assert_eq!(
+        answer(
+            "SELECT run, step, status, attempts, first_at, last_at, error_code, line
+             FROM reel_steps ORDER BY run, step"
+        ),
+        json!({
+            "columns": ["run", "step", "status", "attempts", "first_at", "last_at",
+                        "error_code", "line"],
+            "rows": [
+                ["r1", "charge", "failed", 2, 2_000, 3_300, "tool.failed", 7],
+                ["r2", "charge", "succeeded", 1, 2_000, 2_600, null, 7],
+                ["r2", "ship", "failed", 1, 2_700, 2_900, "tool.failed", 12],
+            ]
+        })
+    );
+    assert_eq!(
+        answer("SELECT * FROM reel_calls ORDER BY run, step, attempt"),
+        json!({
+            "columns": ["run", "step", "idx", "attempt", "tool", "started_at", "ended_at",
+                        "outcome", "error_code", "idempotency_key"],
+            "rows": [
+                ["r1", "charge", null, 1, "pay", 2_000, 2_100, "failed", "tool.failed", "k1"],
+                ["r1", "charge", null, 2, "pay", 3_000, 3_200, "failed", "tool.failed", "k1"],
+                ["r2", "charge", null, 1, "pay", 2_000, 2_500, "succeeded", null, "k2"],
+                ["r2", "ship", null, 1, "post", 2_700, 2_800, "failed", "tool.failed", "k3"],
+            ]
+        })
+    );
+    assert_eq!(
+        answer(
+            "SELECT run, seq, at, kind, step, idx, attempt FROM reel_events
+             WHERE run = 'r2' AND seq < 2 ORDER BY seq"
+        ),
+        json!({
+            "columns": ["run", "seq", "at", "kind", "step", "idx", "attempt"],
+            "rows": [
+                ["r2", 0, 1_000, "run_started", null, null, null],
+                ["r2", 1, 2_000, "step_started", "charge", null, 1],
+            ]
+        })
+    );
+    assert_eq!(
+        answer("SELECT COUNT(*) AS n FROM reel_events"),
+        json!({ "columns": ["n"], "rows": [[13]] })
+    );
+    // The events' data is the event's JSON, as text on both stores.
+    let data = answer("SELECT data FROM reel_events WHERE run = 'r1' AND seq = 1");
+    let text = data["rows"][0][0].as_str().unwrap();
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(text).unwrap(),
+        json!({ "key": "k1" })
+    );
+
+    // Writes are refused, whatever their form, and change nothing.
+    for write in [
+        "DELETE FROM runs",
+        "UPDATE runs SET status = 'succeeded'",
+        "INSERT INTO specs (digest, json) VALUES ('x', '{}')",
+        "CREATE TABLE mine (x INTEGER)",
+        "DROP VIEW reel_runs",
+    ] {
+        let err = store.query(write).unwrap_err();
+        assert_eq!(err.code(), "store.query-writes", "{write}: {err}");
+        assert!(err.to_string().contains("read-only queries only"), "{err}");
+    }
+    // More than one statement is refused before any of them runs.
+    let err = store.query("SELECT 1; DELETE FROM runs").unwrap_err();
+    assert_eq!(err.code(), "store.query");
+    assert!(err.to_string().contains("one statement"), "{err}");
+    assert_eq!(b.raw_count("SELECT COUNT(*) FROM runs"), 2);
+    // A statement the database cannot read gets its own message.
+    let err = store.query("SELEC id FROM reel_runs").unwrap_err();
+    assert_eq!(err.code(), "store.query");
+    assert!(err.to_string().contains("SELEC"), "{err}");
+    let err = store.query("SELECT nope FROM reel_runs").unwrap_err();
+    assert_eq!(err.code(), "store.query");
+    assert!(err.to_string().contains("nope"), "{err}");
+    // A store opened read-only answers the same.
+    drop(store);
+    let reader = b.open_read_only().unwrap();
+    assert_eq!(
+        reader
+            .query("SELECT run FROM reel_steps WHERE step = 'charge' AND status = 'failed'")
+            .unwrap()
+            .rows,
+        vec![vec![json!("r1")]]
+    );
+}
+
+fn a_store_of_the_schema_before_the_views_gets_them_when_opened(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    recorded_run(&*store, "r1", Vec::new(), RunStatus::Succeeded, None);
+    drop(store);
+    // Back to schema version 1, which had no views.
+    for view in ["reel_runs", "reel_steps", "reel_calls", "reel_events"] {
+        b.raw(&format!("DROP VIEW {view}"));
+    }
+    b.raw("UPDATE meta SET value = 1 WHERE key = 'schema_version'");
+    let err = b
+        .open_read_only()
+        .err()
+        .expect("an older schema is not read");
+    assert!(err.to_string().contains("schema version 1"), "{err}");
+    let store = b.open().unwrap();
+    assert_eq!(
+        store
+            .query("SELECT id, status FROM reel_runs")
+            .unwrap()
+            .rows,
+        vec![vec![json!("r1"), json!("succeeded")]]
+    );
+}
+
 macro_rules! conformance {
     ($($name:ident),* $(,)?) => {
         /// The suite on the embedded SQLite store.
@@ -1199,4 +1480,6 @@ conformance!(
     a_long_journal_reads_whole_and_in_order,
     succeeded_steps_names_each_succeeded_step_once,
     a_clean_removes_ended_runs_and_what_only_they_reference,
+    the_sql_views_answer_alike_and_refuse_writes,
+    a_store_of_the_schema_before_the_views_gets_them_when_opened,
 );

@@ -11,6 +11,7 @@
 mod clean;
 mod conn;
 mod copy;
+mod listen;
 mod read;
 mod schema;
 mod writer;
@@ -32,7 +33,9 @@ use crate::blobs;
 use crate::clock::Clock;
 use crate::writer::{self as queue, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
 
+pub(crate) use conn::describe;
 pub use conn::{PgAuth, is_postgres_url, redact_url};
+pub use listen::PgListener;
 
 use read::Readers;
 
@@ -366,6 +369,22 @@ impl StoreRead for PgStore {
 
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
         self.readers.with(move |c| read::due_runs(c, now_ms, limit))
+    }
+
+    fn next_due(&self) -> Result<Option<i64>, StoreError> {
+        self.readers.with(|c| {
+            c.query_one(
+                "SELECT MIN(due_at) FROM runs WHERE status = 'waiting' AND due_at IS NOT NULL",
+                &[],
+            )
+            .map(|r| r.get(0))
+            .map_err(|e| conn::pg(&e))
+        })
+    }
+
+    fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
+        let sql = sql.to_string();
+        self.readers.with(move |c| crate::query::postgres(c, &sql))
     }
 }
 

@@ -7,7 +7,7 @@ use super::conn::{Connector, SCHEMA, pg};
 use crate::api::StoreError;
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1];
+const MIGRATIONS: &[&str] = &[V1, V2];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -97,6 +97,65 @@ CREATE TABLE logs (
     text TEXT NOT NULL
 );
 CREATE INDEX logs_run ON logs (run, id);
+"#;
+
+// The views `reel sql` documents, column for column the SQLite store's (`schema.rs`, where
+// their promise is written), so that one query answers alike on both stores.
+const V2: &str = r#"
+CREATE VIEW reel_runs AS
+SELECT id, flow, status, parent, source, created_at, ended_at,
+       error::json ->> 'code' AS error_code,
+       error::json ->> 'step' AS error_step,
+       error::json ->> 'message' AS error_message
+FROM runs;
+
+CREATE VIEW reel_events AS
+SELECT run, seq, at, kind, step, idx, attempt, data FROM journal;
+
+CREATE VIEW reel_steps AS
+SELECT g.run, g.step,
+       COALESCE((SELECT CASE e.kind WHEN 'step_succeeded' THEN 'succeeded'
+                                    WHEN 'step_failed' THEN 'failed' ELSE 'skipped' END
+                 FROM journal e WHERE e.run = g.run AND e.seq = g.end_seq), 'started') AS status,
+       g.attempts, g.first_at, g.last_at,
+       (SELECT e.data::json #>> '{error,code}' FROM journal e
+        WHERE e.run = g.run AND e.seq = g.end_seq AND e.kind = 'step_failed') AS error_code,
+       (SELECT (s.value #>> '{span,line}')::bigint
+        FROM runs r JOIN specs sp ON sp.digest = r.flow_digest
+             CROSS JOIN LATERAL jsonb_array_elements(sp.json::jsonb -> 'steps') s(value)
+        WHERE r.id = g.run AND s.value ->> 'id' = g.step) AS line
+FROM (SELECT run, step,
+             MAX(CASE WHEN kind IN ('step_succeeded', 'step_failed', 'step_skipped')
+                      THEN seq END) AS end_seq,
+             MAX(attempt) AS attempts, MIN(at) AS first_at, MAX(at) AS last_at
+      FROM journal WHERE step IS NOT NULL GROUP BY run, step) g;
+
+CREATE VIEW reel_calls AS
+SELECT c.run, c.step, c.idx, c.attempt,
+       (SELECT s.value ->> 'tool'
+        FROM runs r JOIN specs sp ON sp.digest = r.flow_digest
+             CROSS JOIN LATERAL jsonb_array_elements(sp.json::jsonb -> 'steps') s(value)
+        WHERE r.id = c.run AND s.value ->> 'id' = c.step) AS tool,
+       c.started_at, c.ended_at,
+       CASE WHEN c.succeeded = 1 THEN 'succeeded' WHEN c.failed = 1 THEN 'failed'
+            WHEN c.unknown = 1 THEN 'unknown' ELSE 'started' END AS outcome,
+       c.error_code, c.idempotency_key
+FROM (SELECT run, step, idx, attempt,
+             MIN(CASE WHEN kind IN ('step_started', 'call_reused') THEN at END) AS started_at,
+             MAX(CASE WHEN kind IN ('call_succeeded', 'effect_recorded', 'call_failed')
+                      THEN at END) AS ended_at,
+             MAX(CASE WHEN kind IN ('call_succeeded', 'effect_recorded') THEN 1 ELSE 0 END)
+                 AS succeeded,
+             MAX(CASE WHEN kind = 'call_failed' THEN 1 ELSE 0 END) AS failed,
+             MAX(CASE WHEN kind = 'unknown_outcome' THEN 1 ELSE 0 END) AS unknown,
+             MAX(CASE WHEN kind = 'call_failed' THEN data::json #>> '{error,code}' END)
+                 AS error_code,
+             MAX(CASE WHEN kind IN ('step_started', 'effect_recorded', 'unknown_outcome')
+                      THEN data::json ->> 'key' END) AS idempotency_key
+      FROM journal
+      WHERE step IS NOT NULL AND attempt IS NOT NULL AND kind IN ('step_started',
+            'call_reused', 'call_succeeded', 'effect_recorded', 'call_failed', 'unknown_outcome')
+      GROUP BY run, step, idx, attempt) c;
 "#;
 
 fn newer_message(version: i64) -> String {

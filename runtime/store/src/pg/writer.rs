@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use postgres::{Client, Statement, Transaction};
 
 use super::conn::{Connector, pg};
+use super::listen::DUE_CHANNEL;
 use crate::api::{Durability, NewRun, Owner, StoreError};
 use crate::clock::Clock;
 use crate::writer::{ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, durability_str, lock};
@@ -146,10 +147,18 @@ impl Statements {
                  UPDATE signals SET consumed_by = $3
                  WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM held)",
             )?,
+            // A signal or cancel that came while the run was held makes it due once let go,
+            // and a new timer may be due before an idle worker's next poll: listening workers
+            // are told (`listen.rs`) when the batch commits.
             release: client.prepare(
-                "UPDATE runs SET lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
-                    lease_started = NULL, lease_expires_at = NULL
-                 WHERE id = $1 AND lease_token = $2",
+                "WITH released AS (
+                    UPDATE runs SET lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
+                        lease_started = NULL, lease_expires_at = NULL
+                    WHERE id = $1 AND lease_token = $2
+                    RETURNING id, status, signal_pending, cancel_requested, due_at)
+                 SELECT pg_notify('reel_due', id) FROM released
+                 WHERE status = 'waiting'
+                   AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)",
             )?,
             why_not: client.prepare("SELECT lease_token, next_seq FROM runs WHERE id = $1")?,
         })
@@ -602,6 +611,9 @@ impl Batch<'_, '_> {
                     )
                     .map_err(batch)?;
                 *done = changed > 0;
+                if *done {
+                    self.notify_due(run)?;
+                }
                 if !*done && !self.exists(run)? {
                     return Err(StoreError::NotFound(run.clone()).into());
                 }
@@ -802,7 +814,16 @@ impl Batch<'_, '_> {
                 &[&run, &seq, &name, &digest, &self.clock.now_ms()],
             )
             .map_err(batch)?;
+        self.notify_due(run)?;
         Ok(u64::try_from(seq).unwrap_or(0))
+    }
+
+    /// Tells listening workers that `run` may be due; delivered when the batch commits.
+    fn notify_due(&mut self, run: &str) -> Result<(), Fail> {
+        self.tx
+            .execute("SELECT pg_notify($1, $2)", &[&DUE_CHANNEL, &run])
+            .map_err(batch)?;
+        Ok(())
     }
 }
 
