@@ -10,6 +10,7 @@ mod crash;
 mod deep;
 mod fmt;
 mod holes;
+mod many;
 mod numbers;
 mod postgres;
 mod quarantine;
