@@ -7,6 +7,7 @@ mod cassette;
 mod check;
 mod clean;
 mod crash;
+mod crash_points;
 mod deep;
 mod fmt;
 mod holes;

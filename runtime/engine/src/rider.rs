@@ -294,7 +294,10 @@ async fn resume_run(
     let id = row.id.clone();
     let claim = blocking(store.clone(), move |s| s.claim_run(&id, &owner, lease_ms)).await?;
     let lease = match claim {
-        Claim::Claimed(lease) => lease,
+        Claim::Claimed(lease) => {
+            reel_store::crash::reached(reel_store::crash::CrashPoint::Takeover);
+            lease
+        }
         Claim::HeldBy(owner) => {
             return Err(Refusal::Held {
                 run: row.id,
