@@ -173,7 +173,7 @@ fn crashed(point: &str, mode: &str, n: u64, reference: &Value, tally: &mut Tally
     );
     tally.runs += 1;
     // Tools of the stopped process may still be writing their lines.
-    std::thread::sleep(Duration::from_millis(150));
+    std::thread::sleep(Duration::from_millis(300));
     let runs = json(&reel_env(dir.path(), &["runs", "--json"], &plain));
     let Some(run) = runs[0]["run"].as_str().map(str::to_string) else {
         // Stopped before the run was created: nothing may have run.

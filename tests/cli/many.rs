@@ -329,6 +329,7 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
     }
     let mut recorded_keys = BTreeSet::new();
     let mut resumed_by: BTreeMap<String, usize> = BTreeMap::new();
+    let mut spurious = 0;
     for (id, e) in &expected {
         let r = reel_env(
             dir.path(),
@@ -381,11 +382,11 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
         let recorded = kinds.iter().filter(|k| **k == "effect_recorded").count();
         assert_eq!(recorded, e.calls, "{id} ({}): {kinds:?}", e.flow);
         if e.status == "succeeded" {
-            assert_eq!(
-                kinds.iter().filter(|k| **k == "run_resumed").count(),
-                1,
-                "{id}: one park, one resume: {kinds:?}"
-            );
+            // One park, and at least one resume; more when a worker took the run up the moment
+            // its `reel run` let it go and found nothing due yet (it parks again: harmless).
+            let resumes = kinds.iter().filter(|k| **k == "run_resumed").count();
+            assert!(resumes >= 1, "{id}: {kinds:?}");
+            spurious += resumes - 1;
             let shown = reel_env(
                 dir.path(),
                 &["resume", id, "--json"],
@@ -426,7 +427,7 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
         }
     }
     eprintln!(
-        "{} runs ({} timers, {} signaled, {} canceled), {} effects, {} processes; runners took {runners_took:?}, all {:?}; resumes by worker: {resumed_by:?}",
+        "{} runs ({} timers, {} signaled, {} canceled), {} effects, {} processes; runners took {runners_took:?}, all {:?}; resumes by worker: {resumed_by:?}, {spurious} of them found nothing due",
         expected.len(),
         expected.values().filter(|e| e.flow == "timer.reel").count(),
         expected
