@@ -166,7 +166,7 @@ impl Writer {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         match outcome {
             Ok(()) => {
-                if batch.iter().any(Cmd::journals) {
+                if cfg!(debug_assertions) && batch.iter().any(Cmd::journals) {
                     crate::crash::reached(crate::crash::CrashPoint::AfterCommit);
                 }
                 self.after_commit();
@@ -270,7 +270,7 @@ impl Writer {
             self.rollback();
             return Err(sqlite(e));
         }
-        if batch.iter().any(Cmd::journals) {
+        if cfg!(debug_assertions) && batch.iter().any(Cmd::journals) {
             crate::crash::reached(crate::crash::CrashPoint::BeforeCommit);
         }
         if let Err(e) = self.simple("COMMIT") {
