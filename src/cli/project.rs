@@ -251,7 +251,8 @@ pub fn resolve_run(store: &dyn StoreRead, given: &str) -> Result<String, Failure
 }
 
 /// The write fault a test asks the store for (`REEL_STORE_FAULT=WHAT@WHEN[*N]`, such as
-/// `full@effect_recorded`): only in debug builds, read here at the edge and handed to the store.
+/// `full@effect_recorded`), and the crash point it arms (`REEL_CRASH_AT=POINT[:N]`, see
+/// `reel_store::crash`): only in debug builds, read here at the edge and handed in.
 // edge: a test's fault injection, read where the program starts; absent from release builds.
 #[allow(clippy::disallowed_methods)]
 fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
@@ -266,6 +267,14 @@ fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
     }
     #[cfg(not(debug_assertions))]
     let _ = store;
+    #[cfg(debug_assertions)]
+    if let Some(point) = std::env::var("REEL_CRASH_AT")
+        .ok()
+        .filter(|p| !p.is_empty())
+    {
+        reel_store::crash::arm(&point)
+            .map_err(|e| Failure::usage(format!("REEL_CRASH_AT: {e}")))?;
+    }
     Ok(())
 }
 

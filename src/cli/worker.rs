@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use reel_runtime::Refusal;
 use reel_runtime::worker::{WorkerConfig, WorkerEvent, work};
 use reel_store::RunStatus;
 
@@ -63,6 +64,9 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
                     };
                     eprintln!("run {} {}{detail}", o.run, o.status.as_str());
                 }
+                // Another live process drives it (the other worker, `reel resume`): nothing
+                // for this worker to do, nor for a person.
+                Err(Refusal::Held { .. }) => {}
                 Err(e) => eprintln!("run {}: {e}", event.run),
             },
         )

@@ -8,6 +8,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use reel_store::crash::{CrashPoint, reached};
 use reel_store::{Claim, Lease, LogRow, RunStatus, RunUpdate, Store, StoreError};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -145,8 +146,13 @@ impl Driver<'_> {
                 store.put_canonical(&digest, text)?;
             }
             Command::Append(events) => {
-                let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
+                let rows: Vec<_> = events.iter().map(|e| e.event.to_row(e.at)).collect();
+                // Only a crash point needs to know; release builds skip the look.
+                let failed = cfg!(debug_assertions) && rows.iter().any(|r| r.kind == "call_failed");
                 store.append(&self.lease, rows)?;
+                if failed {
+                    reached(CrashPoint::Backoff);
+                }
                 if let Some(reuse) = self.reuse {
                     reuse.observe(&events);
                 }
@@ -186,7 +192,11 @@ impl Driver<'_> {
             }
             Command::Launch(calls) => {
                 let mut returned = Vec::new();
-                for call in calls {
+                let fan_out = calls.len() > 1;
+                for (i, call) in calls.into_iter().enumerate() {
+                    if fan_out && i == 1 {
+                        reached(CrashPoint::FanOut);
+                    }
                     if let Some(r) = self.launch(call)? {
                         returned.push(r);
                     }
@@ -209,15 +219,18 @@ impl Driver<'_> {
             Command::Wait { deadline, at_once } => {
                 return self.wait(m, deadline, at_once, timers).await;
             }
-            Command::Park { due_at, signals } => store.update_run(
-                &self.lease,
-                RunUpdate {
-                    status: Some(RunStatus::Waiting),
-                    due_at: Some(due_at),
-                    waiting_on: Some(signals),
-                    ..RunUpdate::default()
-                },
-            )?,
+            Command::Park { due_at, signals } => {
+                reached(CrashPoint::Park);
+                store.update_run(
+                    &self.lease,
+                    RunUpdate {
+                        status: Some(RunStatus::Waiting),
+                        due_at: Some(due_at),
+                        waiting_on: Some(signals),
+                        ..RunUpdate::default()
+                    },
+                )?
+            }
             Command::Finish(ending) => return Ok(Next::Return(self.finish(ending).await)),
         }
         Ok(Next::Continue)
@@ -317,6 +330,7 @@ impl Driver<'_> {
             let shutdown = self.deps.shutdown.clone();
             tokio::select! {
                 Some(r) = self.results_rx.recv() => {
+                    reached(CrashPoint::EffectReturned);
                     m.handle(self.now(), Input::CallReturned(r));
                     // Whatever else finished meanwhile goes into the same batch.
                     while let Ok(r) = self.results_rx.try_recv() {

@@ -239,6 +239,28 @@ pub async fn resume_deciding(
     reason: &str,
     decisions: Vec<Decided>,
 ) -> Result<RunOutcome, Refusal> {
+    resume_run(deps, cfg, run_id, reason, decisions, true).await
+}
+
+/// Continues a run a worker found due: as [`resume`], but a run that ended meanwhile (canceled
+/// by `reel cancel`, finished by another worker) is left as it ended, never redriven: a redrive
+/// is a person's decision.
+pub(crate) async fn resume_due(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    run_id: &str,
+) -> Result<RunOutcome, Refusal> {
+    resume_run(deps, cfg, run_id, "worker", Vec::new(), false).await
+}
+
+async fn resume_run(
+    deps: &RunDeps,
+    cfg: &RiderConfig,
+    run_id: &str,
+    reason: &str,
+    decisions: Vec<Decided>,
+    may_redrive: bool,
+) -> Result<RunOutcome, Refusal> {
     let store = deps.store.clone();
     let row = store
         .run(run_id)?
@@ -272,7 +294,10 @@ pub async fn resume_deciding(
     let id = row.id.clone();
     let claim = blocking(store.clone(), move |s| s.claim_run(&id, &owner, lease_ms)).await?;
     let lease = match claim {
-        Claim::Claimed(lease) => lease,
+        Claim::Claimed(lease) => {
+            reel_store::crash::reached(reel_store::crash::CrashPoint::Takeover);
+            lease
+        }
         Claim::HeldBy(owner) => {
             return Err(Refusal::Held {
                 run: row.id,
@@ -282,11 +307,12 @@ pub async fn resume_deciding(
         }
         Claim::NotFound => return Err(Refusal::UnknownRun(row.id)),
     };
-    // Another process may have ended the run between the read above and this claim (two
-    // workers saw it due; the other finished it and let it go): what it recorded stands, and
-    // the run is neither resumed again nor redriven.
-    if !row.status.is_ended()
-        && let Some(now) = store.run(&row.id)?
+    // Another process may have ended the run before this claim (two workers saw it due; the
+    // other finished it and let it go; `reel cancel` ended it): what it recorded stands, and
+    // the run is neither resumed again nor, unless a person asked, redriven.
+    let current = store.run(&row.id)?;
+    if (!row.status.is_ended() || !may_redrive)
+        && let Some(now) = current.clone()
         && now.status.is_ended()
     {
         let _ = store.release(&lease).await;
@@ -299,6 +325,22 @@ pub async fn resume_deciding(
             status: now.status,
             output,
             error: now.error.and_then(|e| serde_json::from_value(e).ok()),
+        });
+    }
+    // A cancel asked for while another process held the run, which then parked it before it
+    // looked (a worker waking it from a timer into a signal wait), is carried out now, as
+    // `reel cancel` does for a run nobody holds. Resumed instead, the run would park again
+    // with the request still standing, be due again at once, and be taken up forever.
+    if current.is_some_and(|now| now.cancel_requested && !now.status.is_ended()) {
+        let now = deps.clock.now_ms();
+        end_canceled(store.as_ref(), &lease, now)?;
+        store.sync(&lease).await?;
+        store.release(&lease).await?;
+        return Ok(RunOutcome {
+            run: row.id,
+            status: RunStatus::Canceled,
+            output: None,
+            error: Some(cancel_error()),
         });
     }
     let lease = Arc::new(lease);
@@ -486,30 +528,48 @@ pub async fn cancel(
         Claim::HeldBy(owner) => Ok(CancelOutcome::Requested { pid: owner.pid }),
         Claim::NotFound => Err(Refusal::UnknownRun(run_id.to_string())),
         Claim::Claimed(lease) => {
-            let error = RunError::new("run.canceled", "the run was canceled with `reel cancel`");
-            let now = deps.clock.now_ms();
-            let event = Event::RunFinished {
-                status: "canceled".into(),
-                output: None,
-                error: Some(error.clone()),
-            };
-            store.append(&lease, vec![event.to_row(now)])?;
-            store.update_run(
-                &lease,
-                RunUpdate {
-                    status: Some(RunStatus::Canceled),
-                    due_at: Some(None),
-                    waiting_on: Some(Vec::new()),
-                    ended_at: Some(now),
-                    error: Some(serde_json::to_value(&error).unwrap_or(Value::Null)),
-                    ..RunUpdate::default()
-                },
-            )?;
+            // A worker may have carried out this request (or ended the run otherwise) between
+            // the read above and this claim: the run ends once.
+            if let Some(now) = store.run(run_id)?
+                && now.status.is_ended()
+            {
+                let _ = store.release(&lease).await;
+                return Ok(CancelOutcome::AlreadyEnded(now.status));
+            }
+            end_canceled(store.as_ref(), &lease, deps.clock.now_ms())?;
             store.sync(&lease).await?;
             store.release(&lease).await?;
             Ok(CancelOutcome::Canceled)
         }
     }
+}
+
+/// The error of a run ended by `reel cancel`.
+fn cancel_error() -> RunError {
+    RunError::new("run.canceled", "the run was canceled with `reel cancel`")
+}
+
+/// Records the end of a run canceled while nobody drove it (parked, or its process gone),
+/// under `lease`; the caller syncs and releases.
+fn end_canceled(store: &dyn Store, lease: &Lease, now: i64) -> Result<(), StoreError> {
+    let error = cancel_error();
+    let event = Event::RunFinished {
+        status: "canceled".into(),
+        output: None,
+        error: Some(error.clone()),
+    };
+    store.append(lease, vec![event.to_row(now)])?;
+    store.update_run(
+        lease,
+        RunUpdate {
+            status: Some(RunStatus::Canceled),
+            due_at: Some(None),
+            waiting_on: Some(Vec::new()),
+            ended_at: Some(now),
+            error: Some(serde_json::to_value(&error).unwrap_or(Value::Null)),
+            ..RunUpdate::default()
+        },
+    )
 }
 
 /// Ends a quarantine by trying again (`reel release`): the run's row leaves `quarantined` and

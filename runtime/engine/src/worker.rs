@@ -6,7 +6,7 @@ use std::time::Duration;
 use reel_store::RunStatus;
 
 use crate::deps::RunDeps;
-use crate::rider::{Refusal, RiderConfig, RunOutcome, resume};
+use crate::rider::{Refusal, RiderConfig, RunOutcome, resume_due};
 
 /// How the worker behaves.
 #[derive(Clone, Debug)]
@@ -112,7 +112,7 @@ pub async fn work(
             let cfg = cfg.clone();
             let on_event = on_event.clone();
             tasks.spawn(async move {
-                let result = resume(&deps, &cfg, &run, "worker").await;
+                let result = resume_due(&deps, &cfg, &run).await;
                 // Only a refusal that a later try might get past is waited out; a live
                 // holder is just busy.
                 let why = match &result {

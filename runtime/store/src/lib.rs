@@ -11,6 +11,7 @@ mod blobs;
 mod checkpoint;
 pub mod clock;
 mod copy;
+pub mod crash;
 mod owner;
 mod pg;
 mod private;

@@ -187,6 +187,11 @@ impl Cmd {
         }
     }
 
+    /// Whether the command appends journal rows (a crash point watches such batches).
+    pub(crate) fn journals(&self) -> bool {
+        matches!(self, Cmd::Append { .. } | Cmd::Create { .. })
+    }
+
     pub(crate) fn durable(&self) -> bool {
         match self {
             Cmd::Append { tag, .. }

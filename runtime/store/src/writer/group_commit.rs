@@ -166,6 +166,9 @@ impl Writer {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         match outcome {
             Ok(()) => {
+                if cfg!(debug_assertions) && batch.iter().any(Cmd::journals) {
+                    crate::crash::reached(crate::crash::CrashPoint::AfterCommit);
+                }
                 self.after_commit();
                 {
                     let mut pending = lock(&self.shared.pending);
@@ -266,6 +269,9 @@ impl Writer {
         if let Some(e) = self.shared.fault.get().and_then(|f| f.at_commit(batch)) {
             self.rollback();
             return Err(sqlite(e));
+        }
+        if cfg!(debug_assertions) && batch.iter().any(Cmd::journals) {
+            crate::crash::reached(crate::crash::CrashPoint::BeforeCommit);
         }
         if let Err(e) = self.simple("COMMIT") {
             self.rollback();
