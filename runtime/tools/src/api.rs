@@ -103,6 +103,8 @@ pub mod codes {
     pub const EXEC_EXIT: &str = "tool.exec.exit";
     /// A command could not be started.
     pub const EXEC_SPAWN: &str = "tool.exec.spawn";
+    /// A command printed more than its limit on stdout and was killed.
+    pub const EXEC_OUTPUT: &str = "tool.exec.output-too-large";
     /// A user tool printed something that is not one JSON value.
     pub const OUTPUT_JSON: &str = "tool.output.json";
     /// A user tool's result does not fit its declared `output` type.

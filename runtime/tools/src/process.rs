@@ -187,11 +187,12 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
     let stdout = child.stdout.take();
     let stderr = child.stderr.take();
     let (mut out, mut err) = (Vec::new(), Vec::new());
+    let too_much = tokio::sync::Notify::new();
     let ending = {
         let io = async {
             tokio::join!(
-                drain(stdout, &mut out),
-                drain(stderr, &mut err),
+                drain(stdout, &mut out, Keep::Head(STDOUT_LIMIT), &too_much),
+                drain(stderr, &mut err, Keep::Tail(STDERR_KEPT), &too_much),
                 feed(stdin, spawn.stdin.as_deref())
             )
         };
@@ -202,6 +203,7 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
                 biased;
                 _ = cancel.cancelled() => break Ending::Canceled,
                 _ = until(deadline) => break Ending::TimedOut,
+                _ = too_much.notified() => break Ending::TooMuchOutput,
                 _ = &mut io, if !io_done => io_done = true,
                 status = child.wait() => break Ending::Exited(status),
             }
@@ -216,7 +218,10 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
                     let _ = tokio::time::timeout(GRACE, &mut io).await;
                 }
             }
-            Ending::Exited(Err(_)) | Ending::Canceled | Ending::TimedOut => {
+            Ending::Exited(Err(_))
+            | Ending::Canceled
+            | Ending::TimedOut
+            | Ending::TooMuchOutput => {
                 // Kill before reaping, so the group id cannot yet belong to anyone else.
                 group.kill();
                 let _ = child.start_kill();
@@ -246,6 +251,16 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
             false,
             format!("{} could not be waited for: {e}", spawn.label),
         )),
+        Ending::TooMuchOutput => Err(stopped(
+            codes::EXEC_OUTPUT,
+            false,
+            format!(
+                "{} printed more than {} MiB on stdout and was killed; write a large result to \
+                 a file and print its path, or a smaller summary",
+                spawn.label,
+                STDOUT_LIMIT >> 20
+            ),
+        )),
         Ending::Canceled => Err(stopped(
             codes::CANCELED,
             false,
@@ -269,6 +284,8 @@ enum Ending {
     Exited(std::io::Result<ExitStatus>),
     Canceled,
     TimedOut,
+    /// It printed more than [`STDOUT_LIMIT`] on stdout.
+    TooMuchOutput,
 }
 
 /// The command's process group, killed on drop unless its leader has been reaped (after which
@@ -302,14 +319,50 @@ impl Drop for Group {
     }
 }
 
-/// Reads a pipe to its end into `buf`; what was read stays in `buf` if this is dropped early.
-async fn drain(pipe: Option<impl AsyncRead + Unpin>, buf: &mut Vec<u8>) {
+/// The most a command may print on stdout (its result): past it, it is killed, so a command
+/// that prints without end cannot fill the memory of `reel` or the store.
+pub const STDOUT_LIMIT: usize = 64 << 20;
+
+/// How much of the end of a command's stderr is kept (its log): what came before is dropped.
+pub const STDERR_KEPT: usize = 1 << 20;
+
+/// What a drained pipe keeps.
+#[derive(Clone, Copy)]
+enum Keep {
+    /// Everything up to this many bytes; more is too much (`too_much` is told).
+    Head(usize),
+    /// The last this many bytes.
+    Tail(usize),
+}
+
+/// Reads a pipe to its end into `buf`, keeping what `keep` says; what was read stays in `buf`
+/// if this is dropped early.
+async fn drain(
+    pipe: Option<impl AsyncRead + Unpin>,
+    buf: &mut Vec<u8>,
+    keep: Keep,
+    too_much: &tokio::sync::Notify,
+) {
     let Some(mut pipe) = pipe else { return };
     let mut chunk = [0u8; 8192];
     loop {
         match pipe.read(&mut chunk).await {
             Ok(0) => return,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                buf.extend_from_slice(&chunk[..n]);
+                match keep {
+                    Keep::Head(limit) if buf.len() > limit => {
+                        too_much.notify_one();
+                        return;
+                    }
+                    // Dropped in halves, so that keeping the tail costs a copy per
+                    // `limit` bytes read, not per chunk.
+                    Keep::Tail(limit) if buf.len() > 2 * limit => {
+                        buf.drain(..buf.len() - limit);
+                    }
+                    _ => {}
+                }
+            }
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             Err(_) => return,
         }
@@ -445,6 +498,41 @@ mod tests {
         let done = run(s, &CancellationToken::new()).await.unwrap();
         assert!(done.status.success());
         assert_eq!(done.stdout.len(), data.len());
+    }
+
+    #[tokio::test]
+    async fn a_command_that_prints_without_end_is_killed_past_the_stdout_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        // `yes` never stops; its stderr says something first, which the log keeps.
+        let s = spawn(&["sh", "-c", "echo starting >&2; exec yes"], dir.path());
+        let Err(e) = run(s, &CancellationToken::new()).await else {
+            panic!("a command printing without end must be stopped");
+        };
+        assert_eq!(e.code, codes::EXEC_OUTPUT, "{e:?}");
+        assert!(!e.retryable);
+        assert!(e.message.contains("64 MiB"), "{}", e.message);
+        assert_eq!(e.log, "starting\n");
+    }
+
+    #[tokio::test]
+    async fn only_the_end_of_a_long_stderr_is_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        // 3 MiB of `e` lines, then a last line: about 1 MiB is kept, ending with it.
+        let s = spawn(
+            &[
+                "sh",
+                "-c",
+                "head -c 3145728 /dev/zero | tr '\\0' e >&2; echo last >&2",
+            ],
+            dir.path(),
+        );
+        let done = run(s, &CancellationToken::new()).await.unwrap();
+        assert!(
+            done.stderr.ends_with("last\n"),
+            "{}",
+            &done.stderr[done.stderr.len() - 10..]
+        );
+        assert!(done.stderr.len() >= STDERR_KEPT && done.stderr.len() <= 2 * STDERR_KEPT);
     }
 
     #[tokio::test]
