@@ -8,6 +8,8 @@ use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
+mod writer;
+
 /// Why a value could not be canonicalised.
 #[derive(Debug)]
 pub struct CanonicalError(serde_json::Error);
@@ -28,14 +30,10 @@ impl std::error::Error for CanonicalError {
 ///
 /// Fails when `value`'s `Serialize` fails or has a map with non-string keys, which a [`Value`]
 /// cannot hold.
-pub fn to_canonical_string<T: Serialize>(value: &T) -> Result<String, CanonicalError> {
-    let value = serde_json::to_value(value).map_err(CanonicalError)?;
-    Ok(canonical_json(&value))
+pub fn to_canonical_string<T: Serialize + ?Sized>(value: &T) -> Result<String, CanonicalError> {
+    // Written straight from `value`: the same text as through a `Value`, without building one.
+    writer::write(value, None).map_err(CanonicalError)
 }
-
-/// Integers of at most this magnitude are written alike by RFC 8785 (as doubles) and by their
-/// digits: 2^53, beyond which a double no longer holds every integer.
-const EXACT_DOUBLE: u64 = 1 << 53;
 
 /// The canonical text of a JSON value: RFC 8785 (JCS), except that an integer beyond 2^53 is
 /// written with all its digits instead of as the nearest double.
@@ -45,78 +43,17 @@ const EXACT_DOUBLE: u64 = 1 << 53;
 /// as RFC 8785 says (the published vectors pass), so digests of everything else are the ones
 /// RFC 8785 gives; floats keep RFC 8785's form (`1e+21`, `0`).
 pub fn canonical_json(value: &Value) -> String {
-    if !has_big_integer(value) {
-        return rfc8785(value);
-    }
-    let mut out = String::new();
-    write_exact(value, &mut out);
-    out
+    // A `Value` has string keys and only finite numbers: the writer's only failure cases.
+    writer::write(value, None).expect("a serde_json::Value always has a canonical form")
 }
 
-/// RFC 8785 as the canonicaliser writes it.
-fn rfc8785(value: &Value) -> String {
-    // A `Value` has string keys, no duplicate keys (it is a map), no raw fragments and only
-    // finite numbers (serde_json refuses to build a non-finite `Number`), which are exactly the
-    // canonicaliser's failure cases; so this cannot fail.
-    serde_json_canonicalizer::to_string(value)
-        .expect("a serde_json::Value always has a canonical form")
-}
-
-/// Whether `value` holds an integer that a double cannot hold exactly.
-fn has_big_integer(value: &Value) -> bool {
-    let mut stack = vec![value];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::Number(n) => {
-                let big = match (n.as_u64(), n.as_i64()) {
-                    (Some(u), _) => u > EXACT_DOUBLE,
-                    (None, Some(i)) => i.unsigned_abs() > EXACT_DOUBLE,
-                    (None, None) => false,
-                };
-                if big {
-                    return true;
-                }
-            }
-            Value::Array(items) => stack.extend(items),
-            Value::Object(map) => stack.extend(map.values()),
-            _ => {}
-        }
-    }
-    false
-}
-
-/// RFC 8785's layout (keys sorted by UTF-16 code units, its string escapes and float form), with
-/// integers written by their digits.
-fn write_exact(value: &Value, out: &mut String) {
-    match value {
-        Value::Number(n) if n.is_i64() || n.is_u64() => out.push_str(&n.to_string()),
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_exact(item, out);
-            }
-            out.push(']');
-        }
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-            out.push('{');
-            for (i, (key, item)) in entries.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&rfc8785(&Value::String(key.clone())));
-                out.push(':');
-                write_exact(item, out);
-            }
-            out.push('}');
-        }
-        // Strings, floats, booleans and null: as RFC 8785 writes them.
-        other => out.push_str(&rfc8785(other)),
-    }
+/// The canonical text of `value` without the member `key` of its top-level object: a spec's
+/// digest is of the spec without its `digest`.
+pub(crate) fn canonical_without<T: Serialize + ?Sized>(
+    value: &T,
+    key: &'static str,
+) -> Result<String, CanonicalError> {
+    writer::write(value, Some(key)).map_err(CanonicalError)
 }
 
 /// Lowercase hex SHA-256 of `bytes` (64 characters).
@@ -140,11 +77,138 @@ pub fn digest_value(value: &Value) -> String {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
+    use std::collections::{BTreeMap, HashMap};
 
+    use proptest::prelude::*;
     use serde_json::json;
 
     use super::*;
+
+    /// The RFC 8785 canonicaliser this crate used before it wrote canonical text itself: the
+    /// oracle for every value without an integer beyond 2^53.
+    fn rfc8785(value: &Value) -> String {
+        serde_json_canonicalizer::to_string(value).expect("a Value has a canonical form")
+    }
+
+    /// Whether `value` holds an integer beyond 2^53, where Reel writes every digit and RFC 8785
+    /// the nearest double.
+    fn has_big_integer(value: &Value) -> bool {
+        match value {
+            Value::Number(n) => {
+                n.as_u64().is_some_and(|u| u > 1 << 53)
+                    || n.as_i64().is_some_and(|i| i.unsigned_abs() > 1 << 53)
+            }
+            Value::Array(items) => items.iter().any(has_big_integer),
+            Value::Object(map) => map.values().any(has_big_integer),
+            _ => false,
+        }
+    }
+
+    /// What this crate wrote for a value with an integer beyond 2^53 before it wrote canonical
+    /// text itself: RFC 8785's layout, integers by their digits.
+    fn rfc8785_with_exact_integers(value: &Value, out: &mut String) {
+        match value {
+            Value::Number(n) if n.is_i64() || n.is_u64() => out.push_str(&n.to_string()),
+            Value::Array(items) => {
+                out.push('[');
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    rfc8785_with_exact_integers(item, out);
+                }
+                out.push(']');
+            }
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+                out.push('{');
+                for (i, (key, item)) in entries.into_iter().enumerate() {
+                    if i > 0 {
+                        out.push(',');
+                    }
+                    out.push_str(&rfc8785(&Value::String(key.clone())));
+                    out.push(':');
+                    rfc8785_with_exact_integers(item, out);
+                }
+                out.push('}');
+            }
+            other => out.push_str(&rfc8785(other)),
+        }
+    }
+
+    /// JSON values with keys and strings that sort and escape differently: ASCII, control
+    /// characters, quotes, non-ASCII below and above U+FFFF; numbers of every kind.
+    fn json_value() -> impl Strategy<Value = Value> {
+        let text = || {
+            proptest::string::string_regex(
+                "[a-c\\x00-\\x1f\"\\\\/\u{7f}\u{e9}\u{20ac}\u{fb33}\u{1f600}]{0,6}",
+            )
+            .expect("a valid pattern")
+        };
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            (-100i64..100).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            text().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(text(), inner, 0..6)
+                    .prop_map(|m: BTreeMap<String, Value>| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn the_writer_writes_what_rfc_8785_writes(value in json_value()) {
+            let ours = canonical_json(&value);
+            if has_big_integer(&value) {
+                let mut exact = String::new();
+                rfc8785_with_exact_integers(&value, &mut exact);
+                prop_assert_eq!(ours, exact);
+            } else {
+                prop_assert_eq!(ours, rfc8785(&value));
+            }
+        }
+
+        #[test]
+        fn writing_straight_from_a_type_is_writing_its_value(value in json_value()) {
+            // A struct, a map and a sequence around the value: through `to_value` or not, the
+            // same text.
+            #[derive(serde::Serialize)]
+            struct Around<'a> {
+                zeta: &'a Value,
+                alpha: Vec<&'a Value>,
+                #[serde(rename = "é")]
+                accent: Option<u8>,
+                unit: (),
+                tag: Tag,
+            }
+            #[derive(serde::Serialize)]
+            enum Tag {
+                Plain,
+                Wrapped(u32),
+                Pair(u8, i8),
+                Shape { b: bool, a: f64 },
+            }
+            for tag in [Tag::Plain, Tag::Wrapped(7), Tag::Pair(1, -1), Tag::Shape { b: true, a: 0.5 }] {
+                let around = Around { zeta: &value, alpha: vec![&value], accent: None, unit: (), tag };
+                let through = serde_json::to_value(&around).expect("to a value");
+                prop_assert_eq!(
+                    to_canonical_string(&around).map_err(|e| e.to_string()),
+                    Ok(canonical_json(&through))
+                );
+            }
+        }
+    }
 
     #[test]
     fn sorts_keys_and_drops_whitespace() {
@@ -170,6 +234,7 @@ mod tests {
         // At 2^53 and below both forms agree, so such values keep their RFC 8785 digests.
         let edge = 9_007_199_254_740_992_i64;
         assert_eq!(canonical_json(&json!(edge)), rfc8785(&json!(edge)));
+        assert_eq!(canonical_json(&json!(-edge)), rfc8785(&json!(-edge)));
         assert_eq!(canonical_json(&json!(edge + 1)), "9007199254740993");
     }
 

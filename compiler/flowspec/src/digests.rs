@@ -8,10 +8,9 @@
 //! from the expressions and `after`, which are covered themselves).
 
 use serde::Serialize;
-use serde_json::Value;
 
 use crate::args::Args;
-use crate::canonical::{canonical_json, sha256_hex};
+use crate::canonical::{canonical_without, sha256_hex, to_canonical_string};
 use crate::spec::{
     Duration, Expr, FORMAT_VERSION, FlowSpec, OLDEST_VERSION, Repeat, RetrySpec, StepSpec,
     ToolKind, ToolSpec, writing_implied_types,
@@ -64,11 +63,12 @@ fn implies_a_type(expr: &Expr) -> bool {
     false
 }
 
-/// The JSON form of data this crate defines.
-fn to_value<T: Serialize>(data: &T) -> Value {
+/// The canonical text of data this crate defines, written straight from it (no `Value` tree:
+/// building one for a whole spec cost `reel build` more than checking the flow).
+fn canonical<T: Serialize>(data: &T) -> String {
     // The spec types have only string map keys, and their only numbers are integers or live in a
-    // `Value` (always finite): the two ways `to_value` can fail.
-    serde_json::to_value(data).expect("FlowSpec data always converts to JSON")
+    // `Value` (always finite): the two ways canonical writing can fail.
+    to_canonical_string(data).expect("FlowSpec data always has a canonical form")
 }
 
 /// SHA-256 of what `step` calls and with what; `tool` is the called user tool's contract, if any.
@@ -104,7 +104,7 @@ pub fn step_semantic_digest(step: &StepSpec, tool: Option<&ToolSpec>) -> String 
             repeat: t.repeat,
         }),
     };
-    sha256_hex(canonical_json(&to_value(&semantics)).as_bytes())
+    sha256_hex(canonical(&semantics).as_bytes())
 }
 
 impl FlowSpec {
@@ -163,11 +163,12 @@ impl FlowSpec {
 
     /// SHA-256 of the canonical JSON of this spec without its `digest` member.
     pub fn compute_digest(&self) -> String {
-        let mut value = self.written(|| to_value(self));
-        if let Value::Object(map) = &mut value {
-            map.remove("digest");
-        }
-        sha256_hex(canonical_json(&value).as_bytes())
+        let text = self.written(|| canonical_without(self, "digest"));
+        // Same invariant as `canonical`.
+        sha256_hex(
+            text.expect("FlowSpec data always has a canonical form")
+                .as_bytes(),
+        )
     }
 
     /// Whether `digest` and every step's `semantic_digest` match the spec's content.
@@ -181,7 +182,7 @@ impl FlowSpec {
 
     /// The canonical JSON (RFC 8785) of the whole spec, `digest` included.
     pub fn to_canonical_json(&self) -> String {
-        canonical_json(&self.written(|| to_value(self)))
+        self.written(|| canonical(self))
     }
 
     /// The spec as compact JSON, fields in declaration order: what a store keeps (half the
@@ -202,7 +203,7 @@ impl FlowSpec {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::sample::sample_spec;
