@@ -9,13 +9,6 @@ use std::path::Path;
 
 use crate::support::*;
 
-/// The tool: logs its key; the first time, kills its caller; else pays.
-const PAY_SH: &str = r#"read input
-echo "$REEL_IDEMPOTENCY_KEY" >> calls.log
-if [ ! -e fired ]; then touch fired; kill -9 $PPID; exit 1; fi
-echo '{"paid": 5}'
-"#;
-
 /// A flow whose effect's arguments go through the builtin `upper`.
 const FLOW: &str = "tool pay {\n  kind: \"effect\"\n  exec: [\"sh\", \"pay.sh\"]\n  input { who: string }\n  output { paid: int }\n}\n\nflow shop {\n  input who: string = \"ada\"\n  step pay = pay { who: upper(input.who) }\n  output pay.paid\n}\n";
 
@@ -23,7 +16,7 @@ const FAULT: (&str, &str) = ("REEL_TEST_FAULT", "builtin:upper");
 
 fn killed_run(dir: &Path) -> String {
     write(dir, "flow.reel", FLOW);
-    write(dir, "pay.sh", PAY_SH);
+    write(dir, "pay.sh", KILLING_PAY_SH);
     let _ = std::fs::remove_file(dir.join("fired"));
     let out = reel(
         dir,
@@ -35,14 +28,6 @@ fn killed_run(dir: &Path) -> String {
     let runs = json(&reel_in(dir, &["runs", "--json"]));
     assert_eq!(runs[0]["status"], "running", "{runs}");
     runs[0]["run"].as_str().unwrap().to_string()
-}
-
-fn calls(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("calls.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 fn status(dir: &Path, run: &str) -> String {

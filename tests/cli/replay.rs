@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::support::{Run, TestServer, json, reel_env, temp, write};
+use crate::support::{Run, TestServer, calls, json, reel_env, temp, write};
 
 fn home(dir: &Path) -> String {
     dir.join(".reel").display().to_string()
@@ -16,15 +16,6 @@ fn home(dir: &Path) -> String {
 
 fn reel_at(dir: &Path, args: &[&str]) -> Run {
     reel_env(dir, args, &[("REEL_HOME", &home(dir))])
-}
-
-/// The lines `calls.log` holds: one per tool call the flows below made.
-fn calls(dir: &Path) -> Vec<String> {
-    fs::read_to_string(dir.join("calls.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 /// The same, sorted: calls made in parallel log in any order.

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Run, TestServer, json, reel, reel_env, temp, write};
+use crate::support::{Run, TestServer, calls, json, reel, reel_env, temp, write};
 
 fn home(dir: &Path) -> String {
     dir.join(".reel").display().to_string()
@@ -15,14 +15,6 @@ fn home(dir: &Path) -> String {
 
 fn reel_at(dir: &Path, args: &[&str]) -> Run {
     reel_env(dir, args, &[("REEL_HOME", &home(dir))])
-}
-
-fn calls(dir: &Path) -> Vec<String> {
-    fs::read_to_string(dir.join("calls.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 fn events(dir: &Path, run: &str) -> Vec<Value> {

@@ -64,14 +64,6 @@ fn kinds_of(events: &[Value], step: &str) -> Vec<String> {
         .collect()
 }
 
-fn calls(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("calls.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// Resumes `run` without the fault (space is back): it ends as an undisturbed run does.
 fn resumes_to_the_end(dir: &Path, run: &str) {
     let r = reel_in(dir, &["resume", run, "--json"]);

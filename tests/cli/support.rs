@@ -224,3 +224,21 @@ impl Drop for TestServer {
 pub fn json(run: &Run) -> serde_json::Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("stdout is JSON ({e}): {run:?}"))
 }
+
+/// The idempotency keys `calls.log` in `dir` recorded, one per call of a test tool that logs
+/// its `REEL_IDEMPOTENCY_KEY` there.
+pub fn calls(dir: &Path) -> Vec<String> {
+    fs::read_to_string(dir.join("calls.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// A user tool's script that logs its key and, the first time, kills the `reel` that called it
+/// (`kill -9 $PPID`), so the kill lands between the effect's start and its record; else pays.
+pub const KILLING_PAY_SH: &str = r#"read input
+echo "$REEL_IDEMPOTENCY_KEY" >> calls.log
+if [ ! -e fired ]; then touch fired; kill -9 $PPID; exit 1; fi
+echo '{"paid": 5}'
+"#;

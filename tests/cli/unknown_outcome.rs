@@ -10,13 +10,6 @@ use serde_json::Value;
 
 use crate::support::*;
 
-/// The tool: logs its key; the first time, kills its caller; else pays.
-const PAY_SH: &str = r#"read input
-echo "$REEL_IDEMPOTENCY_KEY" >> calls.log
-if [ ! -e fired ]; then touch fired; kill -9 $PPID; exit 1; fi
-echo '{"paid": 5}'
-"#;
-
 /// A flow calling `pay` (declared with `repeat`, if given), then reading its result.
 fn flow(repeat: Option<&str>) -> String {
     let repeat = repeat
@@ -30,7 +23,7 @@ fn flow(repeat: Option<&str>) -> String {
 /// A run of the flow killed by its tool between the effect's start and its record: its id.
 fn killed_run(dir: &Path, repeat: Option<&str>) -> String {
     write(dir, "flow.reel", &flow(repeat));
-    write(dir, "pay.sh", PAY_SH);
+    write(dir, "pay.sh", KILLING_PAY_SH);
     let out = reel(
         dir,
         &["run", "flow.reel", "--durability", "durable", "--json"],
@@ -45,15 +38,6 @@ fn killed_run(dir: &Path, repeat: Option<&str>) -> String {
     let runs = json(&reel_in(dir, &["runs", "--json"]));
     assert_eq!(runs[0]["status"], "running", "{runs}");
     runs[0]["run"].as_str().expect("a run id").to_string()
-}
-
-/// The keys `calls.log` recorded, one per invocation.
-fn calls(dir: &Path) -> Vec<String> {
-    std::fs::read_to_string(dir.join("calls.log"))
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 /// The journal's events of kind `kind`, with their data.
