@@ -333,6 +333,7 @@ fn journal_store() {
                     data: r.data.clone(),
                 })
                 .collect(),
+            kept: Vec::new(),
         };
         let lease = store
             .create_run(run, &Owner::this_process(), 60_000)

@@ -1267,6 +1267,7 @@ mod tests {
             durability: reel_store::Durability::Fast,
             created_at: 1_000,
             first_events,
+            kept: Vec::new(),
         };
         let lease = store
             .create_run(run, &reel_store::Owner::this_process(), 60_000)

@@ -213,6 +213,7 @@ fn run_fixture(fixture: &str) -> String {
         durability: Durability::Fast,
         created_at: START,
         first_events,
+        kept: Vec::new(),
     };
     let lease = store
         .create_run(run, &Owner::this_process(), 60_000)

@@ -38,6 +38,7 @@ fn past_runs_come_from_the_postgres_store_when_its_url_is_given() {
                     durability: Durability::Fast,
                     created_at: 1_000 + i as i64,
                     first_events: Vec::new(),
+                    kept: Vec::new(),
                 },
                 &Owner::this_process(),
                 60_000,

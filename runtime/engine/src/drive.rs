@@ -9,12 +9,14 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use reel_store::crash::{CrashPoint, reached};
-use reel_store::{Claim, Lease, LogRow, RunStatus, RunUpdate, Store, StoreError};
+use reel_store::{Claim, Kept, Lease, LogRow, RunStatus, RunUpdate, Store, StoreError};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::{ArrivedSignal, CallStart, Command, Ending, Input, Machine, Poll, Returned};
+use crate::core::{
+    ArrivedSignal, CallStart, Command, Ending, Input, Machine, Poll, Returned, Stamped,
+};
 use crate::deps::RunDeps;
 use crate::error::RunError;
 use crate::fork::Reuse;
@@ -51,6 +53,7 @@ pub(crate) async fn drive_reusing(
         calls_cancel: deps.shutdown.child_token(),
         results_tx,
         results_rx,
+        unnamed: Vec::new(),
     };
     machine.handle(driver.now(), first);
     let result = driver.run(&mut machine).await;
@@ -82,6 +85,10 @@ struct Driver<'r> {
     calls_cancel: CancellationToken,
     results_tx: mpsc::UnboundedSender<Returned>,
     results_rx: mpsc::UnboundedReceiver<Returned>,
+    /// Values stored since the last append: the core names each in the events it appends
+    /// next (the core's simulator, `tests/core/sim.rs`, checks it on every fixture), and the
+    /// store commits them together (see `reel_store::Kept`).
+    unnamed: Vec<Kept>,
 }
 
 /// How a command's execution went on.
@@ -97,6 +104,20 @@ impl Driver<'_> {
 
     fn run_id(&self) -> &str {
         &self.lease.run
+    }
+
+    /// Stores a value the core computed, ahead of the events that name it.
+    fn put(&mut self, digest: &str, text: String) -> Result<(), StoreError> {
+        let kept = self.deps.store.put_canonical(digest, text)?;
+        self.unnamed.push(kept);
+        Ok(())
+    }
+
+    /// Appends events with the values stored since the last append, which they name.
+    fn append(&mut self, events: &[Stamped]) -> Result<(), StoreError> {
+        let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
+        let kept = std::mem::take(&mut self.unnamed);
+        self.deps.store.append_kept(&self.lease, rows, kept)
     }
 
     async fn run(&mut self, m: &mut Machine) -> Result<RunOutcome, Refusal> {
@@ -115,14 +136,17 @@ impl Driver<'_> {
                     if !appending {
                         let mut events = Vec::new();
                         while let Some(cmd) = m.poll_command() {
-                            if let Command::Append(mut more) = cmd {
-                                events.append(&mut more);
+                            match cmd {
+                                Command::Append(mut more) => events.append(&mut more),
+                                Command::PutValue { digest, text, .. } => {
+                                    let _ = self.put(&digest, text);
+                                }
+                                _ => {}
                             }
                         }
                         events.append(&mut m.take_unsaved());
                         if !events.is_empty() {
-                            let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
-                            let _ = self.deps.store.append(&self.lease, rows);
+                            let _ = self.append(&events);
                         }
                     }
                     return Err(e);
@@ -143,13 +167,15 @@ impl Driver<'_> {
         let store = &self.deps.store;
         match cmd {
             Command::PutValue { digest, text, .. } => {
-                store.put_canonical(&digest, text)?;
+                self.put(&digest, text)?;
             }
             Command::Append(events) => {
-                let rows: Vec<_> = events.iter().map(|e| e.event.to_row(e.at)).collect();
                 // Only a crash point needs to know; release builds skip the look.
-                let failed = cfg!(debug_assertions) && rows.iter().any(|r| r.kind == "call_failed");
-                store.append(&self.lease, rows)?;
+                let failed = cfg!(debug_assertions)
+                    && events
+                        .iter()
+                        .any(|e| matches!(e.event, Event::CallFailed { .. }));
+                self.append(&events)?;
                 if failed {
                     reached(CrashPoint::Backoff);
                 }
@@ -343,13 +369,8 @@ impl Driver<'_> {
                     m.handle(self.now(), Input::Interrupted);
                     while let Some(cmd) = m.poll_command() {
                         let _ = match cmd {
-                            Command::Append(events) => {
-                                let rows = events.iter().map(|e| e.event.to_row(e.at)).collect();
-                                self.deps.store.append(&self.lease, rows)
-                            }
-                            Command::PutValue { digest, text, .. } => {
-                                self.deps.store.put_canonical(&digest, text)
-                            }
+                            Command::Append(events) => self.append(&events),
+                            Command::PutValue { digest, text, .. } => self.put(&digest, text),
                             Command::Sync => self.deps.store.sync(&self.lease).await,
                             _ => Ok(()),
                         };

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::FlowSpec;
-use reel_store::{Claim, Durability, Lease, NewRun, RunStatus, RunUpdate, Store, StoreError};
+use reel_flowspec::canonical::{canonical_json, sha256_hex};
+use reel_store::{Claim, Durability, Kept, Lease, NewRun, RunStatus, RunUpdate, Store, StoreError};
 use serde_json::{Map, Value, json};
 
 use crate::core::{Decided, Input, Machine, Setup, check_decisions};
@@ -166,9 +167,15 @@ pub(crate) async fn begin(
         );
     }
     let store = deps.store.clone();
-    store.put_spec(&spec.digest, &spec.to_json())?;
-    let inputs_digest = store.put_value(&Value::Object(inputs.clone()))?;
-    let env_digest = store.put_value(&Value::Object(env.clone()))?;
+    // What `run_started` names goes with it (see `Kept`): a clean in another process between
+    // these writes and the run's creation cannot leave the run naming nothing.
+    let kept = vec![
+        store.put_spec(&spec.digest, &spec.to_json())?,
+        put_object(&*store, &inputs)?,
+        put_object(&*store, &env)?,
+    ];
+    let inputs_digest = kept[1].digest().to_string();
+    let env_digest = kept[2].digest().to_string();
     let now = deps.clock.now_ms();
     let started = RunStarted {
         flow: spec.digest.clone(),
@@ -198,6 +205,7 @@ pub(crate) async fn begin(
         durability: req.durability,
         created_at: now,
         first_events: vec![Event::RunStarted(started).to_row(now)],
+        kept,
     };
     let owner = deps.owner.clone();
     let lease_ms = cfg.lease_ms;
@@ -698,4 +706,10 @@ pub(crate) fn recorded_spec(
             "the FlowSpec {digest} is missing from the store"
         ))),
     }
+}
+
+/// Stores a map of values as one value; returns what the run that names it carries.
+fn put_object(store: &dyn Store, map: &Map<String, Value>) -> Result<Kept, StoreError> {
+    let text = canonical_json(&Value::Object(map.clone()));
+    store.put_canonical(&sha256_hex(text.as_bytes()), text)
 }

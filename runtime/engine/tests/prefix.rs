@@ -329,6 +329,7 @@ async fn prefix_store(
         durability: row.durability,
         created_at: rows[0].at,
         first_events: vec![event(&rows[0])],
+        kept: Vec::new(),
     };
     let lease = store
         .create_run(new, &Owner::this_process(), 15_000)

@@ -11,9 +11,9 @@ use reel_runtime::{
     start,
 };
 use reel_store::{
-    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, Lease, LogRow, NewEvent, NewRun, Owner,
-    RunFilter, RunRow, RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError, StoreRead,
-    Ticket,
+    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, Kept, Lease, LogRow, NewEvent, NewRun,
+    Owner, RunFilter, RunRow, RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError,
+    StoreRead, Ticket,
 };
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
@@ -86,7 +86,11 @@ impl Store for Counting {
         self.inner.put_value(value)
     }
 
-    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
+    fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError> {
+        self.inner.put_canonical(digest, text)
+    }
+
+    fn put_spec(&self, digest: &str, json: &str) -> Result<Kept, StoreError> {
         self.inner.put_spec(digest, json)
     }
 
@@ -106,8 +110,13 @@ impl Store for Counting {
         self.inner.release(lease)
     }
 
-    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
-        self.inner.append(lease, events)
+    fn append_kept(
+        &self,
+        lease: &Lease,
+        events: Vec<NewEvent>,
+        kept: Vec<Kept>,
+    ) -> Result<(), StoreError> {
+        self.inner.append_kept(lease, events, kept)
     }
 
     fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError> {

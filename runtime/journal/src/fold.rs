@@ -614,6 +614,7 @@ mod tests {
             durability: Durability::Fast,
             created_at: 0,
             first_events: rows,
+            kept: Vec::new(),
         };
         let lease = store
             .create_run(run, &Owner::this_process(), 60_000)

@@ -33,6 +33,7 @@ fn new_run(id: &str, durability: Durability) -> NewRun {
         keep_for_ms: None,
         durability,
         created_at: 0,
+        kept: Vec::new(),
     }
 }
 

@@ -107,6 +107,39 @@ pub struct Lease {
     pub next_seq: AtomicU64,
 }
 
+/// A value or FlowSpec a store was asked to keep, handed back with the rows that name it.
+///
+/// Storing a value and appending the rows that name it are two writes; a `reel clean` in
+/// another process may commit between them and remove that value, if only the removed runs
+/// named it. The rows' write therefore carries what they name: in its transaction, the writer
+/// stores each again when a clean removed values since the store last vouched for it (its
+/// `epoch`), so rows never commit naming something the store no longer holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kept {
+    /// Its digest.
+    pub(crate) digest: String,
+    /// Its text (canonical JSON): what is written again if a clean removed it.
+    pub(crate) text: std::sync::Arc<str>,
+    /// A FlowSpec rather than a value.
+    pub(crate) spec: bool,
+    /// How many cleans had removed values when the store vouched for it (see
+    /// `writer::Epoch`).
+    pub(crate) epoch: i64,
+}
+
+impl Kept {
+    /// Its digest.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Whether it must be written again in a batch that read `count` cleans: one that removed
+    /// values committed since the store vouched for it.
+    pub(crate) fn stale(&self, count: Option<i64>) -> bool {
+        count != Some(self.epoch)
+    }
+}
+
 /// A new run, created already leased to its creator.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewRun {
@@ -132,6 +165,9 @@ pub struct NewRun {
     pub created_at: i64,
     /// The journal's first events, committed with the run: a run is never seen without them.
     pub first_events: Vec<NewEvent>,
+    /// The values and FlowSpec those events and the run name, as the store handed them back
+    /// (see [`Kept`]); empty when they name nothing stored by this process just before.
+    pub kept: Vec<Kept>,
 }
 
 /// A stored run.
@@ -603,13 +639,10 @@ pub trait Store: StoreRead {
     /// Stores a value given as its canonical JSON `text` and that text's `digest` (what
     /// `reel_flowspec::canonical` gives), for a caller that has both already: the value is not
     /// written out again. The default reads the text back and stores it as [`Self::put_value`].
-    fn put_canonical(&self, digest: &str, text: String) -> Result<(), StoreError> {
-        let value: Value = serde_json::from_str(&text)
-            .map_err(|e| StoreError::Sqlite(format!("value {digest} is not JSON: {e}")))?;
-        self.put_value(&value).map(|_| ())
-    }
-    /// Stores a FlowSpec's JSON by its digest.
-    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError>;
+    /// Returns what to hand to the write of the rows that name it ([`Kept`]).
+    fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError>;
+    /// Stores a FlowSpec's JSON by its digest; returns what to hand to the run that names it.
+    fn put_spec(&self, digest: &str, json: &str) -> Result<Kept, StoreError>;
 
     /// Creates a run leased to `owner`; returns when it is committed.
     fn create_run(&self, run: NewRun, owner: &Owner, lease_ms: u64) -> Result<Lease, StoreError>;
@@ -621,8 +654,18 @@ pub trait Store: StoreRead {
     /// Gives the lease up (after parking or ending); resolves when committed.
     fn release(&self, lease: &Lease) -> Ticket;
 
-    /// Enqueues events for the lease's run, numbering them from `lease.next_seq`.
-    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError>;
+    /// Enqueues events for the lease's run, numbering them from `lease.next_seq`, with what
+    /// they name that this process stored just before ([`Kept`]): committed together.
+    fn append_kept(
+        &self,
+        lease: &Lease,
+        events: Vec<NewEvent>,
+        kept: Vec<Kept>,
+    ) -> Result<(), StoreError>;
+    /// Enqueues events that name nothing this process stored just before.
+    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
+        self.append_kept(lease, events, Vec::new())
+    }
     /// Enqueues a change to the run's row, after the events enqueued before it.
     fn update_run(&self, lease: &Lease, update: RunUpdate) -> Result<(), StoreError>;
     /// Enqueues what a tool printed.

@@ -18,8 +18,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::api::{
-    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Lease, LogRow, NewEvent,
-    NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
+    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Kept, Lease, LogRow,
+    NewEvent, NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead,
+    Ticket,
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
@@ -36,6 +37,8 @@ const SEEN_MAX: usize = 1 << 20;
 /// A clean that leaves more than this share of the database's pages free rewrites the file
 /// (`VACUUM`) to give them back; below it, new rows reuse the free pages before the file grows.
 const VACUUM_FREE_SHARE: f64 = 0.5;
+/// How often a clean that rewrote the file tries to give the space back at once.
+const CHECKPOINT_ATTEMPTS: u32 = 50;
 
 /// The embedded store: `reel.db` (SQLite, WAL) and `blobs/` in one directory.
 pub struct SqliteStore {
@@ -84,8 +87,15 @@ impl SqliteStore {
         let (tx, rx) = mpsc::sync_channel(writer::CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());
         let checkpointer = Checkpointer::start(&db);
-        let writer = writer::spawn(conn, rx, Arc::clone(&shared), checkpointer, clock)
-            .map_err(|e| open_error(&db, e))?;
+        let writer = writer::spawn(
+            conn,
+            rx,
+            Arc::clone(&shared),
+            checkpointer,
+            clock,
+            blobs.clone(),
+        )
+        .map_err(|e| open_error(&db, e))?;
         Ok(SqliteStore {
             dir: dir.to_path_buf(),
             blobs,
@@ -163,8 +173,19 @@ impl SqliteStore {
             return Ok(false);
         }
         conn.execute_batch("VACUUM").map_err(writer::sqlite)?;
-        // Fails only while readers hold old snapshots; the checkpointer catches up later.
-        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        // The rewritten pages sit in the write-ahead log until a checkpoint copies them back
+        // and truncates the file. It comes back busy while a reader holds an old snapshot or
+        // the background checkpointer is mid-copy, so it is tried a few times before leaving
+        // the rest to the checkpointer (the space then comes back at its next pass).
+        for _ in 0..CHECKPOINT_ATTEMPTS {
+            let busy: i64 = conn
+                .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| r.get(0))
+                .unwrap_or(1);
+            if busy == 0 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
         Ok(true)
     }
 
@@ -273,8 +294,7 @@ impl StoreRead for SqliteStore {
         }
         let pending = lock(&self.shared.pending).get(digest).cloned();
         let stored = match pending {
-            Some(ValueText::Inline(text)) => Some(Some(text.to_string())),
-            Some(ValueText::External) => Some(None),
+            Some(text) => Some(Some(text.text().to_string())),
             None => self.readers.with(|c| read::value_row(c, digest))?,
         };
         let text = match stored {
@@ -369,7 +389,7 @@ impl Store for SqliteStore {
         Ok(digest)
     }
 
-    fn put_canonical(&self, digest: &str, text: String) -> Result<(), StoreError> {
+    fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);
         }
@@ -379,28 +399,33 @@ impl Store for SqliteStore {
         };
         let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
         let external = text.len() > INLINE_MAX;
+        let text: Arc<str> = Arc::from(text);
         if external {
             // Written before its row is enqueued (and outside the lock, being slow), so no
             // row ever points at a file that is not there yet.
-            if lock(&self.shared.seen).contains(&key) {
-                return Ok(());
+            {
+                let seen = lock(&self.shared.seen);
+                if seen.contains(&key) {
+                    return Ok(self.shared.kept(&digest, text, false));
+                }
             }
             blobs::write_blob(&self.blobs, &digest, &text)?;
         }
-        let text = if external {
-            ValueText::External
-        } else {
-            ValueText::Inline(Arc::from(text))
-        };
         // The digest joins the set and its command joins the queue under one lock: whoever
         // sees the digest in the set knows its value is queued ahead of anything they enqueue.
         let mut seen = lock(&self.shared.seen);
+        let kept = self.shared.kept(&digest, Arc::clone(&text), false);
         if seen.len() >= SEEN_MAX {
             seen.clear();
         }
         if !seen.insert(key) {
-            return Ok(());
+            return Ok(kept);
         }
+        let text = if external {
+            ValueText::External(text)
+        } else {
+            ValueText::Inline(text)
+        };
         lock(&self.shared.pending).insert(digest.clone(), text.clone());
         let sent = self.send(Cmd::Value {
             digest: digest.clone(),
@@ -412,15 +437,20 @@ impl Store for SqliteStore {
             lock(&self.shared.pending).remove(&digest);
             return Err(e);
         }
-        Ok(())
+        Ok(kept)
     }
 
-    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
+    fn put_spec(&self, digest: &str, json: &str) -> Result<Kept, StoreError> {
+        let kept = {
+            let _seen = lock(&self.shared.seen);
+            self.shared.kept(digest, Arc::from(json), true)
+        };
         self.call(|reply| Cmd::Spec {
             digest: digest.to_string(),
             json: json.to_string(),
             reply,
-        })
+        })?;
+        Ok(kept)
     }
 
     fn create_run(
@@ -485,7 +515,12 @@ impl Store for SqliteStore {
         self.ticket(lease, |tag, reply| Cmd::Release { tag, reply })
     }
 
-    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
+    fn append_kept(
+        &self,
+        lease: &Lease,
+        events: Vec<NewEvent>,
+        kept: Vec<Kept>,
+    ) -> Result<(), StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);
         }
@@ -517,6 +552,7 @@ impl Store for SqliteStore {
             tag: tag(lease),
             first_seq,
             rows,
+            kept,
         })
         // The numbers are taken: a run whose append did not even reach the queue must write
         // nothing after it.
@@ -558,11 +594,12 @@ impl Store for SqliteStore {
     }
 
     fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
-        let digest = self.put_value(payload)?;
+        let text = canonical_json(payload);
+        let payload = self.put_canonical(&sha256_hex(text.as_bytes()), text)?;
         self.call(|reply| Cmd::Signal {
             run: run.to_string(),
             name: name.to_string(),
-            digest,
+            payload,
             seq: 0,
             reply,
         })
@@ -587,9 +624,13 @@ impl Store for SqliteStore {
             return Ok(cleaned);
         }
         // The rows are gone, so no reader finds these files any more; a file left behind by
-        // a crash here is only untidy.
-        for digest in &blob_files {
-            blobs::remove_blob(&self.blobs, digest)?;
+        // a crash here is only untidy. Each goes in a write transaction of its own, unless a
+        // writer stored its value again meanwhile (see `Cmd::Unlink`).
+        if !blob_files.is_empty() {
+            self.call(|reply| Cmd::Unlink {
+                digests: blob_files,
+                reply,
+            })?;
         }
         cleaned.vacuumed = self.vacuum_if_mostly_free()?;
         Ok(cleaned)

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use reel_store::{
     Claim, CleanScope, Durability, EventRow, Flow, JournalRow, Lease, LogRow, ManualClock,
     NewEvent, NewRun, Owner, PgStore, RunFilter, RunStatus, RunUpdate, SqliteStore, Store,
@@ -162,6 +163,7 @@ fn new_run(id: &str) -> NewRun {
         keep_for_ms: Some(7 * 24 * 3600 * 1000),
         durability: Durability::Fast,
         created_at: 1_000,
+        kept: Vec::new(),
     }
 }
 
@@ -1151,6 +1153,163 @@ fn a_clean_removes_ended_runs_and_what_only_they_reference(b: &dyn Backend) {
     assert!(store.get_value(&own).unwrap().is_some());
 }
 
+/// A `reel clean` in another process commits between a writer's storing of values (and a
+/// FlowSpec) that only an ended run named and the rows that name them: the rows carry what
+/// they name, so none of it is missing once they commit.
+fn a_clean_between_storing_and_naming_leaves_nothing_named_missing(b: &dyn Backend) {
+    let writer = b.open().unwrap();
+    let cleaner = b.open().unwrap();
+    let kept = |value: serde_json::Value| {
+        let text = canonical_json(&value);
+        writer
+            .put_canonical(&sha256_hex(text.as_bytes()), text)
+            .unwrap()
+    };
+    let spec = "e".repeat(64);
+    let spec_json = r#"{"flow":"old"}"#;
+    let small = kept(json!("named by an old run only"));
+    let large = kept(json!({ "big": "y".repeat(70 * 1024) }));
+    writer.put_spec(&spec, spec_json).unwrap();
+    let named = json!({ "values": [small.digest(), large.digest()] });
+    let old = writer
+        .create_run(
+            NewRun {
+                flow_digest: spec.clone(),
+                ..new_run("old")
+            },
+            &me(),
+            60_000,
+        )
+        .unwrap();
+    writer
+        .append(
+            &old,
+            vec![NewEvent {
+                data: named.clone(),
+                ..event("step_succeeded", 0)
+            }],
+        )
+        .unwrap();
+    writer
+        .update_run(
+            &old,
+            RunUpdate {
+                status: Some(RunStatus::Succeeded),
+                ended_at: Some(2_000),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(writer.release(&old)).unwrap();
+    // A live run stores the same values and spec again: already there, nothing is written.
+    let live = writer.create_run(new_run("live"), &me(), 60_000).unwrap();
+    let again = vec![
+        kept(json!("named by an old run only")),
+        kept(json!({ "big": "y".repeat(70 * 1024) })),
+    ];
+    let spec_again = writer.put_spec(&spec, spec_json).unwrap();
+    wait(writer.sync(&live)).unwrap();
+    // The clean commits now, and removes them: only the ended run named them.
+    let cleaned = cleaner.clean(&CleanScope::AllEnded, false).unwrap();
+    assert_eq!((cleaned.values, cleaned.specs), (2, 1), "{cleaned:?}");
+    let reader = b.open_read_only().unwrap();
+    assert_eq!(reader.get_value(small.digest()).unwrap(), None);
+    assert_eq!(reader.get_spec(&spec).unwrap(), None);
+    // Then the rows that name them, carrying them, and a run made from the spec.
+    writer
+        .append_kept(
+            &live,
+            vec![NewEvent {
+                data: named,
+                ..event("step_succeeded", 0)
+            }],
+            again,
+        )
+        .unwrap();
+    let forked = writer
+        .create_run(
+            NewRun {
+                flow_digest: spec.clone(),
+                kept: vec![spec_again],
+                ..new_run("forked")
+            },
+            &me(),
+            60_000,
+        )
+        .unwrap();
+    wait(writer.sync(&live)).unwrap();
+    wait(writer.sync(&forked)).unwrap();
+    let reader = b.open_read_only().unwrap();
+    assert_eq!(
+        reader.get_value(small.digest()).unwrap(),
+        Some(json!("named by an old run only"))
+    );
+    assert_eq!(
+        reader.get_value(large.digest()).unwrap(),
+        Some(json!({ "big": "y".repeat(70 * 1024) }))
+    );
+    assert_eq!(reader.get_spec(&spec).unwrap().as_deref(), Some(spec_json));
+}
+
+/// The same race run for real: one thread runs short runs that each store a value only ended
+/// runs named and then name it, while another cleans every ended run as fast as it can. Each
+/// run must find its value there once its rows committed.
+fn cleans_racing_runs_never_remove_what_a_run_names(b: &dyn Backend) {
+    let writer: Arc<dyn Store> = b.open().unwrap().into();
+    let cleaner = b.open().unwrap();
+    let reader = b.open_read_only().unwrap();
+    let value = json!({ "shared": "by every run, one after the other" });
+    let text = canonical_json(&value);
+    let digest = sha256_hex(text.as_bytes());
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cleans = std::thread::spawn({
+        let done = done.clone();
+        move || {
+            let mut removed = 0;
+            while !done.load(Ordering::SeqCst) {
+                removed += cleaner.clean(&CleanScope::AllEnded, false).unwrap().values;
+            }
+            removed
+        }
+    });
+    for i in 0..300 {
+        let lease = writer
+            .create_run(new_run(&format!("run-{i:03}")), &me(), 60_000)
+            .unwrap();
+        let kept = writer.put_canonical(&digest, text.clone()).unwrap();
+        writer
+            .append_kept(
+                &lease,
+                vec![NewEvent {
+                    data: json!({ "output": digest }),
+                    ..event("step_succeeded", 0)
+                }],
+                vec![kept],
+            )
+            .unwrap();
+        wait(writer.sync(&lease)).unwrap();
+        assert_eq!(
+            reader.get_value(&digest).unwrap().as_ref(),
+            Some(&value),
+            "run {i} names a value a clean removed"
+        );
+        writer
+            .update_run(
+                &lease,
+                RunUpdate {
+                    status: Some(RunStatus::Succeeded),
+                    ended_at: Some(2_000),
+                    ..RunUpdate::default()
+                },
+            )
+            .unwrap();
+        wait(writer.release(&lease)).unwrap();
+    }
+    done.store(true, Ordering::SeqCst);
+    // The cleans did remove the value between runs: the race was there to lose.
+    assert!(cleans.join().unwrap() > 0);
+}
+
 /// One call event of step `step` (no `foreach` index).
 fn call(
     kind: &str,
@@ -1480,6 +1639,8 @@ conformance!(
     a_long_journal_reads_whole_and_in_order,
     succeeded_steps_names_each_succeeded_step_once,
     a_clean_removes_ended_runs_and_what_only_they_reference,
+    a_clean_between_storing_and_naming_leaves_nothing_named_missing,
+    cleans_racing_runs_never_remove_what_a_run_names,
     the_sql_views_answer_alike_and_refuse_writes,
     a_store_of_the_schema_before_the_views_gets_them_when_opened,
 );

@@ -166,6 +166,9 @@ pub struct Sim {
     /// The journal, as appended.
     pub journal: Vec<Stamped>,
     values: HashMap<String, Value>,
+    /// Values put since the last append: the driver hands them to the store with that append
+    /// (see `reel_store::Kept`), so the append must name every one.
+    unnamed: Vec<String>,
     consumed: HashSet<u64>,
     in_flight: Vec<(i64, Returned)>,
     /// Inputs and commands, one a line, for a snapshot.
@@ -187,6 +190,7 @@ impl Sim {
             machine,
             journal: Vec::new(),
             values: HashMap::new(),
+            unnamed: Vec::new(),
             consumed: HashSet::new(),
             in_flight: Vec::new(),
             transcript: String::new(),
@@ -212,9 +216,23 @@ impl Sim {
             let _ = writeln!(self.transcript, "  {}", shorten(&cmd.to_string()));
             match cmd {
                 Command::PutValue { digest, value, .. } => {
+                    self.unnamed.push(digest.clone());
                     self.values.insert(digest, value);
                 }
-                Command::Append(events) => self.journal.extend(events),
+                Command::Append(events) => {
+                    let rows: String = events
+                        .iter()
+                        .map(|e| e.event.to_row(e.at).data.to_string())
+                        .collect();
+                    for digest in std::mem::take(&mut self.unnamed) {
+                        assert!(
+                            rows.contains(&digest),
+                            "value {digest} was put but the next append does not name it:\n{}",
+                            self.transcript
+                        );
+                    }
+                    self.journal.extend(events);
+                }
                 Command::LoadValues(digests) => {
                     let values = digests
                         .iter()

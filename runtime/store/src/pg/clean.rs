@@ -6,8 +6,7 @@ use std::collections::HashSet;
 
 use super::writer::{Batch, Fail};
 use crate::api::{CleanScope, Cleaned, DEFAULT_KEEP_FOR_MS, RunStatus, StoreError};
-use crate::blobs::digest_key;
-use crate::writer::{VALUES_REMOVED, digests_in, lock};
+use crate::writer::{VALUES_REMOVED, digests_in};
 
 /// The statuses of ended runs, as stored: the only runs a clean may remove.
 const ENDED: &str = "status IN ('succeeded', 'failed', 'canceled')";
@@ -224,12 +223,13 @@ impl Batch<'_, '_> {
                     &[&VALUES_REMOVED],
                 )
                 .map_err(pg)?;
-            let mut seen = lock(&self.shared.seen);
-            for digest in values {
-                if let Some(key) = digest_key(digest) {
-                    seen.remove(&key);
-                }
-            }
+            // This process's own writes later in this batch, and after, see the move too.
+            let now: i64 = self
+                .tx
+                .query_one("SELECT value FROM meta WHERE key = $1", &[&VALUES_REMOVED])
+                .map_err(pg)?
+                .get(0);
+            self.shared.notice_removed_values(now, &mut self.removed);
         }
         if !specs.is_empty() {
             self.tx

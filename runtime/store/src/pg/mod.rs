@@ -26,8 +26,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::api::{
-    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Lease, LogRow, NewEvent,
-    NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
+    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Kept, Lease, LogRow,
+    NewEvent, NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead,
+    Ticket,
 };
 use crate::blobs;
 use crate::clock::Clock;
@@ -245,8 +246,8 @@ impl StoreRead for PgStore {
         }
         let pending = lock(&self.shared.pending).get(digest).cloned();
         let text = match pending {
-            Some(ValueText::Inline(text)) => Some(text.to_string()),
-            Some(ValueText::External) | None => {
+            Some(text) => Some(text.text().to_string()),
+            None => {
                 let digest = digest.to_string();
                 self.readers.with(move |c| read::value_text(c, &digest))?
             }
@@ -396,7 +397,7 @@ impl Store for PgStore {
         Ok(digest)
     }
 
-    fn put_canonical(&self, digest: &str, text: String) -> Result<(), StoreError> {
+    fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);
         }
@@ -404,16 +405,18 @@ impl Store for PgStore {
             return Err(StoreError::Postgres(format!("malformed digest {digest}")));
         };
         let size = i64::try_from(text.len()).unwrap_or(i64::MAX);
-        let text = ValueText::Inline(Arc::from(text));
+        let text: Arc<str> = Arc::from(text);
         // As in the SQLite store: the digest joins the set and its command the queue under one
         // lock, so whoever sees the digest knows its value is queued ahead of their writes.
         let mut seen = lock(&self.shared.seen);
+        let kept = self.shared.kept(digest, Arc::clone(&text), false);
         if seen.len() >= SEEN_MAX {
             seen.clear();
         }
         if !seen.insert(key) {
-            return Ok(());
+            return Ok(kept);
         }
+        let text = ValueText::Inline(text);
         let digest = digest.to_string();
         lock(&self.shared.pending).insert(digest.clone(), text.clone());
         let sent = self.send(Cmd::Value {
@@ -426,15 +429,20 @@ impl Store for PgStore {
             lock(&self.shared.pending).remove(&digest);
             return Err(e);
         }
-        Ok(())
+        Ok(kept)
     }
 
-    fn put_spec(&self, digest: &str, json: &str) -> Result<(), StoreError> {
+    fn put_spec(&self, digest: &str, json: &str) -> Result<Kept, StoreError> {
+        let kept = {
+            let _seen = lock(&self.shared.seen);
+            self.shared.kept(digest, Arc::from(json), true)
+        };
         self.call(|reply| Cmd::Spec {
             digest: digest.to_string(),
             json: json.to_string(),
             reply,
-        })
+        })?;
+        Ok(kept)
     }
 
     fn create_run(
@@ -487,7 +495,12 @@ impl Store for PgStore {
         self.ticket(lease, |tag, reply| Cmd::Release { tag, reply })
     }
 
-    fn append(&self, lease: &Lease, events: Vec<NewEvent>) -> Result<(), StoreError> {
+    fn append_kept(
+        &self,
+        lease: &Lease,
+        events: Vec<NewEvent>,
+        kept: Vec<Kept>,
+    ) -> Result<(), StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);
         }
@@ -506,6 +519,7 @@ impl Store for PgStore {
             tag: tag(lease),
             first_seq,
             rows,
+            kept,
         })
         .inspect_err(|e| self.shared.poison(&lease.run, lease.token, e.clone()))
     }
@@ -545,11 +559,12 @@ impl Store for PgStore {
     }
 
     fn send_signal(&self, run: &str, name: &str, payload: &Value) -> Result<u64, StoreError> {
-        let digest = self.put_value(payload)?;
+        let text = canonical_json(payload);
+        let payload = self.put_canonical(&sha256_hex(text.as_bytes()), text)?;
         self.call(|reply| Cmd::Signal {
             run: run.to_string(),
             name: name.to_string(),
-            digest,
+            payload,
             seq: 0,
             reply,
         })

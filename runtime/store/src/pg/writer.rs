@@ -22,9 +22,12 @@ use postgres::{Client, Statement, Transaction};
 
 use super::conn::{Connector, pg};
 use super::listen::DUE_CHANNEL;
-use crate::api::{Durability, NewRun, Owner, StoreError};
+use crate::api::{Durability, Kept, NewRun, Owner, StoreError};
 use crate::clock::Clock;
 use crate::writer::{ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, durability_str, lock};
+
+/// The advisory lock that orders cleans with the batches that name values ("reelvals").
+const VALUES_LOCK: i64 = 0x7265_656c_7661_6c73;
 
 /// At most this many commands go into one transaction.
 const MAX_BATCH_COMMANDS: usize = 4096;
@@ -367,11 +370,14 @@ impl Writer {
                 st: statements,
                 shared: &shared,
                 clock: &*clock,
+                removed: values_removed,
             };
-            run.notice_removed_values(&mut values_removed)?;
+            run.hold_values(batch.iter().any(|c| matches!(c, Cmd::Clean { .. })))?;
+            run.notice_removed_values()?;
             for cmd in batch.iter_mut() {
                 results.push(run.run_in_batch(cmd)?);
             }
+            values_removed = run.removed;
             run.tx.commit().map_err(|e| lost(&e))?;
         }
         self.values_removed = values_removed;
@@ -385,12 +391,31 @@ pub(super) struct Batch<'a, 't> {
     st: &'a Statements,
     pub(super) shared: &'a Shared,
     pub(super) clock: &'a dyn Clock,
+    /// How many cleans had removed values, as this batch last read it.
+    pub(super) removed: Option<i64>,
 }
 
 impl Batch<'_, '_> {
+    /// Orders this batch with every clean: a batch that may name values takes the values'
+    /// lock shared, a clean takes it alone, each until its commit. So a clean never removes a
+    /// value between a writer's look at the count of cleans and the commit of the rows that
+    /// name it, which PostgreSQL's many writers would otherwise allow (see [`Kept`]).
+    fn hold_values(&mut self, cleaning: bool) -> Result<(), Lost> {
+        let sql = if cleaning {
+            "SELECT pg_advisory_xact_lock($1)"
+        } else {
+            "SELECT pg_advisory_xact_lock_shared($1)"
+        };
+        self.tx
+            .execute(sql, &[&VALUES_LOCK])
+            .map_err(|e| lost(&e))?;
+        Ok(())
+    }
+
     /// Forgets the digests this process remembers as stored when a clean (of any process)
-    /// removed values since the last look.
-    fn notice_removed_values(&mut self, seen_at: &mut Option<i64>) -> Result<(), Lost> {
+    /// removed values since the last look. Read after [`Self::hold_values`], so in a snapshot
+    /// taken once no clean can commit until this batch has.
+    pub(super) fn notice_removed_values(&mut self) -> Result<(), Lost> {
         let now: i64 = self
             .tx
             .query_one(
@@ -399,11 +424,24 @@ impl Batch<'_, '_> {
             )
             .map_err(|e| lost(&e))?
             .get(0);
-        if *seen_at != Some(now) {
-            if seen_at.is_some() {
-                lock(&self.shared.seen).clear();
+        self.shared.notice_removed_values(now, &mut self.removed);
+        Ok(())
+    }
+
+    /// Writes again what rows name and a clean may have removed since the store vouched for
+    /// it (see [`Kept`]).
+    fn keep(&mut self, kept: &[Kept]) -> Result<(), Fail> {
+        for k in kept.iter().filter(|k| k.stale(self.removed)) {
+            if k.spec {
+                self.tx
+                    .execute(&self.st.spec, &[&k.digest, &&*k.text])
+                    .map_err(batch)?;
+            } else {
+                let size = i64::try_from(k.text.len()).unwrap_or(i64::MAX);
+                self.tx
+                    .execute(&self.st.value, &[&k.digest, &&*k.text, &size])
+                    .map_err(batch)?;
             }
-            *seen_at = Some(now);
         }
         Ok(())
     }
@@ -484,7 +522,11 @@ impl Batch<'_, '_> {
                 tag,
                 first_seq,
                 rows,
-            } => self.append(tag, *first_seq, rows),
+                kept,
+            } => {
+                self.append(tag, *first_seq, rows)?;
+                self.keep(kept)
+            }
             Cmd::Update { tag, update } => self.update(tag, update),
             Cmd::Log { tag, log } => {
                 let changed = self
@@ -545,15 +587,14 @@ impl Batch<'_, '_> {
                     token: 1,
                     durable: run.durability == Durability::Durable,
                 };
-                if rows.is_empty() {
-                    Ok(())
-                } else {
+                if !rows.is_empty() {
                     // The run's row was written: a refusal now takes the batch with it.
                     self.append(&tag, 0, rows).map_err(|e| match e {
                         Fail::Command(e) => Fail::Batch(e.into()),
                         lost => lost,
-                    })
+                    })?;
                 }
+                self.keep(&run.kept)
             }
             Cmd::Claim {
                 run,
@@ -584,13 +625,15 @@ impl Batch<'_, '_> {
             Cmd::Signal {
                 run,
                 name,
-                digest,
+                payload,
                 seq,
                 ..
             } => {
-                *seq = self.signal(run, name, digest)?;
-                Ok(())
+                *seq = self.signal(run, name, &payload.digest)?;
+                self.keep(std::slice::from_ref(payload))
             }
+            // Every value lives in the database: a clean leaves no file behind.
+            Cmd::Unlink { .. } => Ok(()),
             Cmd::Clean {
                 scope,
                 dry_run,

@@ -64,6 +64,7 @@ fn build(given: &[Given]) -> (TempDir, SqliteStore) {
             keep_for_ms: g.keep_hours.map(|h| u64::try_from(h * HOUR).unwrap()),
             durability: Durability::Fast,
             created_at: T0 - 100 * 24 * HOUR,
+            kept: Vec::new(),
         };
         let lease = store
             .create_run(run, &Owner::this_process(), 60_000)
@@ -298,6 +299,7 @@ fn a_value_removed_by_a_clean_is_stored_again_when_a_run_needs_it() {
                 keep_for_ms: None,
                 durability: Durability::Fast,
                 created_at: T0,
+                kept: Vec::new(),
             },
             &Owner::this_process(),
             60_000,
@@ -350,6 +352,7 @@ fn a_large_clean_gives_the_space_back_and_a_small_one_leaves_pages_to_reuse() {
             keep_for_ms: Some(if i == 200 { u64::MAX } else { 0 }),
             durability: Durability::Fast,
             created_at: T0,
+            kept: Vec::new(),
         };
         let lease = store
             .create_run(run, &Owner::this_process(), 60_000)

@@ -39,6 +39,7 @@ fn new_run(id: &str) -> NewRun {
         keep_for_ms: Some(7 * 24 * 3600 * 1000),
         durability: Durability::Fast,
         created_at: 1_000,
+        kept: Vec::new(),
     }
 }
 

@@ -14,9 +14,9 @@ use rusqlite::{OptionalExtension, params};
 
 use super::command::Fail;
 use super::group_commit::Writer;
-use super::{int, lock, sqlite};
+use super::{int, sqlite};
 use crate::api::{CleanScope, Cleaned, DEFAULT_KEEP_FOR_MS, RunStatus, StoreError};
-use crate::blobs::{digest_key, is_digest};
+use crate::blobs::is_digest;
 
 /// The statuses of ended runs, as stored: the only runs a clean may remove.
 const ENDED: &str = "status IN ('succeeded', 'failed', 'canceled')";
@@ -66,12 +66,8 @@ impl Writer {
             .prepare_cached("SELECT COALESCE((SELECT value FROM meta WHERE key = ?1), 0)")
             .and_then(|mut s| s.query_row([VALUES_REMOVED], |r| r.get(0)))
             .map_err(sqlite)?;
-        if self.values_removed != Some(now) {
-            if self.values_removed.is_some() {
-                lock(&self.shared.seen).clear();
-            }
-            self.values_removed = Some(now);
-        }
+        self.shared
+            .notice_removed_values(now, &mut self.values_removed);
         Ok(())
     }
 
@@ -282,12 +278,13 @@ impl Writer {
                      ON CONFLICT (key) DO UPDATE SET value = value + 1",
                 )?
                 .execute(params![VALUES_REMOVED])?;
-            let mut seen = lock(&self.shared.seen);
-            for digest in &plan.values {
-                if let Some(key) = digest_key(digest) {
-                    seen.remove(&key);
-                }
-            }
+            // This process's own writes later in this batch, and after, see the move too.
+            let now: i64 = self
+                .conn
+                .prepare_cached("SELECT value FROM meta WHERE key = ?1")?
+                .query_row([VALUES_REMOVED], |r| r.get(0))?;
+            self.shared
+                .notice_removed_values(now, &mut self.values_removed);
         }
         Ok(())
     }

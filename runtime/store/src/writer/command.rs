@@ -5,7 +5,7 @@ use std::sync::mpsc::SyncSender;
 
 use tokio::sync::oneshot;
 
-use crate::api::{CleanScope, Cleaned, Durability, LogRow, NewRun, Owner, StoreError};
+use crate::api::{CleanScope, Cleaned, Durability, Kept, LogRow, NewRun, Owner, StoreError};
 
 /// A journal row ready to insert, its data already serialised by the caller.
 pub(crate) struct Row {
@@ -46,8 +46,18 @@ pub(crate) struct Update {
 pub(crate) enum ValueText {
     /// Stored in the database row.
     Inline(Arc<str>),
-    /// Already written to its blob file.
-    External,
+    /// Kept in its blob file, which its putter wrote; the text stays at hand until the row
+    /// commits, so the writer can write the file again should a clean have removed it since.
+    External(Arc<str>),
+}
+
+impl ValueText {
+    /// The value's canonical JSON.
+    pub(crate) fn text(&self) -> &Arc<str> {
+        match self {
+            ValueText::Inline(t) | ValueText::External(t) => t,
+        }
+    }
 }
 
 /// Which run and lease a command writes for.
@@ -106,11 +116,12 @@ pub(crate) enum Cmd {
         json: String,
         reply: Reply<()>,
     },
-    /// Append journal rows starting at `first_seq`.
+    /// Append journal rows starting at `first_seq`, with what they name (see [`Kept`]).
     Append {
         tag: Tag,
         first_seq: u64,
         rows: Vec<Row>,
+        kept: Vec<Kept>,
     },
     /// Change the run's row.
     Update { tag: Tag, update: Update },
@@ -154,7 +165,7 @@ pub(crate) enum Cmd {
     Signal {
         run: String,
         name: String,
-        digest: String,
+        payload: Kept,
         seq: u64,
         reply: Reply<u64>,
     },
@@ -171,6 +182,13 @@ pub(crate) enum Cmd {
         dry_run: bool,
         out: (Cleaned, Vec<String>),
         reply: Reply<(Cleaned, Vec<String>)>,
+    },
+    /// Delete the blob files of these values, each only if no row names it any more: judged
+    /// in a write transaction, so a writer putting the value again (which writes its file in
+    /// its own transaction) comes wholly before or wholly after.
+    Unlink {
+        digests: Vec<String>,
+        reply: Reply<()>,
     },
 }
 
@@ -204,7 +222,7 @@ impl Cmd {
             Cmd::Create { run, .. } => run.durability == Durability::Durable,
             // Signals and cancellations come from people, who expect them kept.
             Cmd::Signal { .. } | Cmd::Cancel { .. } | Cmd::Clean { .. } => true,
-            Cmd::Value { .. } | Cmd::Spec { .. } | Cmd::Claim { .. } => false,
+            Cmd::Value { .. } | Cmd::Spec { .. } | Cmd::Claim { .. } | Cmd::Unlink { .. } => false,
         }
     }
 
@@ -238,7 +256,10 @@ impl Cmd {
     pub(crate) fn answer(self, result: Result<(), StoreError>) {
         // A caller that stopped waiting is no reason to stop: send errors are ignored.
         match self {
-            Cmd::Spec { reply, .. } | Cmd::Create { reply, .. } | Cmd::Renew { reply, .. } => {
+            Cmd::Spec { reply, .. }
+            | Cmd::Create { reply, .. }
+            | Cmd::Renew { reply, .. }
+            | Cmd::Unlink { reply, .. } => {
                 let _ = reply.send(result);
             }
             Cmd::Release { reply, .. } | Cmd::Sync { reply, .. } => {

@@ -3,6 +3,7 @@
 //! commits once and answers every command; a failed batch poisons its runs and carries its
 //! values over to the next one.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
@@ -38,6 +39,7 @@ pub(crate) fn spawn(
     shared: Arc<Shared>,
     checkpointer: Checkpointer,
     clock: Arc<dyn Clock>,
+    blobs: PathBuf,
 ) -> std::io::Result<JoinHandle<()>> {
     if checkpointer.is_running() {
         // Should this fail, SQLite keeps checkpointing in line: slower, equally correct.
@@ -56,6 +58,7 @@ pub(crate) fn spawn(
                 commits: 0,
                 clock,
                 values_removed: None,
+                blobs,
             }
             .run()
         })
@@ -99,6 +102,8 @@ pub(super) struct Writer {
     /// How many cleans had removed values when this writer last looked (see
     /// [`Writer::notice_removed_values`]).
     pub(super) values_removed: Option<i64>,
+    /// Where values kept apart from the database live.
+    pub(super) blobs: PathBuf,
 }
 
 impl Writer {

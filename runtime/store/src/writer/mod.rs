@@ -32,10 +32,10 @@ mod group_commit;
 mod statements;
 
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::api::{Durability, StoreError};
+use crate::api::{Durability, Kept, StoreError};
 
 pub(crate) use clean::{VALUES_REMOVED, digests_in, pages};
 pub(crate) use command::{ClaimOut, Cmd, Reply, Row, Tag, Update, ValueText};
@@ -98,6 +98,9 @@ pub(crate) struct Shared {
     pub(crate) pending: Mutex<HashMap<String, ValueText>>,
     /// Digests of values already written or enqueued by this store.
     pub(crate) seen: Mutex<HashSet<[u8; 32]>>,
+    /// How many cleans had removed values when the writer last looked, which is what `seen`
+    /// vouches for (read and changed under its lock).
+    pub(crate) epoch: Epoch,
     /// Transactions attempted.
     pub(crate) batches: AtomicU64,
     /// Commands processed.
@@ -115,7 +118,42 @@ pub(crate) struct Shared {
     pub(crate) fault: std::sync::OnceLock<faults::WriteFault>,
 }
 
+/// A count of cleans that removed values, as the writer last read it; `i64::MIN` before its
+/// first look, which no count equals, so whatever is vouched for then is written again.
+pub(crate) struct Epoch(AtomicI64);
+
+impl Default for Epoch {
+    fn default() -> Self {
+        Epoch(AtomicI64::new(i64::MIN))
+    }
+}
+
 impl Shared {
+    /// Takes the count of cleans that removed values, read inside a batch's transaction:
+    /// when it moved since `last`, the values `seen` remembers may be gone, so they are
+    /// forgotten (and storing them again writes them again).
+    pub(crate) fn notice_removed_values(&self, count: i64, last: &mut Option<i64>) {
+        if *last != Some(count) {
+            let mut seen = lock(&self.seen);
+            if last.is_some() {
+                seen.clear();
+            }
+            self.epoch.0.store(count, Ordering::SeqCst);
+            *last = Some(count);
+        }
+    }
+
+    /// What this store vouches for `text` under `digest` at this moment (call with `seen`
+    /// locked, as the caller decides whether to write the value).
+    pub(crate) fn kept(&self, digest: &str, text: std::sync::Arc<str>, spec: bool) -> Kept {
+        Kept {
+            digest: digest.to_string(),
+            text,
+            spec,
+            epoch: self.epoch.0.load(Ordering::SeqCst),
+        }
+    }
+
     /// The error a write for `run` under `token` gets, if the run is poisoned.
     pub(crate) fn poisoned(&self, run: &str, token: u64) -> Option<StoreError> {
         lock(&self.poison)

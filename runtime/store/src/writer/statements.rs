@@ -7,7 +7,9 @@ use rusqlite::{OptionalExtension, params};
 use super::command::{ClaimOut, Cmd, Fail, Row, Tag, Update, ValueText};
 use super::group_commit::Writer;
 use super::{durability_str, int, parse_durability, sqlite};
+use crate::api::Kept;
 use crate::api::{Durability, NewRun, Owner, StoreError};
+use crate::blobs::{self, INLINE_MAX};
 
 impl Writer {
     /// Stores a value once (`INSERT OR IGNORE`); a blob's row says it is external.
@@ -19,7 +21,14 @@ impl Writer {
     ) -> Result<(), StoreError> {
         let json = match text {
             ValueText::Inline(t) => Some(&**t),
-            ValueText::External => None,
+            ValueText::External(t) => {
+                // Its putter wrote the file; a clean may have removed it since (it removes
+                // files only in a write transaction, so not during this one).
+                if !blobs::blob_path(&self.blobs, digest).is_file() {
+                    blobs::write_blob(&self.blobs, digest, t)?;
+                }
+                None
+            }
         };
         self.conn
             .prepare_cached(
@@ -28,6 +37,44 @@ impl Writer {
             )
             .and_then(|mut s| s.execute(params![digest, json, size, json.is_none()]))
             .map_err(sqlite)?;
+        Ok(())
+    }
+
+    /// Writes again what rows name and a clean may have removed since the store vouched for
+    /// it (see [`Kept`]); whatever is still there is left as it is.
+    fn keep(&self, kept: &[Kept]) -> Result<(), Fail> {
+        for k in kept.iter().filter(|k| k.stale(self.values_removed)) {
+            if k.spec {
+                self.conn
+                    .prepare_cached("INSERT OR IGNORE INTO specs (digest, json) VALUES (?1, ?2)")
+                    .and_then(|mut s| s.execute(params![k.digest, &*k.text]))
+                    .map_err(|e| Fail::Batch(sqlite(e)))?;
+            } else {
+                let size = i64::try_from(k.text.len()).unwrap_or(i64::MAX);
+                let text = if k.text.len() > INLINE_MAX {
+                    ValueText::External(k.text.clone())
+                } else {
+                    ValueText::Inline(k.text.clone())
+                };
+                self.put_value(&k.digest, &text, size)
+                    .map_err(Fail::Batch)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes the blob files of `digests` that no row names any more.
+    fn unlink(&self, digests: &[String]) -> Result<(), Fail> {
+        for digest in digests {
+            let named: bool = self
+                .conn
+                .prepare_cached("SELECT EXISTS (SELECT 1 FROM vals WHERE digest = ?1)")
+                .and_then(|mut s| s.query_row([digest], |r| r.get(0)))
+                .map_err(sqlite)?;
+            if !named {
+                blobs::remove_blob(&self.blobs, digest)?;
+            }
+        }
         Ok(())
     }
 
@@ -67,7 +114,11 @@ impl Writer {
                 tag,
                 first_seq,
                 rows,
-            } => self.append(tag, *first_seq, rows),
+                kept,
+            } => {
+                self.append(tag, *first_seq, rows)?;
+                self.keep(kept)
+            }
             Cmd::Update { tag, update } => self.update(tag, update),
             Cmd::Log { tag, log } => {
                 let changed = self
@@ -143,11 +194,10 @@ impl Writer {
                     token: 1,
                     durable: run.durability == Durability::Durable,
                 };
-                if rows.is_empty() {
-                    Ok(())
-                } else {
-                    self.append(&tag, 0, rows)
+                if !rows.is_empty() {
+                    self.append(&tag, 0, rows)?;
                 }
+                self.keep(&run.kept)
             }
             Cmd::Claim {
                 run,
@@ -185,12 +235,12 @@ impl Writer {
             Cmd::Signal {
                 run,
                 name,
-                digest,
+                payload,
                 seq,
                 ..
             } => {
-                *seq = self.signal(run, name, digest)?;
-                Ok(())
+                *seq = self.signal(run, name, &payload.digest)?;
+                self.keep(std::slice::from_ref(payload))
             }
             Cmd::Clean {
                 scope,
@@ -202,6 +252,7 @@ impl Writer {
                 *out = (plan.cleaned, plan.blob_files);
                 Ok(())
             }
+            Cmd::Unlink { digests, .. } => self.unlink(digests),
             Cmd::Cancel { run, done, .. } => {
                 let changed = self
                     .conn
