@@ -799,7 +799,7 @@ if (opened) await check('typing into a big flow', async () => {
   // chain, are not. The whole chain on screen: the panel closed, the editor scrolled to it.
   await page.keyboard.press('Control+J');
   await reveal(lineNo(COUNT));
-  const arg = await wordPoint(/^\s*value: upper\(text_\d+\)/, name);
+  const arg = await wordPoint(new RegExp(`^\\s*value: upper\\(${name}\\)`), name);
   await page.mouse.dblclick(arg.x, arg.y);
   await page.keyboard.type('extra', { delay: 60 });
   const staleKey = Date.now();
