@@ -1,7 +1,9 @@
 // Drives a real VS Code (code-server) in headless Chromium and asserts what a person sees with
 // the Reel extension: the recorded result of each step inline, the code lenses above the flow,
 // the hover of a step, diagnostics (squiggle, Problems panel, status bar), completion, the
-// stale mark, the run picker, a fork preview and a fork. Started by run.sh, which sets the REEL_E2E_* variables below.
+// stale mark, the run picker, a fork preview and a fork; and, in a big generated flow, typing a
+// step key by key: its error, its fix and the stale marks follow. Started by run.sh, which sets
+// the REEL_E2E_* variables below.
 //
 // Every wait polls the page with a timeout; a failure prints what was expected and what was on
 // the page, and saves a screenshot.
@@ -167,6 +169,41 @@ async function check(name, fn) {
   }
 }
 
+/**
+ * Opens `name` as a person would: a double click on it in the Explorer; Quick Open (Ctrl+P) when
+ * the Explorer does not show it (its key press can be lost before the window has focus).
+ */
+async function openFile(name) {
+  const tab = page.locator('.tabs-container .tab', { hasText: name });
+  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: name });
+  await row.first().waitFor({ state: 'visible', timeout: 15_000 }).catch(() => {});
+  if (await row.count()) {
+    await row.first().dblclick();
+    await tab.first().waitFor({ state: 'visible', timeout: 10_000 }).catch(() => {});
+  }
+  await waitFor(`the file ${name} opened`, async () => {
+    if (await tab.count()) return { ok: true };
+    say('  not opened from the Explorer: Quick Open');
+    const input = page.locator('.quick-input-widget .quick-input-box input');
+    if (!(await input.isVisible())) {
+      await page.locator('.part.editor').click({ position: { x: 300, y: 300 } }).catch(() => {});
+      await page.keyboard.press('Control+P');
+      await input.waitFor({ state: 'visible', timeout: 2000 }).catch(() => {});
+      if (!(await input.isVisible())) return { ok: false, seen: 'no Quick Open box after Ctrl+P' };
+      await input.fill(name);
+    }
+    const pick = page.locator('.quick-input-list .monaco-list-row', { hasText: name });
+    try {
+      await pick.first().waitFor({ state: 'visible', timeout: 3000 });
+    } catch {
+      return { ok: false, seen: `Quick Open shows no ${name}` };
+    }
+    await page.keyboard.press('Enter');
+    await tab.first().waitFor({ state: 'visible', timeout: 3000 }).catch(() => {});
+    return { ok: (await tab.count()) > 0, seen: `no ${name} tab after Enter` };
+  }, 30_000, 500);
+}
+
 // ---------------------------------------------------------------------------------------------
 let opened = false;
 await check('open the flow', async () => {
@@ -176,36 +213,7 @@ await check('open the flow', async () => {
     seen: await page.title(),
   }), 60_000);
   say('workbench up');
-  // Open it as a person would: a double click on it in the Explorer; Quick Open (Ctrl+P) when
-  // the Explorer does not show it (its key press can be lost before the window has focus).
-  const tab = page.locator('.tabs-container .tab', { hasText: 'greet.reel' });
-  const row = page.locator('.explorer-folders-view .monaco-list-row', { hasText: 'greet.reel' });
-  await row.first().waitFor({ state: 'visible', timeout: 15_000 }).catch(() => {});
-  if (await row.count()) {
-    await row.first().dblclick();
-    await tab.first().waitFor({ state: 'visible', timeout: 10_000 }).catch(() => {});
-  }
-  await waitFor('the file greet.reel opened', async () => {
-    if (await tab.count()) return { ok: true };
-    say('  not opened from the Explorer: Quick Open');
-    const input = page.locator('.quick-input-widget .quick-input-box input');
-    if (!(await input.isVisible())) {
-      await page.locator('.part.editor').click({ position: { x: 300, y: 300 } }).catch(() => {});
-      await page.keyboard.press('Control+P');
-      await input.waitFor({ state: 'visible', timeout: 2000 }).catch(() => {});
-      if (!(await input.isVisible())) return { ok: false, seen: 'no Quick Open box after Ctrl+P' };
-      await input.fill('greet.reel');
-    }
-    const pick = page.locator('.quick-input-list .monaco-list-row', { hasText: 'greet.reel' });
-    try {
-      await pick.first().waitFor({ state: 'visible', timeout: 3000 });
-    } catch {
-      return { ok: false, seen: 'Quick Open shows no greet.reel' };
-    }
-    await page.keyboard.press('Enter');
-    await tab.first().waitFor({ state: 'visible', timeout: 3000 }).catch(() => {});
-    return { ok: (await tab.count()) > 0, seen: 'no greet.reel tab after Enter' };
-  }, 30_000, 500);
+  await openFile('greet.reel');
   await waitFor('the flow text in the editor', async () => {
     const lines = await editorLines();
     return { ok: !!lineOf(lines, /^flow greet \{/), seen: show(lines) };
@@ -588,6 +596,231 @@ if (opened) await check('fork', async () => {
   say(`  lenses: ${await lensText()}`);
   await page.mouse.move(200, 450);
   await shot('forked');
+});
+
+// 9. Typing into a big flow: a generated flow of thousands of steps, recorded by `reel run`. Far
+// down the file a new step is typed key by key with an unknown name in it: its error appears at
+// that line (a squiggle under the name, the Problems panel, the status bar), the hints of the
+// steps around it stay as they were; the name is corrected by typing and the error goes away;
+// then a step is made to read the new step, and its hint and those of the steps that read it are
+// marked stale, and no other. The time from the last key to what it shows is printed, not
+// asserted (figures belong to bench/).
+const BIG_STEPS = Number(process.env.REEL_E2E_BIG_STEPS || 0);
+const BIG_RUN_ID = process.env.REEL_E2E_BIG_RUN_ID || '';
+/** The error squiggles on the editor line matching `lineRe`, and whether one covers `word` whole. */
+async function squigglesOn(lineRe, word, kind = 'error') {
+  const lines = await editorLines();
+  const line = lineOf(lines, lineRe);
+  if (!line) return { ok: false, line, squiggles: [], seen: `no line matching ${lineRe} on screen` };
+  const squiggles = (await page.evaluate(({ sel, kind }) =>
+    [...document.querySelector(sel).querySelectorAll(`.squiggly-${kind}`)].map((s) => {
+      const r = s.getBoundingClientRect();
+      return { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+    }), { sel: EDITOR, kind })).filter((s) => s.top < line.bottom && s.bottom > line.top);
+  let covers = false;
+  if (word) {
+    const w = await wordBox(lineRe, word);
+    covers = !!w && squiggles.some((s) => s.left <= w.left + 1 && s.right >= w.right - 1);
+  }
+  return { ok: covers, line, squiggles, seen: `line ${JSON.stringify(line.text)}; ${kind} squiggles on it ${JSON.stringify(squiggles)}` };
+}
+/** The box of `word` in the code (not a hint) of the editor line matching `lineRe`. */
+function wordBox(lineRe, word) {
+  return page.evaluate(({ sel, src, flags, word }) => {
+    const re = new RegExp(src, flags);
+    for (const l of document.querySelector(sel)?.querySelectorAll('.view-lines .view-line') ?? []) {
+      if (!re.test(l.textContent.replace(/\u00a0/g, ' '))) continue;
+      const walker = document.createTreeWalker(l, NodeFilter.SHOW_TEXT);
+      let text = '';
+      const nodes = [];
+      for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+        if (n.parentElement.closest('span[class*="dyn-rule"]')) continue;
+        nodes.push([n, text.length]);
+        text += n.textContent.replace(/\u00a0/g, ' ');
+      }
+      // The word may be split over several spans (the tokens' colours): a range across them.
+      const i = text.search(new RegExp(`\\b${word}\\b`));
+      if (i < 0) return null;
+      const at = (k) => {
+        const [n, start] = nodes.findLast(([, s]) => s <= k);
+        return [n, k - start];
+      };
+      const range = document.createRange();
+      range.setStart(...at(i));
+      range.setEnd(...at(i + word.length - 1));
+      range.setEnd(range.endContainer, range.endOffset + 1);
+      const r = range.getBoundingClientRect();
+      return { left: r.left, right: r.right, top: r.top, bottom: r.bottom };
+    }
+    return null;
+  }, { sel: EDITOR, src: lineRe.source, flags: lineRe.flags, word });
+}
+/** The Problems panel's rows (their accessible text: the message, the source, the place). */
+const problemRows = () => page.evaluate(() =>
+  [...document.querySelectorAll('.markers-panel .monaco-list-row')].map((r) => r.getAttribute('aria-label') ?? r.textContent));
+/**
+ * The status bar's problem counts: its label says `Errors: N`, `Warnings: N` (a zero count left
+ * out) or `No Problems`; `null` while it shows neither.
+ */
+async function problemCounts() {
+  const s = await statusText('status.problems');
+  const n = (re) => Number(re.exec(s)?.[1] ?? 0);
+  const known = /No Problems|Errors: \d|Warnings: \d/i.test(s);
+  return { errors: known ? n(/Errors: (\d+)/) : null, warnings: known ? n(/Warnings: (\d+)/) : null, seen: s.trim() };
+}
+/** Closes the completion list that typing opened (it can come back once, when a late answer arrives). */
+async function closeSuggest() {
+  await waitFor('no completion list open', async () => {
+    const open = await page.locator('.editor-widget.suggest-widget.visible').count();
+    if (open) await page.keyboard.press('Escape');
+    return { ok: !open, seen: 'a completion list' };
+  }, 5_000, 300);
+}
+/** Waits until `probe` holds, polling every 20 ms, and returns the milliseconds since `since`. */
+async function msUntil(since, what, probe, timeout) {
+  await waitFor(what, probe, timeout, 20);
+  return Date.now() - since;
+}
+if (opened) await check('typing into a big flow', async () => {
+  if (!(BIG_STEPS >= 20) || !BIG_RUN_ID || !WORKSPACE)
+    throw new Error('REEL_E2E_BIG_STEPS (at least 20), REEL_E2E_BIG_RUN_ID and REEL_E2E_WORKSPACE must be set (run.sh sets them)');
+  const source = readFileSync(join(WORKSPACE, 'big.reel'), 'utf8').replace(/\n$/, '').split('\n');
+  const lineNo = (re) => {
+    const i = source.findIndex((l) => re.test(l));
+    if (i < 0) throw new Error(`big.reel has no line matching ${re}`);
+    return i + 1;
+  };
+  // A chain far down the file: its first step `text_T`, read by `shout_{T+1}`, read by the rest.
+  const T = 5 * Math.floor((BIG_STEPS / 5) * 0.85);
+  const step = (kind, n) => new RegExp(`^\\s*step ${kind}_${n} = `);
+  const TEXT = step('text', T), SHOUT = step('shout', T + 1), WORDS = step('words', T + 2);
+  const COUNT = step('count', T + 3), LABEL = step('label', T + 4);
+  const PREV = step('label', T - 1), NEXT = step('text', T + 5);
+  const typo = `tetx_${T}`, name = `text_${T}`;
+  const EXTRA = new RegExp(`^\\s*step extra = upper\\(`);
+  const hint = (lines, re) => lineOf(lines, re)?.hints ?? null;
+  const unmarked = (h, re = /^✓ /) => h?.length === 1 && re.test(h[0].trim());
+  const stale = (h) => h?.length === 1 && /^\(stale\) ✓ /.test(h[0].trim());
+
+  // Nothing below the editor but the Problems panel.
+  if (await page.locator('.part.panel').isVisible()) await page.keyboard.press('Control+J');
+  await openFile('big.reel');
+  await waitFor(`the big flow in the editor, in Reel mode, showing its run ${BIG_RUN_ID}`, async () => {
+    const lines = await editorLines();
+    const lang = await statusText('status.editor.mode');
+    const lens = await lensText();
+    const ok = !!lineOf(lines, /^flow big \{/) && /reel/i.test(lang)
+      && new RegExp(`Showing run ${BIG_RUN_ID.slice(0, 6)}\\w* · succeeded`).test(lens);
+    return { ok, seen: `${lang}; lenses: ${lens}\n    ${show(lines.slice(0, 8))}` };
+  }, 30_000);
+  await page.keyboard.press('Control+Shift+M');
+  await page.locator('.markers-panel').waitFor({ state: 'visible', timeout: 10_000 });
+  await reveal(lineNo(TEXT));
+  // The past run's results on the steps on screen, and no problem in the file.
+  await waitFor(`the recorded results beside the steps around \`${name}\` (line ${lineNo(TEXT)} of ${source.length})`, async () => {
+    const lines = await editorLines();
+    const c = await problemCounts();
+    const ok = unmarked(hint(lines, TEXT), new RegExp(`^✓ .*"item-${T}"`))
+      && unmarked(hint(lines, SHOUT), new RegExp(`^✓ .*"ITEM-${T}"`))
+      && unmarked(hint(lines, WORDS)) && c.errors === 0 && c.warnings === 0;
+    return { ok, seen: `status bar: ${c.seen}\n    ${show(lines)}` };
+  }, 60_000);
+  await page.mouse.move(200, 450);
+  await shot('typing-big-before');
+
+  // A new step after `text_T`, typed key by key, with a mistake: an unknown name.
+  await cursorToEndOf(TEXT, name);
+  await page.keyboard.press('Enter');
+  await page.keyboard.press('Enter');
+  await page.keyboard.type(`step extra = upper(${typo})`, { delay: 60 });
+  const lastKey = Date.now();
+  const message = `nothing called \`${typo}\` is in scope`;
+  const squiggleMs = await msUntil(lastKey, `a red squiggle under \`${typo}\``, () => squigglesOn(EXTRA, typo), 60_000);
+  const problemMs = await msUntil(lastKey, `a Problems entry "${message}"`, async () => {
+    const rows = await problemRows();
+    return { ok: rows.some((r) => r.includes(message)), seen: JSON.stringify(rows) };
+  }, 30_000);
+  // At the typed line: the new step is two lines below `text_T`'s.
+  const typedLine = lineNo(TEXT) + 2;
+  const row = (await problemRows()).find((r) => r.includes(message));
+  say(`  Problems: ${row}`);
+  if (!new RegExp(`\\b${typedLine}\\b`).test(row)) throw new Error(`the Problems entry is not at line ${typedLine}: ${row}`);
+  await closeSuggest();
+  await waitFor('the status bar counting one error, and the typed line as typed', async () => {
+    const c = await problemCounts();
+    const lines = await editorLines();
+    const extra = lineOf(lines, EXTRA);
+    return { ok: c.errors === 1 && extra?.text.trim() === `step extra = upper(${typo})`, seen: `status bar: ${c.seen}; line ${JSON.stringify(extra?.text)}` };
+  }, 10_000);
+  say(`  last key → the error's squiggle: ${squiggleMs} ms; → its Problems entry: ${problemMs} ms (${BIG_STEPS} steps, ${source.length} lines)`);
+  // A mistake in the new step leaves the other steps' results as they were: unmarked.
+  await waitFor('the hints around the new step still shown and unmarked, none on the new step', async () => {
+    const lines = await editorLines();
+    const ok = unmarked(hint(lines, TEXT)) && unmarked(hint(lines, SHOUT)) && unmarked(hint(lines, WORDS))
+      && hint(lines, EXTRA)?.length === 0;
+    return { ok, seen: show(lines) };
+  }, 15_000);
+  await closeSuggest();
+  await page.mouse.move(200, 450);
+  await shot('typing-big-error');
+
+  // The name corrected by typing: the error goes away (the new step, read by nothing, is only
+  // warned about).
+  const bad = await wordPoint(EXTRA, typo);
+  await page.mouse.dblclick(bad.x, bad.y);
+  await page.keyboard.type(name, { delay: 60 });
+  const fixKey = Date.now();
+  const goneMs = await msUntil(fixKey, 'the error gone: no red squiggle on the line, no error counted', async () => {
+    const sq = await squigglesOn(EXTRA, null);
+    const c = await problemCounts();
+    return { ok: !!sq.line && sq.squiggles.length === 0 && c.errors === 0, seen: `status bar: ${c.seen}; ${sq.seen}` };
+  }, 60_000);
+  await closeSuggest();
+  await waitFor('the typed line corrected, and the Problems panel with no error but the unused new step', async () => {
+    const lines = await editorLines();
+    const rows = await problemRows();
+    const ok = lineOf(lines, EXTRA)?.text.trim() === `step extra = upper(${name})`
+      && !rows.some((r) => r.includes(message)) && rows.some((r) => /nothing uses the value of `extra`/.test(r));
+    return { ok, seen: `rows ${JSON.stringify(rows)}\n    ${show(lines)}` };
+  }, 15_000);
+  say(`  last key of the fix → the error gone: ${goneMs} ms`);
+  await waitFor('the hints still shown and unmarked after the fix', async () => {
+    const lines = await editorLines();
+    const ok = unmarked(hint(lines, TEXT)) && unmarked(hint(lines, SHOUT)) && unmarked(hint(lines, WORDS))
+      && hint(lines, EXTRA)?.length === 0;
+    return { ok, seen: show(lines) };
+  }, 15_000);
+  await closeSuggest();
+  await page.mouse.move(200, 450);
+  await shot('typing-big-fixed');
+
+  // `shout_{T+1}` made to read the new step, by typing: its input changed, so its result and
+  // those of the steps of its chain that read it are stale; the steps before it, and the next
+  // chain, are not. The whole chain on screen: the panel closed, the editor scrolled to it.
+  await page.keyboard.press('Control+J');
+  await reveal(lineNo(COUNT));
+  const arg = await wordPoint(new RegExp(`^\\s*value: upper\\(${name}\\)`), name);
+  await page.mouse.dblclick(arg.x, arg.y);
+  await page.keyboard.type('extra', { delay: 60 });
+  const staleKey = Date.now();
+  const staleMs = await msUntil(staleKey, `\`shout_${T + 1}\` and the steps that read it marked (stale), the others not`, async () => {
+    const lines = await editorLines();
+    const c = await problemCounts();
+    const ok = !!lineOf(lines, /^\s*value: upper\(extra\)/) && c.errors === 0
+      && unmarked(hint(lines, PREV)) && unmarked(hint(lines, TEXT)) && hint(lines, EXTRA)?.length === 0
+      && stale(hint(lines, SHOUT)) && stale(hint(lines, WORDS)) && stale(hint(lines, COUNT)) && stale(hint(lines, LABEL))
+      && unmarked(hint(lines, NEXT));
+    return { ok, seen: `status bar: ${c.seen}\n    ${show(lines)}` };
+  }, 60_000);
+  await closeSuggest();
+  say(`  last key of the edit → the stale marks: ${staleMs} ms`);
+  await waitFor('no problem left: the new step is read now', async () => {
+    const c = await problemCounts();
+    return { ok: c.errors === 0 && c.warnings === 0, seen: `status bar: ${c.seen}` };
+  }, 15_000);
+  await closeSuggest();
+  await page.mouse.move(200, 450);
+  await shot('typing-big-stale');
 });
 
 // ---------------------------------------------------------------------------------------------

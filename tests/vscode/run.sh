@@ -12,6 +12,7 @@
 #   REEL_E2E_SHOTS    where the screenshots go; default <repo>/target/vscode-e2e/screenshots
 #   REEL_E2E_KEEP=1   keep the temp directory (workspace, code-server logs) afterwards
 #   REEL_E2E_HEADED=1 not headless (needs a display)
+#   REEL_E2E_BIG_STEPS the size of the big generated flow typed into (default 3000)
 #
 # Exit status 0 only when every assertion passed.
 set -euo pipefail
@@ -73,6 +74,20 @@ trap 'exit 130' INT TERM
 
 ws="$tmp/workspace"
 mkdir -p "$ws"
+# A big generated flow, run once so that its steps have recorded results (a few seconds).
+big_steps="${REEL_E2E_BIG_STEPS:-3000}"
+node "$here/fixtures/big-flow.mjs" "$big_steps" >"$ws/big.reel"
+set +e
+(cd "$ws" && "$REEL_BIN" --color never run big.reel) >"$tmp/big.log" 2>&1
+rc=$?
+set -e
+big_id="$(sed -n 's/^run \([0-9a-z]*\) of `big`.*/\1/p' "$tmp/big.log" | head -n1)"
+if [[ $rc -ne 0 || -z "$big_id" ]]; then
+  log "reel run big.reel ($big_steps steps): expected a succeeded run, got exit $rc:"
+  tail -n 30 "$tmp/big.log" >&2
+  exit 1
+fi
+log "recorded run $big_id of big ($big_steps steps, $(wc -l <"$ws/big.reel") lines)"
 cp "$here/fixtures/greet.reel" "$ws/greet.reel"
 "$REEL_BIN" check "$ws/greet.reel" >&2
 # An earlier run with another name, for the run picker to switch to.
@@ -158,7 +173,8 @@ shots="${REEL_E2E_SHOTS:-$repo/target/vscode-e2e/screenshots}"
 mkdir -p "$shots"
 rm -f "$shots"/failure-*.png
 export REEL_E2E_URL="$url" REEL_E2E_WORKSPACE="$ws" REEL_E2E_SHOTS="$shots" \
-  REEL_E2E_RUN_ID="$run_id" REEL_E2E_OLDER_RUN_ID="$older_id" REEL_E2E_TMP="$tmp"
+  REEL_E2E_RUN_ID="$run_id" REEL_E2E_OLDER_RUN_ID="$older_id" REEL_E2E_TMP="$tmp" \
+  REEL_E2E_BIG_RUN_ID="$big_id" REEL_E2E_BIG_STEPS="$big_steps"
 set +e
 node "$here/e2e.mjs"
 rc=$?
