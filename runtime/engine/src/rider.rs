@@ -270,14 +270,18 @@ async fn resume_run(
     let looked = look(deps, run_id, &decisions);
     let (mut row, spec, secrets) = match (looked, held.as_ref()) {
         (Ok(Look::Go { row, spec, secrets }), _) => (row, spec, secrets),
-        (other, held) => {
+        (Ok(Look::Done(outcome)), held) => {
+            // It succeeded: its row is left as it is.
+            if let Some(held) = held {
+                let _ = store.release(&held.lease).await;
+            }
+            return Ok(outcome);
+        }
+        (Err(refusal), held) => {
             if let Some(held) = held {
                 give_back(&store, &held.lease, held.was).await;
             }
-            return other.map(|look| match look {
-                Look::Done(outcome) => outcome,
-                Look::Go { .. } => unreachable!("matched above"),
-            });
+            return Err(refusal);
         }
     };
     let lease = match held {

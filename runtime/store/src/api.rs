@@ -655,6 +655,12 @@ pub trait Store: StoreRead {
                 continue;
             };
             if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)? {
+                // Another claimer may have ended it since it was found due (a claim takes an
+                // ended run too): it is let go as it ended.
+                if self.run(&run)?.is_none_or(|r| r.status.is_ended()) {
+                    drop(self.release(&lease));
+                    continue;
+                }
                 claimed.push(DueClaim { lease, was });
             }
         }
