@@ -269,7 +269,7 @@ async fn resume_run(
     let store = deps.store.clone();
     let looked = look(deps, run_id, &decisions);
     let (mut row, spec, secrets) = match (looked, held.as_ref()) {
-        (Ok(Look::Go { row, spec, secrets }), _) => (row, spec, secrets),
+        (Ok(Look::Go { row, spec, secrets }), _) => (*row, spec, secrets),
         (Ok(Look::Done(outcome)), held) => {
             // It succeeded: its row is left as it is.
             if let Some(held) = held {
@@ -393,7 +393,7 @@ enum Look {
     Done(RunOutcome),
     /// The run to go on with, its flow and its secrets.
     Go {
-        row: RunRow,
+        row: Box<RunRow>,
         spec: Arc<FlowSpec>,
         secrets: Vec<(String, String)>,
     },
@@ -429,7 +429,11 @@ fn look(deps: &RunDeps, run_id: &str, decisions: &[Decided]) -> Result<Look, Ref
     }
     let spec = recorded_spec(store.as_ref(), &row.flow_digest)?;
     let secrets = resolve_secrets(deps, &spec)?;
-    Ok(Look::Go { row, spec, secrets })
+    Ok(Look::Go {
+        row: Box::new(row),
+        spec,
+        secrets,
+    })
 }
 
 /// Takes the run's lease for a resume, or says who holds it.
