@@ -29,6 +29,10 @@ impl Clock for SystemClock {
         let wait = u64::try_from(at_ms - self.now_ms()).unwrap_or(0);
         Box::pin(tokio::time::sleep(Duration::from_millis(wait)))
     }
+
+    fn is_real_time(&self) -> bool {
+        true
+    }
 }
 
 /// This process's environment, for the variables a flow declares (`env NAME`).

@@ -12,8 +12,9 @@ use super::ui::Ui;
 use super::{Failure, Status};
 
 /// Resume runs as they become due: timers that are due, signals that arrived, and runs whose
-/// process died (their lease is taken over). Two workers never take the same run. Runs until
-/// stopped (Ctrl-C), or with `--until-idle` until no run is running or waiting.
+/// process died (their lease is taken over). Each due run is taken by exactly one worker,
+/// however many share the store. Runs until stopped (Ctrl-C), or with `--until-idle` until no
+/// run is running or waiting.
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// Stop once no run is running or waiting.
@@ -24,8 +25,9 @@ pub struct Args {
     #[arg(long, default_value_t = 16, value_name = "N")]
     concurrency: usize,
 
-    /// How often to look for due runs, in milliseconds (on PostgreSQL, a signal or cancel
-    /// also wakes the worker at once).
+    /// How often to look for due runs, in milliseconds (an idle worker also looks when the
+    /// earliest timer is due; on PostgreSQL when the earliest lease runs out, and at once
+    /// when a signal or cancel comes).
     #[arg(long, default_value_t = 250, value_name = "MS")]
     poll_ms: u64,
 }

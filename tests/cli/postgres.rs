@@ -12,7 +12,7 @@ use crate::support::{Run, json, reel_env, temp, write};
 /// A fresh database on the test server, as a store URL.
 // edge: the test server's address is the environment the test script set up.
 #[allow(clippy::disallowed_methods)]
-fn database() -> String {
+pub(crate) fn database() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
         panic!(
@@ -34,7 +34,8 @@ fn database() -> String {
     format!("{server}/{name}")
 }
 
-fn on_postgres(dir: &Path, url: &str, args: &[&str]) -> Run {
+/// Runs `reel ARGS` in `dir` with its store on the database at `url`.
+pub(crate) fn on_postgres(dir: &Path, url: &str, args: &[&str]) -> Run {
     reel_env(dir, args, &[("REEL_STORE_URL", url)])
 }
 
@@ -323,16 +324,20 @@ fn a_worker_stopped_past_its_lease_writes_nothing_after_another_takes_its_run() 
         unsafe { libc::kill(stopped.id() as libc::pid_t, libc::SIGSTOP) },
         0
     );
-    // Past its lease (15 s from its last renewal at most), another machine takes the run over.
-    std::thread::sleep(Duration::from_secs(16));
+    // Another machine's idle worker, which would look again only in ten minutes, wakes when
+    // the lease runs out (15 s from its last renewal at most) and takes the run over.
     let runs = json(&on_postgres(second.path(), &url, &["runs", "--json"]));
     let id = runs[0]["run"].as_str().unwrap().to_string();
     let took = on_postgres(
         second.path(),
         &url,
-        &["worker", "--until-idle", "--poll-ms", "50"],
+        &["worker", "--until-idle", "--poll-ms", "600000"],
     );
     assert_eq!(took.status, 0, "{took:?}");
+    assert!(
+        start.elapsed() < Duration::from_secs(300),
+        "the worker took the run over at its poll, not when the lease ran out"
+    );
     let journal = |dir: &Path| {
         json(&on_postgres(dir, &url, &["events", &id, "--json"]))
             .as_array()

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use reel_flowspec::FlowSpec;
 use reel_flowspec::canonical::{canonical_json, sha256_hex};
-use reel_store::{Claim, Durability, Kept, Lease, NewRun, RunStatus, RunUpdate, Store, StoreError};
+use reel_store::{
+    Claim, DueClaim, Durability, Kept, Lease, NewRun, RunRow, RunStatus, RunUpdate, Store,
+    StoreError,
+};
 use serde_json::{Map, Value, json};
 
 use crate::core::{Decided, Input, Machine, Setup, check_decisions};
@@ -247,18 +250,20 @@ pub async fn resume_deciding(
     reason: &str,
     decisions: Vec<Decided>,
 ) -> Result<RunOutcome, Refusal> {
-    resume_run(deps, cfg, run_id, reason, decisions, true).await
+    resume_run(deps, cfg, run_id, reason, decisions, true, None).await
 }
 
-/// Continues a run a worker found due: as [`resume`], but a run that ended meanwhile (canceled
-/// by `reel cancel`, finished by another worker) is left as it ended, never redriven: a redrive
-/// is a person's decision.
-pub(crate) async fn resume_due(
+/// Continues a run a worker claimed ([`reel_store::Store::claim_due`]): as [`resume`], but a
+/// run that ended meanwhile (canceled by `reel cancel`, finished by another worker) is left as
+/// it ended, never redriven: a redrive is a person's decision. A run it cannot go on with is
+/// given back as it was.
+pub(crate) async fn resume_claimed(
     deps: &RunDeps,
     cfg: &RiderConfig,
-    run_id: &str,
+    claim: DueClaim,
 ) -> Result<RunOutcome, Refusal> {
-    resume_run(deps, cfg, run_id, "worker", Vec::new(), false).await
+    let run = claim.lease.run.clone();
+    resume_run(deps, cfg, &run, "worker", Vec::new(), false, Some(claim)).await
 }
 
 async fn resume_run(
@@ -268,52 +273,34 @@ async fn resume_run(
     reason: &str,
     decisions: Vec<Decided>,
     may_redrive: bool,
+    held: Option<DueClaim>,
 ) -> Result<RunOutcome, Refusal> {
     let store = deps.store.clone();
-    let row = store
-        .run(run_id)?
-        .ok_or_else(|| Refusal::UnknownRun(run_id.to_string()))?;
-    match row.status {
-        RunStatus::Succeeded if !decisions.is_empty() => {
-            return Err(Refusal::Input(format!(
-                "run {} succeeded: it has no call whose outcome is unknown",
-                row.id
-            )));
+    let looked = look(deps, run_id, &decisions);
+    let (mut row, spec, secrets) = match (looked, held.as_ref()) {
+        (Ok(Look::Go { row, spec, secrets }), _) => (*row, spec, secrets),
+        (Ok(Look::Done(outcome)), held) => {
+            // It succeeded: its row is left as it is.
+            if let Some(held) = held {
+                let _ = store.release(&held.lease).await;
+            }
+            return Ok(outcome);
         }
-        RunStatus::Succeeded => {
-            let output = match &row.output_digest {
-                Some(d) => store.get_value(d)?,
-                None => None,
-            };
-            return Ok(RunOutcome {
-                run: row.id,
-                status: RunStatus::Succeeded,
-                output,
-                error: None,
-            });
+        (Err(refusal), held) => {
+            if let Some(held) = held {
+                give_back(&store, &held.lease, held.was).await;
+            }
+            return Err(refusal);
         }
-        RunStatus::Quarantined => return Err(Refusal::Quarantined(row.id)),
-        _ => {}
-    }
-    let spec = recorded_spec(store.as_ref(), &row.flow_digest)?;
-    let secrets = resolve_secrets(deps, &spec)?;
-    let owner = deps.owner.clone();
-    let lease_ms = cfg.lease_ms;
-    let id = row.id.clone();
-    let claim = blocking(store.clone(), move |s| s.claim_run(&id, &owner, lease_ms)).await?;
-    let lease = match claim {
-        Claim::Claimed(lease) => {
+    };
+    let lease = match held {
+        Some(held) => {
             reel_store::crash::reached(reel_store::crash::CrashPoint::Takeover);
-            lease
+            // The row was read after the claim, which made a waiting run `running`.
+            row.status = held.was;
+            held.lease
         }
-        Claim::HeldBy(owner) => {
-            return Err(Refusal::Held {
-                run: row.id,
-                pid: owner.pid,
-                host: owner.host,
-            });
-        }
-        Claim::NotFound => return Err(Refusal::UnknownRun(row.id)),
+        None => claim(deps, cfg, &row).await?,
     };
     // Another process may have ended the run before this claim (two workers saw it due; the
     // other finished it and let it go; `reel cancel` ended it): what it recorded stands, and
@@ -406,6 +393,78 @@ async fn resume_run(
     match &reuse {
         Some(reuse) => drive_reusing(deps, cfg, lease, machine, first, Some(reuse)).await,
         None => drive(deps, cfg, lease, machine, first).await,
+    }
+}
+
+/// What a resume found before taking the run: nothing to do, or what it needs to go on.
+enum Look {
+    /// The run succeeded already: this is its outcome.
+    Done(RunOutcome),
+    /// The run to go on with, its flow and its secrets.
+    Go {
+        row: Box<RunRow>,
+        spec: Arc<FlowSpec>,
+        secrets: Vec<(String, String)>,
+    },
+}
+
+/// Reads the run and what resuming it needs.
+fn look(deps: &RunDeps, run_id: &str, decisions: &[Decided]) -> Result<Look, Refusal> {
+    let store = &deps.store;
+    let row = store
+        .run(run_id)?
+        .ok_or_else(|| Refusal::UnknownRun(run_id.to_string()))?;
+    match row.status {
+        RunStatus::Succeeded if !decisions.is_empty() => {
+            return Err(Refusal::Input(format!(
+                "run {} succeeded: it has no call whose outcome is unknown",
+                row.id
+            )));
+        }
+        RunStatus::Succeeded => {
+            let output = match &row.output_digest {
+                Some(d) => store.get_value(d)?,
+                None => None,
+            };
+            return Ok(Look::Done(RunOutcome {
+                run: row.id,
+                status: RunStatus::Succeeded,
+                output,
+                error: None,
+            }));
+        }
+        RunStatus::Quarantined => return Err(Refusal::Quarantined(row.id)),
+        _ => {}
+    }
+    let spec = recorded_spec(store.as_ref(), &row.flow_digest)?;
+    let secrets = resolve_secrets(deps, &spec)?;
+    Ok(Look::Go {
+        row: Box::new(row),
+        spec,
+        secrets,
+    })
+}
+
+/// Takes the run's lease for a resume, or says who holds it.
+async fn claim(deps: &RunDeps, cfg: &RiderConfig, row: &RunRow) -> Result<Lease, Refusal> {
+    let owner = deps.owner.clone();
+    let lease_ms = cfg.lease_ms;
+    let id = row.id.clone();
+    let claim = blocking(deps.store.clone(), move |s| {
+        s.claim_run(&id, &owner, lease_ms)
+    })
+    .await?;
+    match claim {
+        Claim::Claimed(lease) => {
+            reel_store::crash::reached(reel_store::crash::CrashPoint::Takeover);
+            Ok(lease)
+        }
+        Claim::HeldBy(owner) => Err(Refusal::Held {
+            run: row.id.clone(),
+            pid: owner.pid,
+            host: owner.host,
+        }),
+        Claim::NotFound => Err(Refusal::UnknownRun(row.id.clone())),
     }
 }
 

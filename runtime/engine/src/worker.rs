@@ -6,7 +6,7 @@ use std::time::Duration;
 use reel_store::RunStatus;
 
 use crate::deps::RunDeps;
-use crate::rider::{Refusal, RiderConfig, RunOutcome, resume_due};
+use crate::rider::{Refusal, RiderConfig, RunOutcome, blocking, resume_claimed};
 
 /// How the worker behaves.
 #[derive(Clone, Debug)]
@@ -92,27 +92,36 @@ pub async fn work(
         }
         let now = deps.clock.now_ms();
         let room = worker.concurrency.saturating_sub(active.len());
-        let due = if room > 0 {
-            deps.store
-                .due_runs(now, room + active.len() + refused.len())?
+        // The runs it drives and those it waits out are not claimed again; the store hands
+        // each due run to one claimer, however many workers ask at once.
+        let claimed = if room > 0 {
+            let skip: HashSet<String> = active
+                .iter()
+                .cloned()
+                .chain(
+                    refused
+                        .iter()
+                        .filter(|(_, r)| r.retry_at > now)
+                        .map(|(run, _)| run.clone()),
+                )
+                .collect();
+            let (owner, lease_ms) = (deps.owner.clone(), cfg.lease_ms);
+            blocking(deps.store.clone(), move |s| {
+                s.claim_due(now, &owner, lease_ms, room, &skip)
+            })
+            .await?
         } else {
             Vec::new()
         };
-        let mut started = 0;
-        for run in due {
-            if started >= room
-                || active.contains(&run)
-                || refused.get(&run).is_some_and(|r| r.retry_at > now)
-            {
-                continue;
-            }
+        let started = claimed.len();
+        for claim in claimed {
+            let run = claim.lease.run.clone();
             active.insert(run.clone());
-            started += 1;
             let deps = deps.clone();
             let cfg = cfg.clone();
             let on_event = on_event.clone();
             tasks.spawn(async move {
-                let result = resume_due(&deps, &cfg, &run).await;
+                let result = resume_claimed(&deps, &cfg, claim).await;
                 // Only a refusal that a later try might get past is waited out; a live
                 // holder is just busy.
                 let why = match &result {

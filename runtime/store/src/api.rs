@@ -301,6 +301,16 @@ pub enum Claim {
     NotFound,
 }
 
+/// A run [`Store::claim_due`] took for its caller.
+#[derive(Debug)]
+pub struct DueClaim {
+    /// The lease taken.
+    pub lease: Lease,
+    /// The run's status before the claim (a claim makes a waiting run `running`), to give it
+    /// back as it was should the caller not go on with it.
+    pub was: RunStatus,
+}
+
 /// Filters for listing runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunFilter {
@@ -603,7 +613,10 @@ pub trait StoreRead: Send + Sync {
     /// with an expired lease.
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError>;
     /// The earliest time a waiting run's timer is due (ms since the epoch), if any waits on
-    /// one: an idle worker sleeps until then rather than a whole poll.
+    /// one: an idle worker sleeps until then rather than a whole poll. A store shared by many
+    /// machines also counts the time a held run's lease runs out, so that a run whose process
+    /// died elsewhere is taken over then (on one machine a dead holder is seen at once). The
+    /// default knows of none.
     fn next_due(&self) -> Result<Option<i64>, StoreError> {
         Ok(None)
     }
@@ -649,6 +662,43 @@ pub trait Store: StoreRead {
     /// Takes the lease of a run whose holder is gone (dead process or expired lease) or that
     /// nobody holds; returns when committed.
     fn claim_run(&self, run: &str, owner: &Owner, lease_ms: u64) -> Result<Claim, StoreError>;
+    /// Claims up to `limit` of the runs a worker should take up (those [`StoreRead::due_runs`]
+    /// finds at `now_ms`), leaving out the runs in `skip` (the caller's own, and those it waits
+    /// out): each such run is taken by exactly one claimer however many ask at once. The
+    /// default claims them one at a time with [`Self::claim_run`]; a store shared by many
+    /// processes claims them in one statement that passes over the rows another claimer is
+    /// taking, so that claimers never wait for each other.
+    fn claim_due(
+        &self,
+        now_ms: i64,
+        owner: &Owner,
+        lease_ms: u64,
+        limit: usize,
+        skip: &HashSet<String>,
+    ) -> Result<Vec<DueClaim>, StoreError> {
+        let mut claimed = Vec::new();
+        for run in self.due_runs(now_ms, limit.saturating_add(skip.len()))? {
+            if claimed.len() >= limit {
+                break;
+            }
+            if skip.contains(&run) {
+                continue;
+            }
+            let Some(was) = self.run(&run)?.map(|r| r.status) else {
+                continue;
+            };
+            if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)? {
+                // Another claimer may have ended it since it was found due (a claim takes an
+                // ended run too): it is let go as it ended.
+                if self.run(&run)?.is_none_or(|r| r.status.is_ended()) {
+                    drop(self.release(&lease));
+                    continue;
+                }
+                claimed.push(DueClaim { lease, was });
+            }
+        }
+        Ok(claimed)
+    }
     /// Extends a held lease; `LeaseLost` when it was taken over.
     fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError>;
     /// Gives the lease up (after parking or ending); resolves when committed.

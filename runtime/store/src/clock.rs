@@ -17,6 +17,13 @@ pub trait Clock: Send + Sync {
     fn now_ms(&self) -> i64;
     /// Resolves at `at_ms` (at once when it has passed).
     fn sleep_until(&self, at_ms: i64) -> BoxFuture<'static, ()>;
+    /// Whether this clock tells the real time of day. A store shared by many machines then
+    /// judges leases by its database server's clock, the one clock every holder shares, rather
+    /// than by each machine's own; a clock that tells a time of its own (a test's, a replay's)
+    /// is one the server knows nothing of, so leases follow it instead.
+    fn is_real_time(&self) -> bool {
+        false
+    }
 }
 
 /// A clock that stands at a set time and moves only when told to or when slept on: a sleep
@@ -66,5 +73,6 @@ mod tests {
         assert_eq!(clock.now_ms(), 1_500);
         drop(clock.sleep_until(9_000));
         assert_eq!(clock.now_ms(), 9_000);
+        assert!(!clock.is_real_time());
     }
 }

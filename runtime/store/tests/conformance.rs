@@ -515,6 +515,139 @@ fn racing_claims_give_a_run_to_one_claimer(b: &dyn Backend) {
     assert_eq!(won, (0..10).map(|i| (i, 2)).collect::<Vec<_>>());
 }
 
+/// Parks run `id` as waiting, due at `due` or on `signals`, and lets it go.
+fn park(store: &dyn Store, id: &str, due: Option<i64>, signals: &[&str]) {
+    let lease = store.create_run(new_run(id), &me(), 60_000).unwrap();
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Waiting),
+                due_at: Some(due),
+                waiting_on: Some(signals.iter().map(|s| s.to_string()).collect()),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.release(&lease)).unwrap();
+}
+
+fn racing_due_claims_give_each_run_to_one_claimer(b: &dyn Backend) {
+    let stores: Vec<Box<dyn Store>> = (0..4).map(|_| b.open().unwrap()).collect();
+    let runs = 40;
+    for i in 0..runs {
+        park(&*stores[0], &format!("r{i:02}"), Some(T0 - 1), &[]);
+    }
+    let won = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for (k, store) in stores.iter().enumerate() {
+            let won = &won;
+            s.spawn(move || {
+                let owner = Owner {
+                    id: format!("claimer-{k}"),
+                    ..me()
+                };
+                loop {
+                    let claimed = store
+                        .claim_due(T0, &owner, 60_000, 3, &HashSet::new())
+                        .unwrap();
+                    assert!(claimed.len() <= 3);
+                    if claimed.is_empty() {
+                        break;
+                    }
+                    for c in claimed {
+                        assert_eq!(c.was, RunStatus::Waiting);
+                        assert_eq!(c.lease.owner, owner);
+                        won.lock()
+                            .unwrap()
+                            .push((c.lease.run.clone(), c.lease.token));
+                    }
+                }
+            });
+        }
+    });
+    let mut won = won.into_inner().unwrap();
+    won.sort();
+    let expected: Vec<(String, u64)> = (0..runs).map(|i| (format!("r{i:02}"), 2)).collect();
+    assert_eq!(won, expected);
+    for (run, _) in &won {
+        let row = stores[1].run(run).unwrap().unwrap();
+        assert_eq!(row.status, RunStatus::Running);
+        assert_eq!(row.lease_token, 2);
+    }
+}
+
+fn due_claims_pass_over_skipped_held_and_future_runs(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    park(&*store, "timer-past", Some(T0 - 1_000), &[]);
+    park(&*store, "timer-future", Some(T0 + 3_600_000), &[]);
+    park(&*store, "signal", None, &["go"]);
+    park(&*store, "skipped", Some(T0 - 1_000), &[]);
+    park(&*store, "idle", None, &[]);
+    store.send_signal("signal", "go", &json!(null)).unwrap();
+    store.create_run(new_run("held"), &me(), 600_000).unwrap();
+    store.create_run(new_run("expired"), &me(), 0).unwrap();
+    let dead = Owner {
+        pid: u32::MAX - 3,
+        ..me()
+    };
+    store.create_run(new_run("orphan"), &dead, 600_000).unwrap();
+    let skip: HashSet<String> = ["skipped".to_string()].into();
+    let taker = other_live_owner();
+
+    let first = store.claim_due(T0 + 1, &taker, 60_000, 1, &skip).unwrap();
+    assert_eq!(first.len(), 1);
+    let mut claimed: Vec<(String, RunStatus)> = first
+        .into_iter()
+        .chain(store.claim_due(T0 + 1, &taker, 60_000, 100, &skip).unwrap())
+        .map(|c| (c.lease.run.clone(), c.was))
+        .collect();
+    claimed.sort_by(|a, b| a.0.cmp(&b.0));
+    assert_eq!(
+        claimed,
+        vec![
+            ("expired".to_string(), RunStatus::Running),
+            ("orphan".to_string(), RunStatus::Running),
+            ("signal".to_string(), RunStatus::Waiting),
+            ("timer-past".to_string(), RunStatus::Waiting),
+        ]
+    );
+    // Taken once: a second look finds nothing more until the future timer comes due.
+    assert!(
+        store
+            .claim_due(T0 + 1, &taker, 60_000, 100, &skip)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .claim_due(T0 + 1, &taker, 60_000, 0, &HashSet::new())
+            .unwrap()
+            .is_empty()
+    );
+    let later: Vec<String> = store
+        .claim_due(T0 + 3_600_000, &taker, 60_000, 100, &HashSet::new())
+        .unwrap()
+        .into_iter()
+        .map(|c| c.lease.run.clone())
+        .collect();
+    assert_eq!(later, vec!["skipped", "timer-future"]);
+    assert_eq!(
+        store.run("held").unwrap().unwrap().lease_owner,
+        Some(me()),
+        "a live holder keeps its run"
+    );
+}
+
+fn the_next_due_time_is_the_earliest_timer(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    assert_eq!(store.next_due().unwrap(), None);
+    park(&*store, "later", Some(T0 + 9_000), &[]);
+    park(&*store, "sooner", Some(T0 + 5_000), &[]);
+    park(&*store, "signal", None, &["go"]);
+    assert_eq!(store.next_due().unwrap(), Some(T0 + 5_000));
+}
+
 fn claims_wake_waiting_runs_and_leave_ended_ones_ended(b: &dyn Backend) {
     let store = b.open().unwrap();
     let lease = store.create_run(new_run("w"), &me(), 60_000).unwrap();
@@ -1623,6 +1756,9 @@ conformance!(
     logs_are_kept_in_order_and_only_from_the_holder,
     a_live_holder_keeps_its_run_and_a_dead_one_loses_it_at_once,
     racing_claims_give_a_run_to_one_claimer,
+    racing_due_claims_give_each_run_to_one_claimer,
+    due_claims_pass_over_skipped_held_and_future_runs,
+    the_next_due_time_is_the_earliest_timer,
     claims_wake_waiting_runs_and_leave_ended_ones_ended,
     values_are_stored_once_by_digest_large_ones_too,
     specs_are_stored_by_digest,
@@ -1644,3 +1780,102 @@ conformance!(
     the_sql_views_answer_alike_and_refuse_writes,
     a_store_of_the_schema_before_the_views_gets_them_when_opened,
 );
+
+/// What only the store shared by many machines does: leases judged by the database's clock.
+mod postgres_leases {
+    use super::*;
+    use reel_store::{BoxFuture, Clock, StoreRead};
+
+    /// A clock that tells the real time as a machine whose clock is `skew_ms` off would.
+    struct Skewed {
+        skew_ms: i64,
+    }
+
+    impl Clock for Skewed {
+        // edge: the test stands for machines whose real clocks disagree.
+        #[allow(clippy::disallowed_methods)]
+        fn now_ms(&self) -> i64 {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap();
+            i64::try_from(now.as_millis()).unwrap() + self.skew_ms
+        }
+        fn sleep_until(&self, _at_ms: i64) -> BoxFuture<'static, ()> {
+            Box::pin(std::future::ready(()))
+        }
+        fn is_real_time(&self) -> bool {
+            true
+        }
+    }
+
+    const HOUR: i64 = 3_600_000;
+
+    #[test]
+    fn a_machine_whose_clock_runs_ahead_cannot_take_a_live_lease_over() {
+        let db = Postgres::new();
+        let on_time = PgStore::open(&db.url, Arc::new(Skewed { skew_ms: 0 })).unwrap();
+        let ahead = PgStore::open(&db.url, Arc::new(Skewed { skew_ms: HOUR })).unwrap();
+        let lease = on_time.create_run(new_run("r"), &me(), 600_000).unwrap();
+        // By the fast machine's clock the ten-minute lease ran out long ago; by the database's
+        // it has not, and that is the clock that counts.
+        assert!(matches!(
+            ahead.claim_run("r", &other_live_owner(), 60_000).unwrap(),
+            Claim::HeldBy(_)
+        ));
+        assert!(
+            ahead
+                .claim_due(
+                    ahead_now(),
+                    &other_live_owner(),
+                    60_000,
+                    10,
+                    &HashSet::new()
+                )
+                .unwrap()
+                .is_empty()
+        );
+        assert!(ahead.due_runs(ahead_now(), 10).unwrap().is_empty());
+        // Its renewal is written on the database's clock too: still about ten minutes left.
+        on_time.renew(&lease, 600_000).unwrap();
+        let expires = on_time.run("r").unwrap().unwrap().lease_expires_at.unwrap();
+        let on_time_now = Skewed { skew_ms: 0 }.now_ms();
+        assert!(
+            (expires - on_time_now - 600_000).abs() < 60_000,
+            "{expires}"
+        );
+        // The fast machine sleeps until the lease runs out as its own clock tells that time:
+        // about ten minutes from its now, not an hour before it.
+        let next = ahead.next_due().unwrap().unwrap();
+        assert!((next - ahead_now() - 600_000).abs() < 60_000, "{next}");
+    }
+
+    #[test]
+    fn a_machine_whose_clock_lags_takes_a_run_over_when_its_lease_runs_out() {
+        let db = Postgres::new();
+        let on_time = PgStore::open(&db.url, Arc::new(Skewed { skew_ms: 0 })).unwrap();
+        let behind = PgStore::open(&db.url, Arc::new(Skewed { skew_ms: -HOUR })).unwrap();
+        let old = on_time.create_run(new_run("r"), &me(), 0).unwrap();
+        // By the slow machine's clock the lease has an hour left; by the database's it is out.
+        let claimed = behind
+            .claim_due(
+                Skewed { skew_ms: -HOUR }.now_ms(),
+                &other_live_owner(),
+                60_000,
+                10,
+                &HashSet::new(),
+            )
+            .unwrap();
+        assert_eq!(claimed.len(), 1);
+        assert_eq!(claimed[0].lease.token, 2);
+        // The old holder is fenced off.
+        on_time.append(&old, vec![event("late", 0)]).unwrap();
+        assert!(matches!(
+            wait(on_time.sync(&old)),
+            Err(StoreError::LeaseLost { .. })
+        ));
+    }
+
+    fn ahead_now() -> i64 {
+        Skewed { skew_ms: HOUR }.now_ms()
+    }
+}

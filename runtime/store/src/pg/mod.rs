@@ -8,6 +8,7 @@
 //! the schema lives in its own PostgreSQL schema, `reel`, migrated at open under an advisory
 //! lock.
 
+mod claim;
 mod clean;
 mod conn;
 mod copy;
@@ -16,6 +17,7 @@ mod read;
 mod schema;
 mod writer;
 
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, SyncSender};
 use std::sync::{Arc, Mutex};
@@ -26,9 +28,9 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::api::{
-    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Kept, Lease, LogRow,
-    NewEvent, NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead,
-    Ticket,
+    Claim, CleanScope, Cleaned, DueClaim, Durability, EventRow, Flow, JournalRow, Kept, Lease,
+    LogRow, NewEvent, NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError,
+    StoreRead, Ticket,
 };
 use crate::blobs;
 use crate::clock::Clock;
@@ -58,6 +60,9 @@ pub struct PgStore {
     writer: Option<JoinHandle<()>>,
     /// Held while an append takes its sequence numbers and enqueues.
     append_order: Mutex<()>,
+    /// The store's clock: timers' time, and leases' when it does not tell the real time;
+    /// `None` when read-only (leases are then judged by the database's clock).
+    clock: Option<Arc<dyn Clock>>,
 }
 
 impl PgStore {
@@ -85,7 +90,7 @@ impl PgStore {
             connector.clone(),
             rx,
             Arc::clone(&shared),
-            clock,
+            Arc::clone(&clock),
         )?;
         Ok(PgStore {
             shown: connector.shown().to_string(),
@@ -95,6 +100,7 @@ impl PgStore {
             tx: Some(tx),
             writer: Some(writer),
             append_order: Mutex::new(()),
+            clock: Some(clock),
         })
     }
 
@@ -117,6 +123,7 @@ impl PgStore {
             tx: None,
             writer: None,
             append_order: Mutex::new(()),
+            clock: None,
         })
     }
 
@@ -137,6 +144,11 @@ impl PgStore {
             commands: self.shared.commands.load(Ordering::Relaxed),
             full_syncs: self.shared.full_syncs.load(Ordering::Relaxed),
         }
+    }
+
+    /// The time leases are judged by, as `claim.rs` takes it.
+    fn lease_now(&self) -> Option<i64> {
+        self.clock.as_deref().and_then(claim::lease_now)
     }
 
     fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
@@ -369,18 +381,15 @@ impl StoreRead for PgStore {
     }
 
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
-        self.readers.with(move |c| read::due_runs(c, now_ms, limit))
+        let lease_now = self.lease_now();
+        self.readers
+            .with(move |c| read::due_runs(c, now_ms, lease_now, limit))
     }
 
     fn next_due(&self) -> Result<Option<i64>, StoreError> {
-        self.readers.with(|c| {
-            c.query_one(
-                "SELECT MIN(due_at) FROM runs WHERE status = 'waiting' AND due_at IS NOT NULL",
-                &[],
-            )
-            .map(|r| r.get(0))
-            .map_err(|e| conn::pg(&e))
-        })
+        let clock = self.clock.clone();
+        self.readers
+            .with(move |c| claim::next_due(c, clock.as_deref()))
     }
 
     fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
@@ -481,6 +490,45 @@ impl Store for PgStore {
             ClaimOut::HeldBy(holder) => Claim::HeldBy(holder),
             ClaimOut::NotFound => Claim::NotFound,
         })
+    }
+
+    fn claim_due(
+        &self,
+        now_ms: i64,
+        owner: &Owner,
+        lease_ms: u64,
+        limit: usize,
+        skip: &HashSet<String>,
+    ) -> Result<Vec<DueClaim>, StoreError> {
+        if self.tx.is_none() {
+            return Err(StoreError::ReadOnly);
+        }
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        // One statement, committed on its own: it needs no place in the writer's batches, and
+        // the writer's later writes under these leases see it committed.
+        let lease_now = self.lease_now();
+        let (who, passed) = (owner.clone(), skip.clone());
+        let mut claimed = self.readers.with(move |c| {
+            claim::claim_expired(c, lease_now, now_ms, &who, lease_ms, limit, &passed)
+        })?;
+        if claimed.len() < limit {
+            let mut passed = skip.clone();
+            passed.extend(claimed.iter().map(|c| c.lease.run.clone()));
+            let dead = self
+                .readers
+                .with(move |c| claim::dead_here(c, now_ms, &passed))?;
+            for (run, was) in dead {
+                if claimed.len() >= limit {
+                    break;
+                }
+                if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)? {
+                    claimed.push(DueClaim { lease, was });
+                }
+            }
+        }
+        Ok(claimed)
     }
 
     fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError> {

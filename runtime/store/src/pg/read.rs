@@ -358,6 +358,7 @@ pub(crate) fn pending_signals(
 pub(crate) fn due_runs(
     client: &mut Client,
     now_ms: i64,
+    lease_now: Option<i64>,
     limit: usize,
 ) -> Result<Vec<String>, StoreError> {
     let mut due = Vec::new();
@@ -378,6 +379,15 @@ pub(crate) fn due_runs(
             &[&now_ms],
         )
         .map_err(|e| pg(&e))?;
+    // Leases are judged by the database's clock unless the store's clock is one of its own
+    // (`claim.rs`).
+    let lease_clock: i64 = client
+        .query_one(
+            &format!("SELECT {}", super::claim::lease_time(1)),
+            &[&lease_now],
+        )
+        .map_err(|e| pg(&e))?
+        .get(0);
     let host = Owner::this_process().host;
     let running = client
         .query(
@@ -387,14 +397,14 @@ pub(crate) fn due_runs(
                AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= $1
                     OR lease_host = $2)
              ORDER BY lease_expires_at, created_at",
-            &[&now_ms, &host],
+            &[&lease_clock, &host],
         )
         .map_err(|e| pg(&e))?;
     for r in waiting.iter().chain(&running) {
         let id: String = get(r, 0)?;
         let holder = owner_at(r, 1);
         let expires: Option<i64> = get(r, 5)?;
-        let held = holder.is_some_and(|h| expires.is_some_and(|e| e > now_ms) && !h.is_dead());
+        let held = holder.is_some_and(|h| expires.is_some_and(|e| e > lease_clock) && !h.is_dead());
         if !held {
             due.push(id);
             if due.len() >= limit {

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use postgres::{Client, Statement, Transaction};
 
+use super::claim::{lease_now, lease_time};
 use super::conn::{Connector, pg};
 use super::listen::DUE_CHANNEL;
 use crate::api::{Durability, Kept, NewRun, Owner, StoreError};
@@ -607,13 +608,20 @@ impl Batch<'_, '_> {
                 Ok(())
             }
             Cmd::Renew { tag, lease_ms, .. } => {
-                let expires = self.clock.now_ms().saturating_add(int(*lease_ms));
                 let changed = self
                     .tx
                     .execute(
-                        "UPDATE runs SET lease_expires_at = $3
-                         WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
-                        &[&tag.run, &int(tag.token), &expires],
+                        &format!(
+                            "UPDATE runs SET lease_expires_at = {} + $4
+                             WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
+                            lease_time(3)
+                        ),
+                        &[
+                            &tag.run,
+                            &int(tag.token),
+                            &lease_now(self.clock),
+                            &int(*lease_ms),
+                        ],
                     )
                     .map_err(batch)?;
                 if changed == 0 {
@@ -738,18 +746,20 @@ impl Batch<'_, '_> {
     }
 
     fn create(&mut self, run: &NewRun, owner: &Owner, lease_ms: u64) -> Result<(), Fail> {
-        let expires = self.clock.now_ms().saturating_add(int(lease_ms));
         // ON CONFLICT keeps the transaction alive when the id is taken, so the refusal fails
         // this command alone.
         let inserted = self
             .tx
             .execute(
-                "INSERT INTO runs (id, flow, flow_digest, source, source_abs, cwd, parent, status,
-                    created_at, keep_for_ms, durability, lease_owner, lease_pid, lease_host,
-                    lease_started, lease_expires_at, lease_token, next_seq)
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, $13, $14,
-                    $15, 1, 0)
-                 ON CONFLICT (id) DO NOTHING",
+                &format!(
+                    "INSERT INTO runs (id, flow, flow_digest, source, source_abs, cwd, parent,
+                        status, created_at, keep_for_ms, durability, lease_owner, lease_pid,
+                        lease_host, lease_started, lease_expires_at, lease_token, next_seq)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, 'running', $8, $9, $10, $11, $12, $13,
+                        $14, {} + $16, 1, 0)
+                     ON CONFLICT (id) DO NOTHING",
+                    lease_time(15)
+                ),
                 &[
                     &run.id,
                     &run.flow,
@@ -765,7 +775,8 @@ impl Batch<'_, '_> {
                     &i64::from(owner.pid),
                     &owner.host,
                     &int(owner.started),
-                    &expires,
+                    &lease_now(self.clock),
+                    &int(lease_ms),
                 ],
             )
             .map_err(batch)?;
@@ -779,9 +790,11 @@ impl Batch<'_, '_> {
     }
 
     fn claim(&mut self, run: &str, owner: &Owner, lease_ms: u64) -> Result<ClaimOut, Fail> {
-        let now = self.clock.now_ms();
         // FOR UPDATE: two claimers of one run take turns, and the second sees the first's
-        // lease (and its token) once it has committed.
+        // lease (and its token) once it has committed. (A worker claims with SKIP LOCKED
+        // instead, `claim.rs`; this is `reel resume`'s claim of one run, and a worker's of a
+        // run whose holder died on this host.) The lease is judged by the time read once the
+        // row is locked.
         let row = self
             .tx
             .query_opt(
@@ -791,6 +804,14 @@ impl Batch<'_, '_> {
                 &[&run],
             )
             .map_err(batch)?;
+        let now: i64 = self
+            .tx
+            .query_one(
+                &format!("SELECT {}", lease_time(1)),
+                &[&lease_now(self.clock)],
+            )
+            .map_err(batch)?
+            .get(0);
         let Some(row) = row else {
             return Ok(ClaimOut::NotFound);
         };

@@ -1,0 +1,185 @@
+//! Claiming due runs on PostgreSQL, for many workers on many machines, and the clock leases
+//! are judged by.
+//!
+//! Workers claim in one statement that picks the due runs with `FOR UPDATE SKIP LOCKED` and
+//! takes their leases: a row another worker is claiming at that moment is passed over rather
+//! than waited for, and a row claimed and committed by another is seen as held. So each due
+//! run goes to exactly one worker, and workers never wait for each other.
+//!
+//! Leases are judged by the database server's clock when the store's clock tells the real time
+//! ([`crate::Clock::is_real_time`]): every holder's expiry is written and compared in the one
+//! clock they all share, so a machine whose clock runs ahead cannot take a run over early, nor
+//! one whose clock lags hold it past its lease. A clock of its own (a test's) is followed
+//! instead, as the SQLite store always does.
+
+use std::collections::HashSet;
+
+use postgres::Client;
+
+use super::conn::pg;
+use super::read::owner_at;
+use crate::api::{DueClaim, Owner, RunStatus, StoreError};
+use crate::clock::Clock;
+use crate::writer::parse_durability;
+
+/// The database server's clock in ms since the epoch: `clock_timestamp()` rather than `now()`,
+/// since a batch's transaction may have waited on locks since it began.
+pub(crate) const DB_NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// The time leases are judged by, as an SQL parameter: `None` (SQL NULL) for the database's
+/// clock, written `COALESCE($n::bigint, DB_NOW_MS)`, or the store's own clock's time.
+pub(crate) fn lease_now(clock: &dyn Clock) -> Option<i64> {
+    (!clock.is_real_time()).then(|| clock.now_ms())
+}
+
+/// `COALESCE($n::bigint, <the database's clock>)`: the lease time of parameter `n`.
+pub(crate) fn lease_time(n: usize) -> String {
+    format!("COALESCE(${n}::bigint, {DB_NOW_MS})")
+}
+
+/// The condition of a run (as `r`) a worker should take up, lease aside, with the timers'
+/// time as parameter `n`: waiting with a due timer, a cancel asked for or a signal it waits
+/// on, or running (its holder gone, which the caller judges).
+fn due(n: usize) -> String {
+    format!(
+        "((r.status = 'waiting'
+            AND (r.due_at <= ${n} OR r.cancel_requested
+                 OR (r.signal_pending AND EXISTS (
+                     SELECT 1 FROM signals s
+                     WHERE s.run = r.id AND s.consumed_by IS NULL
+                       AND jsonb_exists(r.waiting_on::jsonb, s.name)))))
+          OR r.status = 'running')"
+    )
+}
+
+/// Claims up to `limit` due runs whose lease has run out (or that nobody holds), other than
+/// those in `skip`, in one statement; committed when it returns.
+pub(crate) fn claim_expired(
+    client: &mut Client,
+    lease_now: Option<i64>,
+    timers_now: i64,
+    owner: &Owner,
+    lease_ms: u64,
+    limit: usize,
+    skip: &HashSet<String>,
+) -> Result<Vec<DueClaim>, StoreError> {
+    let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+    let sql = format!(
+        "WITH clock AS (SELECT {now} AS now),
+         picked AS (
+            SELECT r.id, r.status FROM runs r, clock
+            WHERE r.id <> ALL($2::text[])
+              AND (r.lease_owner IS NULL OR r.lease_expires_at IS NULL
+                   OR r.lease_expires_at <= clock.now)
+              AND {due}
+            ORDER BY r.status = 'running', r.due_at IS NULL, r.due_at, r.created_at
+            LIMIT $4
+            FOR UPDATE OF r SKIP LOCKED)
+         UPDATE runs SET lease_owner = $5, lease_pid = $6, lease_host = $7, lease_started = $8,
+            lease_expires_at = clock.now + $9, lease_token = runs.lease_token + 1,
+            status = CASE runs.status WHEN 'waiting' THEN 'running' ELSE runs.status END
+         FROM picked, clock
+         WHERE runs.id = picked.id
+         RETURNING runs.id, runs.lease_token, runs.next_seq, runs.durability, picked.status",
+        now = lease_time(1),
+        due = due(3),
+    );
+    let rows = client
+        .query(
+            &sql,
+            &[
+                &lease_now,
+                &skip,
+                &timers_now,
+                &i64::try_from(limit).unwrap_or(i64::MAX),
+                &owner.id,
+                &i64::from(owner.pid),
+                &owner.host,
+                &i64::try_from(owner.started).unwrap_or(i64::MAX),
+                &i64::try_from(lease_ms).unwrap_or(i64::MAX),
+            ],
+        )
+        .map_err(|e| pg(&e))?;
+    rows.iter()
+        .map(|r| {
+            let run: String = r.try_get(0).map_err(|e| pg(&e))?;
+            let token: i64 = r.try_get(1).map_err(|e| pg(&e))?;
+            let next_seq: i64 = r.try_get(2).map_err(|e| pg(&e))?;
+            let durability: String = r.try_get(3).map_err(|e| pg(&e))?;
+            let was: String = r.try_get(4).map_err(|e| pg(&e))?;
+            Ok(DueClaim {
+                lease: super::new_lease(
+                    &run,
+                    u64::try_from(token).unwrap_or(0),
+                    owner,
+                    parse_durability(&durability),
+                    u64::try_from(next_seq).unwrap_or(0),
+                ),
+                was: RunStatus::parse(&was).unwrap_or(RunStatus::Running),
+            })
+        })
+        .collect()
+}
+
+/// Due runs, other than those in `skip`, held by a process on this host that is certainly dead
+/// though its lease has not run out (a worker killed here a moment ago): their row is not
+/// enough to tell, so they are claimed one by one once this process has looked.
+pub(crate) fn dead_here(
+    client: &mut Client,
+    timers_now: i64,
+    skip: &HashSet<String>,
+) -> Result<Vec<(String, RunStatus)>, StoreError> {
+    let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+    let host = Owner::this_process().host;
+    let sql = format!(
+        "SELECT r.id, r.lease_owner, r.lease_pid, r.lease_host, r.lease_started, r.status
+         FROM runs r
+         WHERE r.lease_host = $1 AND r.lease_owner IS NOT NULL AND r.id <> ALL($2::text[])
+           AND {due}
+         ORDER BY r.created_at",
+        due = due(3),
+    );
+    let rows = client
+        .query(&sql, &[&host, &skip, &timers_now])
+        .map_err(|e| pg(&e))?;
+    let mut dead = Vec::new();
+    for r in &rows {
+        if owner_at(r, 1).is_some_and(|h| h.is_dead()) {
+            let run: String = r.try_get(0).map_err(|e| pg(&e))?;
+            let status: String = r.try_get(5).map_err(|e| pg(&e))?;
+            dead.push((run, RunStatus::parse(&status).unwrap_or(RunStatus::Running)));
+        }
+    }
+    Ok(dead)
+}
+
+/// The earliest of the next due timer and the next lease to run out, on the store's `clock`
+/// (a lease's expiry is told as the time left on the database's clock, from the store's now;
+/// without a clock, on the database's).
+pub(crate) fn next_due(
+    client: &mut Client,
+    clock: Option<&dyn Clock>,
+) -> Result<Option<i64>, StoreError> {
+    let sql = format!(
+        "WITH clock AS (SELECT {now} AS now)
+         SELECT MIN(r.due_at) FILTER (WHERE r.status = 'waiting' AND r.due_at IS NOT NULL),
+                MIN(r.lease_expires_at) FILTER (
+                    WHERE r.status IN ('running', 'waiting') AND r.lease_owner IS NOT NULL
+                      AND r.lease_expires_at > clock.now) - MIN(clock.now),
+                MIN(clock.now)
+         FROM runs r, clock",
+        now = lease_time(1),
+    );
+    let row = client
+        .query_one(&sql, &[&clock.and_then(lease_now)])
+        .map_err(|e| pg(&e))?;
+    let timer: Option<i64> = row.try_get(0).map_err(|e| pg(&e))?;
+    let left: Option<i64> = row.try_get(1).map_err(|e| pg(&e))?;
+    let db_now: Option<i64> = row.try_get(2).map_err(|e| pg(&e))?;
+    let from = clock.map(|c| c.now_ms()).or(db_now).unwrap_or(0);
+    let lease = left.map(|left| from.saturating_add(left));
+    Ok(match (timer, lease) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    })
+}
