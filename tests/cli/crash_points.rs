@@ -7,10 +7,11 @@
 //!
 //! A *drive* is the processes that bring a run to its end: `reel run`, then, while the run
 //! waits, a signal (when the flow waits for one) and `reel worker --until-idle` (a worker
-//! takes the parked run up), and `reel resume` after a crash. A *strike* stops the `s`-th
-//! process of the drive at the `n`-th passage of a point. The processes that repair the crash
-//! may themselves be stopped again, at a point and passage drawn from a seed
-//! (`REEL_CRASH_SEED=N` repeats one; it is printed): a crash during a resume.
+//! takes the parked run up), and after a crash `reel resume`, a worker (which finds the
+//! holder dead) or two workers racing for the run, as a seed says. A *strike* stops the `s`-th process of the
+//! drive at the `n`-th passage of a point. The processes that repair the crash may themselves
+//! be stopped again, at a point and passage drawn from the seed (`REEL_CRASH_SEED=N` repeats
+//! one; it is printed): a crash during a resume.
 //!
 //! Every effect appends `TAG KEY` to `calls.log` (`TAG` is the step, `step#i` in its
 //! `foreach`; a failed attempt logs `TAG-failed`), so the test sees every invocation. It
@@ -115,7 +116,7 @@ const RETRY: &str = r#"flow retry {
 }
 "#;
 
-/// Two timers, each parking the run; a worker takes it up each time.
+/// Three timers, each parking the run; a worker takes it up each time.
 const TIMER: &str = r#"flow timer {
   step a = exec {
     cmd: ["sh", "-c", "echo \"a $REEL_IDEMPOTENCY_KEY\" >> calls.log; echo 5"]
@@ -136,7 +137,15 @@ const TIMER: &str = r#"flow timer {
     after: [nap2]
     cmd: ["sh", "-c", "echo \"c $REEL_IDEMPOTENCY_KEY\" >> calls.log; echo $(( $1 * 2 ))", "sh", to_string(b.json)]
   }
-  output [a.json, b.json, c.json]
+  step nap3 = sleep {
+    for: 60ms
+    after: [c]
+  }
+  step d = exec {
+    after: [nap3]
+    cmd: ["sh", "-c", "echo \"d $REEL_IDEMPOTENCY_KEY\" >> calls.log; echo $(( $1 + 1 ))", "sh", to_string(c.json)]
+  }
+  output [a.json, b.json, c.json, d.json]
 }
 "#;
 
@@ -185,9 +194,9 @@ fn scenarios() -> Vec<Scenario> {
         Scenario {
             name: "timer",
             flow: TIMER,
-            calls: 3,
+            calls: 4,
             signal: None,
-            output: || json!([5, 6, 12]),
+            output: || json!([5, 6, 12, 13]),
         },
         Scenario {
             name: "signal",
@@ -298,6 +307,9 @@ enum Stage<'a> {
     Worker,
     /// `reel resume RUN`.
     Resume(&'a str),
+    /// Two workers at once, racing to take the run over (a second crash, if any, is armed in
+    /// the first).
+    TwoWorkers,
 }
 
 /// Where a strike lands: the `stage`-th process of the drive (from 1), the `hit`-th passage.
@@ -309,17 +321,38 @@ struct Strike {
 
 /// Runs one stage with `crash` armed (if any); true when it was stopped by the crash point.
 fn stage(dir: &Path, home: &str, mode: &str, which: Stage, crash: Option<&str>) -> bool {
-    let args: Vec<&str> = match which {
-        Stage::Run => vec!["run", "flow.reel", "--durability", mode, "--json"],
-        Stage::Worker => vec!["worker", "--until-idle", "--poll-ms", "20"],
-        Stage::Resume(run) => vec!["resume", run, "--json"],
+    let worker = vec!["worker", "--until-idle", "--poll-ms", "20"];
+    let (args, racing) = match which {
+        Stage::Run => (
+            vec!["run", "flow.reel", "--durability", mode, "--json"],
+            false,
+        ),
+        Stage::Worker => (worker, false),
+        Stage::Resume(run) => (vec!["resume", run, "--json"], false),
+        Stage::TwoWorkers => (worker, true),
     };
+    let other = racing.then(|| {
+        let mut command = reel(dir, &args);
+        command
+            .env("REEL_HOME", home)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        command.spawn().unwrap()
+    });
     let mut command = reel(dir, &args);
     command.env("REEL_HOME", home);
     if let Some(crash) = crash {
         command.env("REEL_CRASH_AT", crash);
     }
     let out = command.output().unwrap();
+    if let Some(other) = other {
+        let o = other.wait_with_output().unwrap();
+        assert!(
+            o.status.success(),
+            "the racing worker failed: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
     if out.status.code().is_some() {
         assert!(
             out.status.success(),
@@ -411,7 +444,13 @@ fn drive(
                 Stage::Run
             }
             Some(_) if status == "waiting" => Stage::Worker,
-            Some(run) => Stage::Resume(run),
+            // A run a crashed process held: `reel resume` takes it over, or a worker does
+            // (it finds the holder dead), or two race for it, as the seed says.
+            Some(run) => match rng.random_range(0..3) {
+                0 => Stage::Resume(run),
+                1 => Stage::Worker,
+                _ => Stage::TwoWorkers,
+            },
         };
         let crash = match strike {
             Some(st) if st.stage == n => Some(format!("{point}:{}", st.hit)),
@@ -512,7 +551,7 @@ fn drive(
 /// How many processes an uninterrupted drive of `s` takes.
 fn stages(s: &Scenario) -> usize {
     match s.name {
-        // `reel run` parks; one worker takes the run up (twice for `timer`) to its end.
+        // `reel run` parks; one worker takes the run up (three times for `timer`) to its end.
         "timer" | "signal" => 2,
         _ => 1,
     }
@@ -546,7 +585,7 @@ fn strike_point(point: &str) {
             for hit in 1..=hits() {
                 let modes: &[&str] = if both {
                     &["durable", "fast"]
-                } else if (group + hit) % 2 == 0 {
+                } else if (group + hit).is_multiple_of(2) {
                     &["durable"]
                 } else {
                     &["fast"]

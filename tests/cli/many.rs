@@ -831,6 +831,14 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
                                     .contains(&b.rsplit(':').next().unwrap().parse().unwrap())
                             })
                     });
+                // `durable` records a call's start before making it: a call made again was in
+                // flight for the journal, and the resume says so.
+                if events[0]["data"]["durability"] == "durable" {
+                    assert!(
+                        marks.contains(key),
+                        "{ctx}: {step} {index} made again unmarked"
+                    );
+                }
                 assert!(
                     touched,
                     "{ctx}: {step} {index} made {} times, no kill near it",
