@@ -522,7 +522,7 @@ fn killing_runner(
         let began = Instant::now();
         let kill_at = (last.is_some() && rng.random_ratio(1, 3)).then(|| {
             let span = last.unwrap_or_default().as_millis() as u64;
-            began + Duration::from_millis(rng.random_range(span / 2..=span + span / 10))
+            began + Duration::from_millis(rng.random_range(span * 2 / 3..=span + span / 10))
         });
         let killed = loop {
             if child.try_wait().unwrap().is_some() {
