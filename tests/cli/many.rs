@@ -9,8 +9,9 @@
 //! user, and every run ended as its flow and the test's actions say.
 //!
 //! A second test does the same with SIGKILLs among the processes: some `reel run`s and one
-//! worker are killed at random moments (the seed is printed; `REEL_CRASH_SEED=N` repeats it),
-//! a worker is started in the killed one's place, and the workers finish every run. An effect
+//! worker (`REEL_KILL_WORKERS=N`: N, one after the other) are killed at random moments (the
+//! seed is printed; `REEL_CRASH_SEED=N` repeats it), a worker is started in each killed one's
+//! place, and the workers finish every run. An effect
 //! may then be made twice, but only one in flight at a kill, never after its result or its
 //! step's success was recorded.
 
@@ -603,9 +604,16 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
     // The first worker is killed at a random moment while the runners run (once a random
     // share of the runs was started); another takes its place a little later.
     let total = KILL_RUNNERS * KILL_RUNS_PER_RUNNER;
-    let kill_worker_at = rng.random_range(total / 5..total * 7 / 10);
+    // `REEL_KILL_WORKERS=N` kills N workers one after the other (the long form); 1 by default.
+    let worker_kills: usize = std::env::var("REEL_KILL_WORKERS")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let mut kill_worker_at: Vec<usize> = (0..worker_kills)
+        .map(|_| rng.random_range(total / 5..total * 7 / 10))
+        .collect();
+    kill_worker_at.sort();
     let done = std::sync::atomic::AtomicUsize::new(0);
-    let restart_after = Duration::from_millis(rng.random_range(100..1000));
     let mut killed_pids: BTreeSet<u32> = BTreeSet::new();
     let started: Vec<Started> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..KILL_RUNNERS)
@@ -614,17 +622,19 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
                 s.spawn(move || killing_runner(d, h, k, seed, e, n))
             })
             .collect();
-        while done.load(std::sync::atomic::Ordering::SeqCst) < kill_worker_at {
-            std::thread::sleep(Duration::from_millis(5));
+        for (k, at) in kill_worker_at.iter().enumerate() {
+            while done.load(std::sync::atomic::Ordering::SeqCst) < *at {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let (mut oldest, err) = workers.remove(0);
+            killed_pids.insert(oldest.id());
+            kill9(&mut oldest);
+            let text = fs::read_to_string(&err).unwrap();
+            stderrs.lock().unwrap().push(("killed worker".into(), text));
+            std::thread::sleep(Duration::from_millis(rng.random_range(100..1000)));
+            let err = dir.path().join(format!("worker-restarted{k}.err"));
+            workers.push((start_worker(dir.path(), &home, &err), err));
         }
-        let (mut first, err) = workers.remove(0);
-        killed_pids.insert(first.id());
-        kill9(&mut first);
-        let text = fs::read_to_string(&err).unwrap();
-        stderrs.lock().unwrap().push(("killed worker".into(), text));
-        std::thread::sleep(restart_after);
-        let err = dir.path().join("worker-restarted.err");
-        workers.push((start_worker(dir.path(), &home, &err), err));
         handles
             .into_iter()
             .flat_map(|h| h.join().expect("a runner panicked"))
@@ -887,7 +897,7 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
         }
     }
     eprintln!(
-        "seed {seed}: {} `reel run`s ({killed_runs} killed, {} runs created), a worker killed after {kill_worker_at} of them; {takeovers} runs taken over from a killed process, {repeated} effects made again ({marked} marked unknown_outcome), {} processes, {:?}",
+        "seed {seed}: {} `reel run`s ({killed_runs} killed, {} runs created), workers killed after {kill_worker_at:?} of them; {takeovers} runs taken over from a killed process, {repeated} effects made again ({marked} marked unknown_outcome), {} processes, {:?}",
         started.len(),
         rows.len(),
         stderrs.len(),
