@@ -569,6 +569,32 @@ fn killing_runner(
     started
 }
 
+/// The workers a test started and has not waited for: killed if the test fails, so that none
+/// outlives it. A pid leaves the list when the test waits for it (then it may be reused).
+#[derive(Default)]
+struct Reaper(Mutex<BTreeSet<u32>>);
+
+impl Reaper {
+    /// Keeps `child` to be killed should the test fail.
+    fn keep(&self, child: &Child) {
+        self.0.lock().unwrap().insert(child.id());
+    }
+
+    /// Forgets `child`: the test is about to wait for it.
+    fn forget(&self, child: &Child) {
+        self.0.lock().unwrap().remove(&child.id());
+    }
+}
+
+impl Drop for Reaper {
+    fn drop(&mut self) {
+        for pid in self.0.lock().unwrap().iter() {
+            // SAFETY: kill only sends a signal, to a child the test has not waited for.
+            unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+        }
+    }
+}
+
 /// Sends SIGKILL to `child` and waits for it.
 fn kill9(child: &mut Child) {
     // SAFETY: kill only sends a signal, to a child not yet waited for (its id is still ours).
@@ -595,12 +621,16 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
     let stderrs: Stderrs = Mutex::new(Vec::new());
     let began = Instant::now();
 
+    let reaper = Reaper::default();
     let mut workers: Vec<(Child, std::path::PathBuf)> = (0..WORKERS)
         .map(|w| {
             let err = dir.path().join(format!("worker{w}.err"));
             (start_worker(dir.path(), &home, &err), err)
         })
         .collect();
+    for (child, _) in &workers {
+        reaper.keep(child);
+    }
     // The first worker is killed at a random moment while the runners run (once a random
     // share of the runs was started); another takes its place a little later.
     let total = KILL_RUNNERS * KILL_RUNS_PER_RUNNER;
@@ -623,17 +653,23 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
             })
             .collect();
         for (k, at) in kill_worker_at.iter().enumerate() {
-            while done.load(std::sync::atomic::Ordering::SeqCst) < *at {
+            // A runner that failed never counts its runs: its panic is reported below.
+            while done.load(std::sync::atomic::Ordering::SeqCst) < *at
+                && !handles.iter().all(|h| h.is_finished())
+            {
                 std::thread::sleep(Duration::from_millis(5));
             }
             let (mut oldest, err) = workers.remove(0);
             killed_pids.insert(oldest.id());
+            reaper.forget(&oldest);
             kill9(&mut oldest);
             let text = fs::read_to_string(&err).unwrap();
             stderrs.lock().unwrap().push(("killed worker".into(), text));
             std::thread::sleep(Duration::from_millis(rng.random_range(100..1000)));
             let err = dir.path().join(format!("worker-restarted{k}.err"));
-            workers.push((start_worker(dir.path(), &home, &err), err));
+            let worker = start_worker(dir.path(), &home, &err);
+            reaper.keep(&worker);
+            workers.push((worker, err));
         }
         handles
             .into_iter()
@@ -708,6 +744,7 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
     }
     for (mut child, err) in workers {
         let pid = child.id();
+        reaper.forget(&child);
         let status = child.wait().unwrap();
         let text = fs::read_to_string(&err).unwrap();
         assert!(
