@@ -234,12 +234,16 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
     let stderrs: Stderrs = Mutex::new(Vec::new());
     let began = Instant::now();
 
+    let reaper = Reaper::default();
     let mut workers: Vec<(Child, std::path::PathBuf)> = (0..WORKERS)
         .map(|w| {
             let err = dir.path().join(format!("worker{w}.err"));
             (start_worker(dir.path(), &home, &err), err)
         })
         .collect();
+    for (child, _) in &workers {
+        reaper.keep(child);
+    }
     let started: Vec<(String, Expected)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..RUNNERS)
             .map(|k| {
@@ -303,6 +307,7 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
     let mut worker_pids = BTreeSet::new();
     for (mut child, err) in workers {
         let pid = child.id();
+        reaper.forget(&child);
         let status = child.wait().unwrap();
         let text = fs::read_to_string(&err).unwrap();
         assert!(
