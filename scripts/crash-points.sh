@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 hits="${1:-6}"
 rounds="${2:-3}"
-cargo test -p reel --test cli --no-run >/dev/null 2>&1
+cargo test -p reel --test cli --no-run --quiet
 echo "crash points: passages 1..$hits, both modes"
 echo "| point | mode | crashed runs | not reached | repair processes | second crashes | right output | steps re-run after a recorded success | effects repeated |"
 echo "|---|---|---|---|---|---|---|---|---|"

@@ -8,10 +8,10 @@
 //! A *drive* is the processes that bring a run to its end: `reel run`, then, while the run
 //! waits, a signal (when the flow waits for one) and `reel worker --until-idle` (a worker
 //! takes the parked run up), and after a crash `reel resume`, a worker (which finds the
-//! holder dead) or two workers racing for the run, as a seed says. A *strike* stops the `s`-th process of the
-//! drive at the `n`-th passage of a point. The processes that repair the crash may themselves
-//! be stopped again, at a point and passage drawn from the seed (`REEL_CRASH_SEED=N` repeats
-//! one; it is printed): a crash during a resume.
+//! holder dead) or two workers racing for the run, as a seed says. A *strike* stops the
+//! `s`-th process of the drive at the `n`-th passage of a point. The processes that repair the
+//! crash may themselves be stopped again, at a point and passage drawn from the seed
+//! (`REEL_CRASH_SEED=N` repeats one; it is printed): a crash during a resume.
 //!
 //! Every effect appends `TAG KEY` to `calls.log` (`TAG` is the step, `step#i` in its
 //! `foreach`; a failed attempt logs `TAG-failed`), so the test sees every invocation. It
