@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::{FlowSpec, SourceSpan};
-use reel_store::{Durability, Flow, RunRow, StoreError, StoreRead};
+use reel_store::{Durability, Flow, RawJournalRow, RunRow, StoreError, StoreRead};
 use reel_tools::{ToolError, ToolOutput};
 use serde_json::{Map, Value};
 
@@ -67,24 +67,37 @@ impl Recording {
         let mut length = 0;
         let mut started = None;
         let mut hole = None;
-        store.read_journal(run, 0, &mut |r| match Event::from_row(&r) {
-            Ok(event) => {
-                length += 1;
-                if let Event::RunStarted(s) = &event
-                    && started.is_none()
-                {
-                    started = Some((s.clone(), r.at));
+        store.read_journal_raw(run, 0, &mut |row| {
+            let r = match row {
+                RawJournalRow::Event(r) => r,
+                RawJournalRow::Hole { seq, message } => {
+                    hole = Some(StoreError::Hole {
+                        run: run.to_string(),
+                        seq,
+                        message: message.to_string(),
+                    });
+                    return Flow::Stop;
                 }
-                idx.add(r.seq, r.at, event);
-                Flow::Continue
-            }
-            Err(message) => {
-                hole = Some(StoreError::Hole {
-                    run: r.run.clone(),
-                    seq: r.seq,
-                    message,
-                });
-                Flow::Stop
+            };
+            match Event::from_raw(&r) {
+                Ok(event) => {
+                    length += 1;
+                    if let Event::RunStarted(s) = &event
+                        && started.is_none()
+                    {
+                        started = Some((s.clone(), r.at));
+                    }
+                    idx.add(r.seq, r.at, event);
+                    Flow::Continue
+                }
+                Err(message) => {
+                    hole = Some(StoreError::Hole {
+                        run: run.to_string(),
+                        seq: r.seq,
+                        message,
+                    });
+                    Flow::Stop
+                }
             }
         })?;
         if let Some(h) = hole {

@@ -19,7 +19,8 @@ use tokio::sync::oneshot;
 
 use crate::api::{
     Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Lease, LogRow, NewEvent,
-    NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead, Ticket,
+    NewRun, Owner, RawJournalRow, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError,
+    StoreRead, Ticket,
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
@@ -327,6 +328,16 @@ impl StoreRead for SqliteStore {
     ) -> Result<(), StoreError> {
         self.readers
             .with(|c| read::read_journal_rows(c, run, from_seq, f))
+    }
+
+    fn read_journal_raw(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(RawJournalRow<'_>) -> Flow,
+    ) -> Result<(), StoreError> {
+        self.readers
+            .with(|c| read::read_journal_raw(c, run, from_seq, f))
     }
 
     fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
