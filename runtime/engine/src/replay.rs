@@ -13,13 +13,15 @@
 //! make live is held (nothing downstream of it can be known), and each step gets a verdict.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::{FlowSpec, SourceSpan};
 use reel_store::{Durability, Flow, RawJournalRow, RunRow, StoreError, StoreRead};
 use reel_tools::{ToolError, ToolOutput};
+// Keys here are step ids the record holds, not input an attacker picks: a fast hash will do.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde_json::{Map, Value};
 
 use crate::core::{
@@ -579,7 +581,7 @@ impl History {
             .iter()
             .map(|s| (s.id.as_str(), s.tool.as_ref()))
             .collect();
-        let mut calls = HashMap::new();
+        let mut calls = HashMap::default();
         for ((step, index, _), c) in &rec.idx.calls {
             if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
             {
@@ -795,27 +797,27 @@ impl<'a> Replayer<'a> {
             store,
             rec,
             idx: &rec.idx,
-            made: HashSet::new(),
+            made: HashSet::default(),
             mode,
             spec,
             setup,
             progress,
-            values: HashMap::new(),
+            values: HashMap::default(),
             folded: Folded::default(),
             ended: 0,
             cancel_sent: false,
             now: rec.started_at,
             answers: BinaryHeap::new(),
             answered: 0,
-            timers: HashMap::new(),
-            signal_waits: HashSet::new(),
-            finished: HashSet::new(),
+            timers: HashMap::default(),
+            signal_waits: HashSet::default(),
+            finished: HashSet::default(),
             dependents,
             roots,
             divergence: None,
-            reused: HashMap::new(),
-            live: HashMap::new(),
-            outcomes: HashMap::new(),
+            reused: HashMap::default(),
+            live: HashMap::default(),
+            outcomes: HashMap::default(),
         }
     }
 
@@ -832,6 +834,54 @@ impl<'a> Replayer<'a> {
                 digest: digest.to_string(),
             })
         })
+    }
+
+    /// Reads the values of `digests` that are not at hand yet in one go, so that a round's
+    /// answers cost one visit to the store rather than one each. A value the store lacks is
+    /// left out: asking for it later is the error.
+    fn prefetch<'d>(&mut self, digests: impl Iterator<Item = &'d str>) -> Result<(), Refusal> {
+        let mut wanted: Vec<&str> = digests.filter(|d| !self.values.contains_key(*d)).collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        let found = self.store.get_values(&wanted)?;
+        for (digest, value) in wanted.into_iter().zip(found) {
+            if let Some(value) = value {
+                self.values.insert(digest.to_string(), value);
+            }
+        }
+        Ok(())
+    }
+
+    /// The digests of the recorded results (and failures' causes) that answering `calls` reads.
+    fn recorded_results(&self, calls: &[CallStart]) -> Vec<String> {
+        let key = |c: &CallStart| {
+            let step = &self.spec.steps[c.step];
+            let index = step.foreach.as_ref().map(|_| c.index as u32);
+            (step.id.as_str(), index, c.attempt)
+        };
+        calls
+            .iter()
+            .filter_map(|c| {
+                let (id, index, attempt) = key(c);
+                match &self.mode {
+                    Mode::Replay(_) | Mode::Test => {
+                        match self.idx.calls.get(&(id.to_string(), index, attempt))?.result.as_ref()? {
+                            RecResult::Ok { digest, .. } => Some(digest.clone()),
+                            RecResult::Err { error, .. } => error.cause.clone(),
+                        }
+                    }
+                    Mode::Plan(history) => {
+                        let tool = self.spec.steps[c.step].tool.as_deref();
+                        history
+                            .reusable(id, index, &c.inputs, tool)
+                            .map(|(digest, _)| digest)
+                    }
+                }
+            })
+            .collect()
     }
 
     /// The value of `digest` for a message, if it can be found.
@@ -903,6 +953,7 @@ impl<'a> Replayer<'a> {
                     }
                 }
                 Command::LoadValues(digests) => {
+                    self.prefetch(digests.iter().map(String::as_str))?;
                     let values = digests
                         .iter()
                         .map(|d| self.value(d))
@@ -914,6 +965,8 @@ impl<'a> Replayer<'a> {
                     m.handle(self.now, Input::Signals(arrived));
                 }
                 Command::Launch(calls) => {
+                    let wanted = self.recorded_results(&calls);
+                    self.prefetch(wanted.iter().map(String::as_str))?;
                     for c in calls {
                         self.answer(c)?;
                     }
@@ -1580,8 +1633,8 @@ impl<'a> Replayer<'a> {
             .map(|s| (s.id.as_str(), s))
             .collect();
         let order = topological(spec);
-        let mut diverged: HashSet<String> = HashSet::new();
-        let mut plans: HashMap<String, StepPlan> = HashMap::new();
+        let mut diverged: HashSet<String> = HashSet::default();
+        let mut plans: HashMap<String, StepPlan> = HashMap::default();
         for i in order {
             let s = &spec.steps[i];
             let reused_calls = self.reused.get(&s.id).copied().unwrap_or(0);

@@ -558,6 +558,11 @@ pub enum Flow {
 pub trait StoreRead: Send + Sync {
     /// A value by digest.
     fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError>;
+    /// Values by digest, in order: what [`StoreRead::get_value`] gives for each, read together
+    /// (a replay asks for a round's results at once).
+    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        digests.iter().map(|d| self.get_value(d)).collect()
+    }
     /// A FlowSpec's JSON by digest.
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError>;
     /// Hands a FlowSpec's JSON to `read` without copying it out of the store where the store

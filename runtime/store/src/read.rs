@@ -457,13 +457,19 @@ pub(crate) fn due_runs(
     Ok(due)
 }
 
-/// A value's stored row: its JSON text, or `None` when it is kept in a blob file.
-pub(crate) fn value_row(
+/// The `json` column of each value in `digests` (`None`: no row; `Some(None)`: kept in a
+/// file), looked up with one prepared statement.
+pub(crate) fn value_rows(
     conn: &Connection,
-    digest: &str,
-) -> Result<Option<Option<String>>, StoreError> {
-    conn.prepare_cached("SELECT json FROM vals WHERE digest = ?1")
-        .and_then(|mut s| s.query_row([digest], |r| r.get(0)).optional())
+    digests: &[&str],
+) -> Result<Vec<Option<Option<String>>>, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT json FROM vals WHERE digest = ?1")
+        .map_err(sqlite)?;
+    digests
+        .iter()
+        .map(|d| stmt.query_row([d], |r| r.get(0)).optional())
+        .collect::<rusqlite::Result<_>>()
         .map_err(sqlite)
 }
 

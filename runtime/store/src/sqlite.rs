@@ -269,25 +269,52 @@ fn new_lease(run: &str, token: u64, owner: &Owner, durability: Durability, next:
 
 impl StoreRead for SqliteStore {
     fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
-        if !blobs::is_digest(digest) {
-            return Ok(None);
-        }
-        let pending = lock(&self.shared.pending).get(digest).cloned();
-        let stored = match pending {
-            Some(ValueText::Inline(text)) => Some(Some(text.to_string())),
-            Some(ValueText::External) => Some(None),
-            None => self.readers.with(|c| read::value_row(c, digest))?,
-        };
-        let text = match stored {
-            None => return Ok(None),
-            Some(Some(text)) => text,
-            Some(None) => {
-                blobs::read_blob(&self.blobs, digest)?.ok_or_else(|| StoreError::MissingValue {
-                    digest: digest.to_string(),
-                })?
+        Ok(self.get_values(&[digest])?.pop().flatten())
+    }
+
+    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        // What is not written yet is taken from the writer's queue; the rest is looked up on
+        // one connection with one prepared statement.
+        let mut stored: Vec<Option<Option<String>>> = Vec::with_capacity(digests.len());
+        let mut wanted: Vec<(usize, &str)> = Vec::new();
+        {
+            let pending = lock(&self.shared.pending);
+            for (i, &digest) in digests.iter().enumerate() {
+                stored.push(match pending.get(digest) {
+                    _ if !blobs::is_digest(digest) => None,
+                    Some(ValueText::Inline(text)) => Some(Some(text.to_string())),
+                    Some(ValueText::External) => Some(None),
+                    None => {
+                        wanted.push((i, digest));
+                        None
+                    }
+                });
             }
-        };
-        read::parse_value(digest, &text).map(Some)
+        }
+        if !wanted.is_empty() {
+            let found = self.readers.with(|c| {
+                read::value_rows(c, &wanted.iter().map(|w| w.1).collect::<Vec<_>>())
+            })?;
+            for ((i, _), row) in wanted.into_iter().zip(found) {
+                stored[i] = row;
+            }
+        }
+        digests
+            .iter()
+            .zip(stored)
+            .map(|(&digest, stored)| {
+                let text = match stored {
+                    None => return Ok(None),
+                    Some(Some(text)) => text,
+                    Some(None) => blobs::read_blob(&self.blobs, digest)?.ok_or_else(|| {
+                        StoreError::MissingValue {
+                            digest: digest.to_string(),
+                        }
+                    })?,
+                };
+                read::parse_value(digest, &text).map(Some)
+            })
+            .collect()
     }
 
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
