@@ -411,8 +411,19 @@ pub fn replay(
     progress: &dyn ProgressSink,
 ) -> Result<ReplayReport, Refusal> {
     let rec = Recording::load(store, run)?;
+    replay_recording(store, &rec, opts, progress)
+}
+
+/// Replays `rec`, loaded from `store` (which it only reads): [`replay`] for a caller that
+/// holds the recording already, so the run's FlowSpec is not read and parsed twice.
+pub fn replay_recording(
+    store: &dyn StoreRead,
+    rec: &Recording,
+    opts: &ReplayOptions,
+    progress: &dyn ProgressSink,
+) -> Result<ReplayReport, Refusal> {
     let spec = rec.spec.clone();
-    let mut r = Replayer::new(store, &rec, spec, Mode::Replay(opts.verify), progress);
+    let mut r = Replayer::new(store, rec, spec, Mode::Replay(opts.verify), progress);
     r.setup.faults = opts.faults.clone();
     finish(r, opts.verify)
 }
@@ -868,7 +879,13 @@ impl<'a> Replayer<'a> {
                 let (id, index, attempt) = key(c);
                 match &self.mode {
                     Mode::Replay(_) | Mode::Test => {
-                        match self.idx.calls.get(&(id.to_string(), index, attempt))?.result.as_ref()? {
+                        match self
+                            .idx
+                            .calls
+                            .get(&(id.to_string(), index, attempt))?
+                            .result
+                            .as_ref()?
+                        {
                             RecResult::Ok { digest, .. } => Some(digest.clone()),
                             RecResult::Err { error, .. } => error.cause.clone(),
                         }
@@ -1243,7 +1260,14 @@ impl<'a> Replayer<'a> {
                         self.miss(&id, index, c.attempt, &c.inputs);
                         return Ok(());
                     }
-                    let what = if self.idx.calls.contains_key(&key) {
+                    let started = self.idx.calls.contains_key(&key);
+                    if started && self.recorded_ending("canceled").is_some() {
+                        // The recorded run's process died during this call and the run was
+                        // canceled afterwards (`reel cancel` of a run nobody held): the call
+                        // stays unanswered, as it did, and the cancel comes next.
+                        return Ok(());
+                    }
+                    let what = if started {
                         format!(
                             "the record has no result for attempt {} of this call (it was in flight when the recorded run stopped)",
                             c.attempt

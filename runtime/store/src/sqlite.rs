@@ -292,9 +292,9 @@ impl StoreRead for SqliteStore {
             }
         }
         if !wanted.is_empty() {
-            let found = self.readers.with(|c| {
-                read::value_rows(c, &wanted.iter().map(|w| w.1).collect::<Vec<_>>())
-            })?;
+            let found = self
+                .readers
+                .with(|c| read::value_rows(c, &wanted.iter().map(|w| w.1).collect::<Vec<_>>()))?;
             for ((i, _), row) in wanted.into_iter().zip(found) {
                 stored[i] = row;
             }
