@@ -745,6 +745,8 @@ struct Replayer<'a> {
     /// Answers of the calls in flight, earliest in the record first.
     answers: BinaryHeap<Reverse<Answer>>,
     answered: usize,
+    /// Calls the record started and never answered before its cancel: (step, index, attempt).
+    held: Vec<(usize, usize, u32)>,
     timers: HashMap<WaitKey, i64>,
     signal_waits: HashSet<WaitKey>,
     finished: HashSet<String>,
@@ -820,6 +822,7 @@ impl<'a> Replayer<'a> {
             now: rec.started_at,
             answers: BinaryHeap::new(),
             answered: 0,
+            held: Vec::new(),
             timers: HashMap::default(),
             signal_waits: HashSet::default(),
             finished: HashSet::default(),
@@ -1083,9 +1086,9 @@ impl<'a> Replayer<'a> {
                     Some(m2) => m = m2,
                     None => return Ok(Some(ending)),
                 },
+                Command::CancelCalls => self.cancel_held(),
                 Command::Log { .. }
                 | Command::Sync
-                | Command::CancelCalls
                 | Command::ConsumeSignal { .. }
                 | Command::ClearSignalPending
                 | Command::Park { .. } => {}
@@ -1135,6 +1138,33 @@ impl<'a> Replayer<'a> {
         self.cancel_sent = false;
         self.now = self.now.max(at);
         Some(self.resumed("redrive"))
+    }
+
+    /// Stops the calls held without an answer as the live driver's cancel stops calls in
+    /// flight: each returns `tool.canceled`, at the record's cancel.
+    fn cancel_held(&mut self) {
+        let (seq, at) = self
+            .recorded_ending("canceled")
+            .map_or((u64::MAX, self.now), |f| (f.seq, f.at.max(self.now)));
+        for (step, index, attempt) in std::mem::take(&mut self.held) {
+            self.answers.push(Reverse(Answer {
+                seq,
+                at,
+                returned: Returned {
+                    step,
+                    index,
+                    attempt,
+                    outcome: Err(ToolError {
+                        code: reel_tools::codes::CANCELED,
+                        message: "the call was canceled".into(),
+                        retryable: false,
+                        cause: None,
+                        log: String::new(),
+                    }),
+                    reused: None,
+                },
+            }));
+        }
     }
 
     /// Whether the record's cancel comes before what the replay would hand the machine next:
@@ -1264,7 +1294,8 @@ impl<'a> Replayer<'a> {
                     if started && self.recorded_ending("canceled").is_some() {
                         // The recorded run's process died during this call and the run was
                         // canceled afterwards (`reel cancel` of a run nobody held): the call
-                        // stays unanswered, as it did, and the cancel comes next.
+                        // stays unanswered, as it did, until the cancel stops it.
+                        self.held.push((c.step, c.index, c.attempt));
                         return Ok(());
                     }
                     let what = if started {
