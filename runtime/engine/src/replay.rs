@@ -171,6 +171,9 @@ impl Recording {
     }
 }
 
+/// How many of the record's next results a replay reads along with one it lacks.
+const READ_AHEAD: usize = 512;
+
 /// A call and how the record ended it.
 type CallKey = (String, Option<u32>, u32);
 /// A timer or signal wait: step and `foreach` index.
@@ -240,6 +243,9 @@ struct Index {
     finishes: Vec<RecFinish>,
     /// Each redrive after an ending: its sequence number and time.
     redrives: Vec<(u64, i64)>,
+    /// The digest of each successful call's result, in the record's order: what a replay
+    /// reads ahead.
+    results: Vec<String>,
 }
 
 impl Index {
@@ -284,6 +290,7 @@ impl Index {
                 result: digest,
                 ..
             } => {
+                x.results.push(digest.clone());
                 let c = x.calls.entry((step, index, attempt)).or_default();
                 c.result = Some(RecResult::Ok { seq, at, digest });
             }
@@ -745,6 +752,8 @@ struct Replayer<'a> {
     /// Answers of the calls in flight, earliest in the record first.
     answers: BinaryHeap<Reverse<Answer>>,
     answered: usize,
+    /// How far in the record's results (`Index::results`) values were read ahead.
+    ahead: usize,
     /// Calls the record started and never answered before its cancel: (step, index, attempt).
     held: Vec<(usize, usize, u32)>,
     timers: HashMap<WaitKey, i64>,
@@ -822,6 +831,7 @@ impl<'a> Replayer<'a> {
             now: rec.started_at,
             answers: BinaryHeap::new(),
             answered: 0,
+            ahead: 0,
             held: Vec::new(),
             timers: HashMap::default(),
             signal_waits: HashSet::default(),
@@ -853,11 +863,25 @@ impl<'a> Replayer<'a> {
     /// Reads the values of `digests` that are not at hand yet in one go, so that a round's
     /// answers cost one visit to the store rather than one each. A value the store lacks is
     /// left out: asking for it later is the error.
-    fn prefetch<'d>(&mut self, digests: impl Iterator<Item = &'d str>) -> Result<(), Refusal> {
+    fn prefetch<'d>(&mut self, digests: impl Iterator<Item = &'d str>) -> Result<(), Refusal>
+    where
+        'a: 'd,
+    {
         let mut wanted: Vec<&str> = digests.filter(|d| !self.values.contains_key(*d)).collect();
         if wanted.is_empty() {
             return Ok(());
         }
+        // A replay asks for results in about the record's order: the next ones are read
+        // along (they would be kept once the machine put them anyway).
+        let idx: &'a Index = self.idx;
+        let end = (self.ahead + READ_AHEAD).min(idx.results.len());
+        wanted.extend(
+            idx.results[self.ahead..end]
+                .iter()
+                .map(String::as_str)
+                .filter(|d| !self.values.contains_key(*d)),
+        );
+        self.ahead = end;
         wanted.sort_unstable();
         wanted.dedup();
         let found = self.store.get_values(&wanted)?;

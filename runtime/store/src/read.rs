@@ -458,12 +458,15 @@ pub(crate) fn due_runs(
 }
 
 /// The `json` column of each value in `digests` (`None`: no row; `Some(None)`: kept in a
-/// file), looked up with one prepared statement.
+/// file), looked up with one prepared statement in one read transaction.
 pub(crate) fn value_rows(
     conn: &Connection,
     digests: &[&str],
 ) -> Result<Vec<Option<Option<String>>>, StoreError> {
-    let mut stmt = conn
+    // One read transaction for the lot: each statement on its own would take and drop the
+    // database's shared lock (and look at the WAL's index) again.
+    let tx = conn.unchecked_transaction().map_err(sqlite)?;
+    let mut stmt = tx
         .prepare_cached("SELECT json FROM vals WHERE digest = ?1")
         .map_err(sqlite)?;
     digests
