@@ -464,9 +464,12 @@ pub(crate) fn value_rows(
     digests: &[&str],
 ) -> Result<Vec<Option<Option<String>>>, StoreError> {
     // One read transaction for the lot: each statement on its own would take and drop the
-    // database's shared lock (and look at the WAL's index) again.
-    let tx = conn.unchecked_transaction().map_err(sqlite)?;
-    let mut stmt = tx
+    // database's shared lock (and look at the WAL's index) again. One lookup needs none.
+    let _tx = match digests.len() {
+        0 | 1 => None,
+        _ => Some(conn.unchecked_transaction().map_err(sqlite)?),
+    };
+    let mut stmt = conn
         .prepare_cached("SELECT json FROM vals WHERE digest = ?1")
         .map_err(sqlite)?;
     digests
