@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use reel_runtime::{
-    Divergence, ForkPlan, Recording, ReplayOptions, RerunRequest, plan_fork, replay, rerun,
-    resolve_inputs,
+    Divergence, ForkPlan, Recording, ReplayOptions, RerunRequest, plan_fork, replay_recording,
+    rerun, resolve_inputs,
 };
 use reel_store::StoreRead;
 use serde_json::{Map, Value, json};
@@ -113,23 +113,21 @@ fn replay_run(
     json: bool,
     ui: &Ui,
 ) -> Result<Status, Failure> {
-    let steps = store
-        .run(id)
-        .ok()
-        .flatten()
-        .and_then(|row| store.get_spec(&row.flow_digest).ok().flatten())
-        .and_then(|spec| reel_flowspec::FlowSpec::from_json(&spec).ok())
-        .map(|spec| spec.steps.len());
     ui.line(&format!(
         "replay of run {id}{}",
         if verify { " (verifying)" } else { "" }
     ));
-    let progress = Arc::new(StderrProgress::new(ui.colored(), steps));
+    // Loaded once: the progress display's step count comes from the spec the replay runs.
+    let rec = Recording::load(store, id).map_err(refused)?;
+    let progress = Arc::new(StderrProgress::new(
+        ui.colored(),
+        Some(rec.spec.steps.len()),
+    ));
     let opts = ReplayOptions {
         verify,
         faults: test_faults(),
     };
-    let report = replay(store, id, &opts, progress.as_ref());
+    let report = replay_recording(store, &rec, &opts, progress.as_ref());
     progress.finish();
     let report = report.map_err(refused)?;
     if json {

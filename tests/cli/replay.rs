@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::support::{Run, TestServer, calls, json, reel_env, temp, write};
+use crate::support::{KILLING_PAY_SH, Run, TestServer, calls, json, reel_env, temp, write};
 
 fn home(dir: &Path) -> String {
     dir.join(".reel").display().to_string()
@@ -529,4 +529,57 @@ fn a_call_the_record_does_not_have_is_a_divergence() {
         assert_eq!(d["source"]["line"], 3, "{d}");
         assert_eq!(json(&r)["status"], "diverged");
     }
+}
+
+#[test]
+fn a_run_canceled_after_its_process_died_mid_call_replays_to_its_cancel() {
+    let dir = temp();
+    write(
+        dir.path(),
+        "flow.reel",
+        "tool pay {\n  kind: \"effect\"\n  exec: [\"sh\", \"pay.sh\"]\n  input { amount: int }\n  output { paid: int }\n}\n\nflow shop {\n  step pay = pay { amount: 5 }\n  step total = pay.paid + 1\n  output total\n}\n",
+    );
+    write(dir.path(), "pay.sh", KILLING_PAY_SH);
+    // The tool kills `reel` between the effect's start (synced: durable) and its result.
+    let out = crate::support::reel(
+        dir.path(),
+        &["run", "flow.reel", "--durability", "durable", "--json"],
+    )
+    .env("REEL_HOME", home(dir.path()))
+    .output()
+    .expect("reel starts");
+    assert_eq!(out.status.code(), None, "reel was killed: {out:?}");
+    let runs = json(&reel_at(dir.path(), &["runs", "--json"]));
+    assert_eq!(runs[0]["status"], "running", "{runs}");
+    let run = runs[0]["run"].as_str().unwrap().to_string();
+    let c = reel_at(dir.path(), &["cancel", &run]);
+    assert_eq!(c.status, 0, "{c:?}");
+    // The record: the call started, never answered, then the cancel.
+    let events = json(&reel_at(dir.path(), &["events", &run, "--json"]));
+    let kinds: Vec<&str> = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["kind"].as_str())
+        .collect();
+    assert_eq!(
+        kinds,
+        ["run_started", "step_started", "run_finished"],
+        "{events}"
+    );
+    for verify in [false, true] {
+        let mut args = vec!["replay", run.as_str(), "--json"];
+        if verify {
+            args.push("--verify");
+        }
+        let r = reel_at(dir.path(), &args);
+        assert_eq!(r.status, 0, "{r:?}");
+        let out = json(&r);
+        assert_eq!(out["status"], "canceled", "{out}");
+        assert_eq!(out["divergence"], serde_json::Value::Null, "{out}");
+        assert_eq!(out["error"]["code"], "run.canceled", "{out}");
+        assert_eq!(out["calls"], 0, "{out}");
+    }
+    // Nothing was called again: the tool logged its one call only.
+    assert_eq!(calls(dir.path()).len(), 1);
 }

@@ -31,7 +31,7 @@ pub use fork::{ForkOutcome, Policy, RerunRequest, fork, rerun};
 pub use inputs::{parse_input_value, resolve_inputs};
 pub use replay::{
     CarriedSignal, Divergence, ForkPlan, History, Recording, ReplayOptions, ReplayReport, StepPlan,
-    plan_fork, replay, test_against,
+    plan_fork, replay, replay_recording, test_against,
 };
 pub use rider::{
     CancelOutcome, Refusal, RiderConfig, RunOutcome, StartRequest, abandon, cancel, release,

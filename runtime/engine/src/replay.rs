@@ -13,13 +13,15 @@
 //! make live is held (nothing downstream of it can be known), and each step gets a verdict.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet};
+use std::collections::BinaryHeap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::{FlowSpec, SourceSpan};
-use reel_store::{Durability, Flow, RunRow, StoreError, StoreRead};
+use reel_store::{Durability, Flow, RawJournalRow, RunRow, StoreError, StoreRead};
 use reel_tools::{ToolError, ToolOutput};
+// Keys here are step ids the record holds, not input an attacker picks: a fast hash will do.
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use serde_json::{Map, Value};
 
 use crate::core::{
@@ -67,24 +69,37 @@ impl Recording {
         let mut length = 0;
         let mut started = None;
         let mut hole = None;
-        store.read_journal(run, 0, &mut |r| match Event::from_row(&r) {
-            Ok(event) => {
-                length += 1;
-                if let Event::RunStarted(s) = &event
-                    && started.is_none()
-                {
-                    started = Some((s.clone(), r.at));
+        store.read_journal_raw(run, 0, &mut |row| {
+            let r = match row {
+                RawJournalRow::Event(r) => r,
+                RawJournalRow::Hole { seq, message } => {
+                    hole = Some(StoreError::Hole {
+                        run: run.to_string(),
+                        seq,
+                        message: message.to_string(),
+                    });
+                    return Flow::Stop;
                 }
-                idx.add(r.seq, r.at, event);
-                Flow::Continue
-            }
-            Err(message) => {
-                hole = Some(StoreError::Hole {
-                    run: r.run.clone(),
-                    seq: r.seq,
-                    message,
-                });
-                Flow::Stop
+            };
+            match Event::from_raw(&r) {
+                Ok(event) => {
+                    length += 1;
+                    if let Event::RunStarted(s) = &event
+                        && started.is_none()
+                    {
+                        started = Some((s.clone(), r.at));
+                    }
+                    idx.add(r.seq, r.at, event);
+                    Flow::Continue
+                }
+                Err(message) => {
+                    hole = Some(StoreError::Hole {
+                        run: run.to_string(),
+                        seq: r.seq,
+                        message,
+                    });
+                    Flow::Stop
+                }
             }
         })?;
         if let Some(h) = hole {
@@ -156,6 +171,9 @@ impl Recording {
     }
 }
 
+/// How many of the record's next results a replay reads along with one it lacks.
+const READ_AHEAD: usize = 512;
+
 /// A call and how the record ended it.
 type CallKey = (String, Option<u32>, u32);
 /// A timer or signal wait: step and `foreach` index.
@@ -225,6 +243,9 @@ struct Index {
     finishes: Vec<RecFinish>,
     /// Each redrive after an ending: its sequence number and time.
     redrives: Vec<(u64, i64)>,
+    /// The digest of each successful call's result, in the record's order: what a replay
+    /// reads ahead.
+    results: Vec<String>,
 }
 
 impl Index {
@@ -269,6 +290,7 @@ impl Index {
                 result: digest,
                 ..
             } => {
+                x.results.push(digest.clone());
                 let c = x.calls.entry((step, index, attempt)).or_default();
                 c.result = Some(RecResult::Ok { seq, at, digest });
             }
@@ -396,8 +418,19 @@ pub fn replay(
     progress: &dyn ProgressSink,
 ) -> Result<ReplayReport, Refusal> {
     let rec = Recording::load(store, run)?;
+    replay_recording(store, &rec, opts, progress)
+}
+
+/// Replays `rec`, loaded from `store` (which it only reads): [`replay`] for a caller that
+/// holds the recording already, so the run's FlowSpec is not read and parsed twice.
+pub fn replay_recording(
+    store: &dyn StoreRead,
+    rec: &Recording,
+    opts: &ReplayOptions,
+    progress: &dyn ProgressSink,
+) -> Result<ReplayReport, Refusal> {
     let spec = rec.spec.clone();
-    let mut r = Replayer::new(store, &rec, spec, Mode::Replay(opts.verify), progress);
+    let mut r = Replayer::new(store, rec, spec, Mode::Replay(opts.verify), progress);
     r.setup.faults = opts.faults.clone();
     finish(r, opts.verify)
 }
@@ -566,7 +599,7 @@ impl History {
             .iter()
             .map(|s| (s.id.as_str(), s.tool.as_ref()))
             .collect();
-        let mut calls = HashMap::new();
+        let mut calls = HashMap::default();
         for ((step, index, _), c) in &rec.idx.calls {
             if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
             {
@@ -719,6 +752,10 @@ struct Replayer<'a> {
     /// Answers of the calls in flight, earliest in the record first.
     answers: BinaryHeap<Reverse<Answer>>,
     answered: usize,
+    /// How far in the record's results (`Index::results`) values were read ahead.
+    ahead: usize,
+    /// Calls the record started and never answered before its cancel: (step, index, attempt).
+    held: Vec<(usize, usize, u32)>,
     timers: HashMap<WaitKey, i64>,
     signal_waits: HashSet<WaitKey>,
     finished: HashSet<String>,
@@ -782,27 +819,29 @@ impl<'a> Replayer<'a> {
             store,
             rec,
             idx: &rec.idx,
-            made: HashSet::new(),
+            made: HashSet::default(),
             mode,
             spec,
             setup,
             progress,
-            values: HashMap::new(),
+            values: HashMap::default(),
             folded: Folded::default(),
             ended: 0,
             cancel_sent: false,
             now: rec.started_at,
             answers: BinaryHeap::new(),
             answered: 0,
-            timers: HashMap::new(),
-            signal_waits: HashSet::new(),
-            finished: HashSet::new(),
+            ahead: 0,
+            held: Vec::new(),
+            timers: HashMap::default(),
+            signal_waits: HashSet::default(),
+            finished: HashSet::default(),
             dependents,
             roots,
             divergence: None,
-            reused: HashMap::new(),
-            live: HashMap::new(),
-            outcomes: HashMap::new(),
+            reused: HashMap::default(),
+            live: HashMap::default(),
+            outcomes: HashMap::default(),
         }
     }
 
@@ -819,6 +858,74 @@ impl<'a> Replayer<'a> {
                 digest: digest.to_string(),
             })
         })
+    }
+
+    /// Reads the values of `digests` that are not at hand yet in one go, so that a round's
+    /// answers cost one visit to the store rather than one each. A value the store lacks is
+    /// left out: asking for it later is the error.
+    fn prefetch<'d>(&mut self, digests: impl Iterator<Item = &'d str>) -> Result<(), Refusal>
+    where
+        'a: 'd,
+    {
+        let mut wanted: Vec<&str> = digests.filter(|d| !self.values.contains_key(*d)).collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        // A replay asks for results in about the record's order: the next ones are read
+        // along (they would be kept once the machine put them anyway).
+        let idx: &'a Index = self.idx;
+        let end = (self.ahead + READ_AHEAD).min(idx.results.len());
+        wanted.extend(
+            idx.results[self.ahead..end]
+                .iter()
+                .map(String::as_str)
+                .filter(|d| !self.values.contains_key(*d)),
+        );
+        self.ahead = end;
+        wanted.sort_unstable();
+        wanted.dedup();
+        let found = self.store.get_values(&wanted)?;
+        for (digest, value) in wanted.into_iter().zip(found) {
+            if let Some(value) = value {
+                self.values.insert(digest.to_string(), value);
+            }
+        }
+        Ok(())
+    }
+
+    /// The digests of the recorded results (and failures' causes) that answering `calls` reads.
+    fn recorded_results(&self, calls: &[CallStart]) -> Vec<String> {
+        let key = |c: &CallStart| {
+            let step = &self.spec.steps[c.step];
+            let index = step.foreach.as_ref().map(|_| c.index as u32);
+            (step.id.as_str(), index, c.attempt)
+        };
+        calls
+            .iter()
+            .filter_map(|c| {
+                let (id, index, attempt) = key(c);
+                match &self.mode {
+                    Mode::Replay(_) | Mode::Test => {
+                        match self
+                            .idx
+                            .calls
+                            .get(&(id.to_string(), index, attempt))?
+                            .result
+                            .as_ref()?
+                        {
+                            RecResult::Ok { digest, .. } => Some(digest.clone()),
+                            RecResult::Err { error, .. } => error.cause.clone(),
+                        }
+                    }
+                    Mode::Plan(history) => {
+                        let tool = self.spec.steps[c.step].tool.as_deref();
+                        history
+                            .reusable(id, index, &c.inputs, tool)
+                            .map(|(digest, _)| digest)
+                    }
+                }
+            })
+            .collect()
     }
 
     /// The value of `digest` for a message, if it can be found.
@@ -890,6 +997,7 @@ impl<'a> Replayer<'a> {
                     }
                 }
                 Command::LoadValues(digests) => {
+                    self.prefetch(digests.iter().map(String::as_str))?;
                     let values = digests
                         .iter()
                         .map(|d| self.value(d))
@@ -901,6 +1009,8 @@ impl<'a> Replayer<'a> {
                     m.handle(self.now, Input::Signals(arrived));
                 }
                 Command::Launch(calls) => {
+                    let wanted = self.recorded_results(&calls);
+                    self.prefetch(wanted.iter().map(String::as_str))?;
                     for c in calls {
                         self.answer(c)?;
                     }
@@ -1000,9 +1110,9 @@ impl<'a> Replayer<'a> {
                     Some(m2) => m = m2,
                     None => return Ok(Some(ending)),
                 },
+                Command::CancelCalls => self.cancel_held(),
                 Command::Log { .. }
                 | Command::Sync
-                | Command::CancelCalls
                 | Command::ConsumeSignal { .. }
                 | Command::ClearSignalPending
                 | Command::Park { .. } => {}
@@ -1052,6 +1162,33 @@ impl<'a> Replayer<'a> {
         self.cancel_sent = false;
         self.now = self.now.max(at);
         Some(self.resumed("redrive"))
+    }
+
+    /// Stops the calls held without an answer as the live driver's cancel stops calls in
+    /// flight: each returns `tool.canceled`, at the record's cancel.
+    fn cancel_held(&mut self) {
+        let (seq, at) = self
+            .recorded_ending("canceled")
+            .map_or((u64::MAX, self.now), |f| (f.seq, f.at.max(self.now)));
+        for (step, index, attempt) in std::mem::take(&mut self.held) {
+            self.answers.push(Reverse(Answer {
+                seq,
+                at,
+                returned: Returned {
+                    step,
+                    index,
+                    attempt,
+                    outcome: Err(ToolError {
+                        code: reel_tools::codes::CANCELED,
+                        message: "the call was canceled".into(),
+                        retryable: false,
+                        cause: None,
+                        log: String::new(),
+                    }),
+                    reused: None,
+                },
+            }));
+        }
     }
 
     /// Whether the record's cancel comes before what the replay would hand the machine next:
@@ -1177,7 +1314,15 @@ impl<'a> Replayer<'a> {
                         self.miss(&id, index, c.attempt, &c.inputs);
                         return Ok(());
                     }
-                    let what = if self.idx.calls.contains_key(&key) {
+                    let started = self.idx.calls.contains_key(&key);
+                    if started && self.recorded_ending("canceled").is_some() {
+                        // The recorded run's process died during this call and the run was
+                        // canceled afterwards (`reel cancel` of a run nobody held): the call
+                        // stays unanswered, as it did, until the cancel stops it.
+                        self.held.push((c.step, c.index, c.attempt));
+                        return Ok(());
+                    }
+                    let what = if started {
                         format!(
                             "the record has no result for attempt {} of this call (it was in flight when the recorded run stopped)",
                             c.attempt
@@ -1567,8 +1712,8 @@ impl<'a> Replayer<'a> {
             .map(|s| (s.id.as_str(), s))
             .collect();
         let order = topological(spec);
-        let mut diverged: HashSet<String> = HashSet::new();
-        let mut plans: HashMap<String, StepPlan> = HashMap::new();
+        let mut diverged: HashSet<String> = HashSet::default();
+        let mut plans: HashMap<String, StepPlan> = HashMap::default();
         for i in order {
             let s = &spec.steps[i];
             let reused_calls = self.reused.get(&s.id).copied().unwrap_or(0);

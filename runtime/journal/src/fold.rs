@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use reel_store::{EventRow, Flow, JournalRow, StoreError, StoreRead};
+use reel_store::{EventRow, Flow, RawEventRow, RawJournalRow, StoreError, StoreRead};
 
 use crate::error::RunError;
 use crate::journal::{Event, Resolution, RunStarted, woke_value};
@@ -175,7 +175,19 @@ impl Folded {
         self.events += 1;
         let event = Event::from_row(row)?;
         if let Some(views) = &mut self.views {
-            view_step(views, row, &event);
+            view_step(views, row.step.as_deref(), row.at, row.index, &event);
+        }
+        self.apply(row.at, event);
+        Ok(())
+    }
+
+    /// Folds one row in as the store holds it ([`Event::from_raw`]): what
+    /// [`Folded::apply_row`] does with the row parsed, without a JSON tree per row.
+    pub fn apply_raw(&mut self, row: &RawEventRow<'_>) -> Result<(), String> {
+        self.events += 1;
+        let event = Event::from_raw(row)?;
+        if let Some(views) = &mut self.views {
+            view_step(views, row.step, row.at, row.index, &event);
         }
         self.apply(row.at, event);
         Ok(())
@@ -192,15 +204,15 @@ impl Folded {
         holes: Holes,
     ) -> Result<(), StoreError> {
         let mut hole: Option<StoreError> = None;
-        store.read_journal_rows(run, self.events, &mut |row| {
+        store.read_journal_raw(run, self.events, &mut |row| {
             let unreadable = match row {
-                JournalRow::Event(row) => match self.apply_row(&row) {
+                RawJournalRow::Event(row) => match self.apply_raw(&row) {
                     Ok(()) => return Flow::Continue,
                     Err(message) => (row.seq, message),
                 },
-                JournalRow::Hole { seq, message } => {
+                RawJournalRow::Hole { seq, message } => {
                     self.events += 1;
-                    (seq, message)
+                    (seq, message.to_string())
                 }
             };
             if holes == Holes::PassOver {
@@ -386,24 +398,37 @@ fn call_step(event: &Event) -> Option<&str> {
 ///
 /// Every update depends only on the step's view and the event, and a `step_succeeded` decides
 /// the step's state for good (later events of that step only touch times and counts).
-fn view_step(views: &mut BTreeMap<String, StepView>, row: &EventRow, event: &Event) {
-    let Some(name) = &row.step else {
+fn view_step(
+    views: &mut BTreeMap<String, StepView>,
+    name: Option<&str>,
+    at: i64,
+    index: Option<u32>,
+    event: &Event,
+) {
+    let Some(name) = name else {
         return;
     };
-    let at = row.at;
-    let step = views.entry(name.clone()).or_insert(StepView {
-        state: StepState::Running,
-        first_at: at,
-        last_at: at,
-        attempts: 0,
-        calls: None,
-        starts: Vec::new(),
-        keys: Vec::new(),
-        effects: Vec::new(),
-        unknown: Vec::new(),
-    });
+    if !views.contains_key(name) {
+        views.insert(
+            name.to_string(),
+            StepView {
+                state: StepState::Running,
+                first_at: at,
+                last_at: at,
+                attempts: 0,
+                calls: None,
+                starts: Vec::new(),
+                keys: Vec::new(),
+                effects: Vec::new(),
+                unknown: Vec::new(),
+            },
+        );
+    }
+    let Some(step) = views.get_mut(name) else {
+        return;
+    };
     step.last_at = at;
-    if row.index.is_some() && step.calls.is_none() {
+    if index.is_some() && step.calls.is_none() {
         step.calls = Some((0, 0));
     }
     let succeeded = matches!(step.state, StepState::Succeeded { .. });
@@ -480,14 +505,14 @@ pub fn fold_events(events: impl IntoIterator<Item = (i64, Event)>) -> Folded {
 /// resume; a view shows the rest.
 pub fn holes(store: &dyn StoreRead, run: &str) -> Result<Vec<(u64, String)>, StoreError> {
     let mut out = Vec::new();
-    store.read_journal_rows(run, 0, &mut |row| {
+    store.read_journal_raw(run, 0, &mut |row| {
         match row {
-            JournalRow::Event(row) => {
-                if let Err(message) = Event::from_row(&row) {
+            RawJournalRow::Event(row) => {
+                if let Err(message) = Event::from_raw(&row) {
                     out.push((row.seq, message));
                 }
             }
-            JournalRow::Hole { seq, message } => out.push((seq, message)),
+            RawJournalRow::Hole { seq, message } => out.push((seq, message.to_string())),
         }
         Flow::Continue
     })?;
@@ -506,9 +531,9 @@ pub struct Marks {
 /// Reads a run's journal once for its [`Marks`]: holes, and calls whose outcome was unknown.
 pub fn marks(store: &dyn StoreRead, run: &str) -> Result<Marks, StoreError> {
     let mut out = Marks::default();
-    store.read_journal_rows(run, 0, &mut |row| {
+    store.read_journal_raw(run, 0, &mut |row| {
         match row {
-            JournalRow::Event(row) => match Event::from_row(&row) {
+            RawJournalRow::Event(row) => match Event::from_raw(&row) {
                 Ok(Event::UnknownOutcome {
                     step,
                     index,
@@ -519,7 +544,7 @@ pub fn marks(store: &dyn StoreRead, run: &str) -> Result<Marks, StoreError> {
                 Ok(_) => {}
                 Err(message) => out.holes.push((row.seq, message)),
             },
-            JournalRow::Hole { seq, message } => out.holes.push((seq, message)),
+            RawJournalRow::Hole { seq, message } => out.holes.push((seq, message.to_string())),
         }
         Flow::Continue
     })?;

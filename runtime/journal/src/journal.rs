@@ -4,7 +4,7 @@
 //! digests of values stored apart (inputs, outputs, effect results, signal payloads), so the
 //! journal stays small and each value is written once.
 
-use reel_store::{EventRow, NewEvent};
+use reel_store::{EventRow, NewEvent, RawEventRow};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -568,6 +568,154 @@ impl Event {
     }
 }
 
+/// The fields any event's data may hold, decoded in one pass without a JSON tree: what
+/// [`Event::from_raw`] reads before it falls back to [`Event::from_row`]'s reading.
+#[derive(Default, Deserialize)]
+#[serde(default)]
+struct Fields {
+    reason: Option<String>,
+    by: Option<String>,
+    inputs: Option<String>,
+    key: Option<String>,
+    output: Option<String>,
+    result: Option<String>,
+    parent: Option<String>,
+    seq: Option<u64>,
+    then: Option<String>,
+    error: Option<RunError>,
+    retry_at: Option<i64>,
+    attempts: Option<u64>,
+    until: Option<i64>,
+    name: Option<String>,
+    deadline: Option<i64>,
+    signal: Option<u64>,
+    payload: Option<String>,
+    due_at: Option<i64>,
+    signals: Option<Vec<String>>,
+    status: Option<String>,
+}
+
+impl Event {
+    /// Reads a row as the store holds it, its data decoded straight into the event: the same
+    /// event, or the same error, as [`Event::from_row`] of the row with its data parsed. A row
+    /// the typed decoding does not take as it is (a field of another type, a repeated field,
+    /// data that is not an object) is read the slow way, so the two never disagree.
+    pub fn from_raw(row: &RawEventRow<'_>) -> Result<Event, String> {
+        match Event::decode(row) {
+            Some(event) => Ok(event),
+            None => Event::from_row(&row.to_row("")?),
+        }
+    }
+
+    /// The typed decoding of [`Event::from_raw`]; `None` hands the row to the slow way.
+    fn decode(row: &RawEventRow<'_>) -> Option<Event> {
+        // A struct also decodes from an array, which the slow way reads as no fields at all.
+        if !row.data.trim_start().starts_with('{') {
+            return None;
+        }
+        if row.kind == "run_started" {
+            return serde_json::from_str(row.data).ok().map(Event::RunStarted);
+        }
+        let d: Fields = serde_json::from_str(row.data).ok()?;
+        let step = || row.step.map(str::to_string);
+        let index = row.index;
+        let attempt = row.attempt.unwrap_or(1);
+        Some(match row.kind {
+            "run_resumed" => Event::RunResumed {
+                reason: d.reason?,
+                by: d.by.unwrap_or_default(),
+            },
+            "step_skipped" => Event::StepSkipped {
+                step: step()?,
+                reason: d.reason.unwrap_or_default(),
+            },
+            "step_started" => Event::StepStarted {
+                step: step()?,
+                index,
+                attempt,
+                inputs: d.inputs?,
+                key: d.key,
+            },
+            "call_succeeded" => Event::CallSucceeded {
+                step: step()?,
+                index,
+                attempt,
+                output: d.output?,
+            },
+            "effect_recorded" => Event::EffectRecorded {
+                step: step()?,
+                index,
+                attempt,
+                key: d.key?,
+                result: d.result?,
+            },
+            "call_reused" => Event::CallReused {
+                step: step()?,
+                index,
+                attempt,
+                parent: d.parent?,
+                seq: d.seq.unwrap_or(0),
+            },
+            "unknown_outcome" => Event::UnknownOutcome {
+                step: step()?,
+                index,
+                attempt,
+                key: d.key?,
+                then: Resolution::parse(&d.then?)?,
+            },
+            "call_failed" => Event::CallFailed {
+                step: step()?,
+                index,
+                attempt,
+                error: d.error?,
+                retry_at: d.retry_at,
+            },
+            "step_succeeded" => Event::StepSucceeded {
+                step: step()?,
+                output: d.output?,
+                attempts: d.attempts.unwrap_or(1) as u32,
+            },
+            "step_failed" => Event::StepFailed {
+                step: step()?,
+                error: d.error?,
+            },
+            "timer_started" => Event::TimerStarted {
+                step: step()?,
+                index,
+                until: d.until?,
+            },
+            "timer_fired" => Event::TimerFired {
+                step: step()?,
+                index,
+                until: d.until?,
+            },
+            "signal_awaited" => Event::SignalAwaited {
+                step: step()?,
+                index,
+                name: d.name?,
+                deadline: d.deadline,
+            },
+            "signal_received" => Event::SignalReceived {
+                step: step()?,
+                index,
+                name: d.name?,
+                signal: d.signal.unwrap_or(0),
+                payload: d.payload?,
+            },
+            "run_waiting" => Event::RunWaiting {
+                due_at: d.due_at,
+                signals: d.signals.unwrap_or_default(),
+            },
+            "run_finished" => Event::RunFinished {
+                status: d.status?,
+                output: d.output,
+                error: d.error,
+            },
+            _ => return None,
+        })
+    }
+}
+
 /// A time in ms since the epoch as RFC 3339 (the epoch itself when out of range): how times
 /// appear in values a run computes, such as a fired timer's `woke_at`.
 pub fn rfc3339(ms: i64) -> String {
@@ -652,6 +800,289 @@ mod tests {
         );
         r.data = json!({ "key": "k", "then": "shrugged" });
         assert!(Event::from_row(&r).is_err());
+    }
+
+    /// One event of every kind, as the engine writes them.
+    fn every_kind() -> Vec<Event> {
+        let error = RunError {
+            code: "tool.http.status".into(),
+            message: "500 \"bad\" \u{e9}".into(),
+            step: Some("s".into()),
+            retryable: true,
+            cause: Some("c".repeat(64)),
+        };
+        vec![
+            Event::RunStarted(RunStarted {
+                flow: "f".repeat(64),
+                inputs: "i".repeat(64),
+                seed: u64::MAX,
+                epoch: DETERMINISM_EPOCH,
+                env: "e".repeat(64),
+                cwd: "/tmp/a \"b\"".into(),
+                source: Some("flow.reel".into()),
+                durability: "fast".into(),
+                rerun: true,
+            }),
+            Event::RunResumed {
+                reason: "resume".into(),
+                by: "h:1".into(),
+            },
+            Event::StepSkipped {
+                step: "s".into(),
+                reason: "`when` was false".into(),
+            },
+            Event::StepStarted {
+                step: "s".into(),
+                index: Some(3),
+                attempt: 2,
+                inputs: "i".repeat(64),
+                key: Some("k".into()),
+            },
+            Event::StepStarted {
+                step: "s".into(),
+                index: None,
+                attempt: 1,
+                inputs: "i".repeat(64),
+                key: None,
+            },
+            Event::CallSucceeded {
+                step: "s".into(),
+                index: Some(0),
+                attempt: 1,
+                output: "o".repeat(64),
+            },
+            Event::EffectRecorded {
+                step: "s".into(),
+                index: None,
+                attempt: 4,
+                key: "k".into(),
+                result: "r".repeat(64),
+            },
+            Event::CallReused {
+                step: "s".into(),
+                index: Some(1),
+                attempt: 1,
+                parent: "p".into(),
+                seq: 17,
+            },
+            Event::UnknownOutcome {
+                step: "s".into(),
+                index: None,
+                attempt: 2,
+                key: "k".into(),
+                then: Resolution::Accepted,
+            },
+            Event::CallFailed {
+                step: "s".into(),
+                index: Some(2),
+                attempt: 1,
+                error: error.clone(),
+                retry_at: Some(1_700_000_000_000),
+            },
+            Event::CallFailed {
+                step: "s".into(),
+                index: None,
+                attempt: 3,
+                error: RunError::new("signal.timeout", "no signal"),
+                retry_at: None,
+            },
+            Event::StepSucceeded {
+                step: "s".into(),
+                output: "o".repeat(64),
+                attempts: 7,
+            },
+            Event::StepFailed {
+                step: "s".into(),
+                error: error.clone(),
+            },
+            Event::TimerStarted {
+                step: "t".into(),
+                index: None,
+                until: -5,
+            },
+            Event::TimerFired {
+                step: "t".into(),
+                index: Some(9),
+                until: 12,
+            },
+            Event::SignalAwaited {
+                step: "w".into(),
+                index: None,
+                name: "approve".into(),
+                deadline: Some(99),
+            },
+            Event::SignalReceived {
+                step: "w".into(),
+                index: None,
+                name: "approve".into(),
+                signal: 3,
+                payload: "p".repeat(64),
+            },
+            Event::RunWaiting {
+                due_at: Some(5),
+                signals: vec!["approve".into(), "deny".into()],
+            },
+            Event::RunWaiting {
+                due_at: None,
+                signals: Vec::new(),
+            },
+            Event::RunFinished {
+                status: "succeeded".into(),
+                output: Some("o".repeat(64)),
+                error: None,
+            },
+            Event::RunFinished {
+                status: "failed".into(),
+                output: None,
+                error: Some(error),
+            },
+        ]
+    }
+
+    /// `from_raw` of a row as stored, beside `from_row` of the same row parsed.
+    fn both(r: &EventRow) -> (Result<Event, String>, Result<Event, String>) {
+        let data = serde_json::to_string(&r.data).unwrap();
+        let raw = RawEventRow {
+            seq: r.seq,
+            at: r.at,
+            kind: &r.kind,
+            step: r.step.as_deref(),
+            index: r.index,
+            attempt: r.attempt,
+            data: &data,
+        };
+        (Event::from_raw(&raw), Event::from_row(r))
+    }
+
+    #[test]
+    fn every_kind_decodes_the_fast_way_as_the_slow_way() {
+        for event in every_kind() {
+            let r = row(&event, 1);
+            let data = serde_json::to_string(&r.data).unwrap();
+            let raw = RawEventRow {
+                seq: 1,
+                at: r.at,
+                kind: &r.kind,
+                step: r.step.as_deref(),
+                index: r.index,
+                attempt: r.attempt,
+                data: &data,
+            };
+            // The typed decoding itself takes every event the engine writes.
+            assert_eq!(Event::decode(&raw), Some(event.clone()), "{}", r.kind);
+            assert_eq!(both(&r), (Ok(event.clone()), Ok(event)));
+        }
+    }
+
+    #[test]
+    fn odd_rows_decode_the_fast_way_as_the_slow_way() {
+        // Rows the engine never writes: each must read as `from_row` reads it, event or error.
+        let cases: Vec<(&str, Option<&str>, Option<u32>, &str)> = vec![
+            (
+                "step_started",
+                Some("s"),
+                Some(1),
+                r#"{"inputs":"d","key":7}"#,
+            ),
+            (
+                "step_started",
+                Some("s"),
+                None,
+                r#"{"inputs":"d","inputs":"e"}"#,
+            ),
+            ("step_started", None, None, r#"{"inputs":"d"}"#),
+            ("step_started", Some("s"), None, r#"{"key":"k"}"#),
+            ("step_started", Some("s"), None, r#"["d","k"]"#),
+            ("step_started", Some("s"), None, "null"),
+            ("step_started", Some("s"), None, "not json"),
+            (
+                "call_succeeded",
+                Some("s"),
+                None,
+                r#"{"output":"o","extra":[1,{"x":2}]}"#,
+            ),
+            ("call_reused", Some("s"), None, r#"{"parent":"p","seq":-3}"#),
+            ("call_reused", Some("s"), None, r#"{"parent":"p"}"#),
+            (
+                "unknown_outcome",
+                Some("s"),
+                None,
+                r#"{"key":"k","then":"shrugged"}"#,
+            ),
+            ("call_failed", Some("s"), None, r#"{"retry_at":5}"#),
+            (
+                "call_failed",
+                Some("s"),
+                None,
+                r#"{"error":{"code":"c","message":"m"},"retry_at":1.5}"#,
+            ),
+            (
+                "step_succeeded",
+                Some("s"),
+                None,
+                r#"{"output":"o","attempts":-1}"#,
+            ),
+            (
+                "step_succeeded",
+                Some("s"),
+                None,
+                r#"{"output":"o","attempts":5000000000}"#,
+            ),
+            ("timer_started", Some("s"), None, r#"{"until":1e3}"#),
+            ("timer_fired", Some("s"), None, r#"{}"#),
+            (
+                "signal_received",
+                Some("s"),
+                None,
+                r#"{"name":"n","payload":"p","signal":"x"}"#,
+            ),
+            (
+                "run_waiting",
+                None,
+                None,
+                r#"{"signals":["a",1,null],"due_at":"soon"}"#,
+            ),
+            ("run_waiting", None, None, r#"{"signals":null}"#),
+            (
+                "run_finished",
+                None,
+                None,
+                r#"{"status":"failed","error":null,"output":3}"#,
+            ),
+            (
+                "run_finished",
+                None,
+                None,
+                r#"{"status":"failed","error":"boom"}"#,
+            ),
+            ("run_started", None, None, r#"{"flow":"f"}"#),
+            (
+                "run_resumed",
+                None,
+                None,
+                r#"{"reason":"resume","by":null}"#,
+            ),
+            ("from_the_future", Some("s"), None, r#"{}"#),
+            (
+                "step_skipped",
+                Some("s"),
+                None,
+                r#" {"reason":"w\u00e9\"hen\""} "#,
+            ),
+        ];
+        for (kind, step, attempt, data) in cases {
+            let raw = RawEventRow {
+                seq: 2,
+                at: 3,
+                kind,
+                step,
+                index: None,
+                attempt,
+                data,
+            };
+            let slow = raw.to_row("").and_then(|r| Event::from_row(&r));
+            assert_eq!(Event::from_raw(&raw), slow, "{kind} {data}");
+        }
     }
 
     #[test]

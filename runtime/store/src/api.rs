@@ -276,6 +276,59 @@ pub struct EventRow {
     pub data: Value,
 }
 
+/// A stored journal event as it lies in the store's row buffer: `kind`, `step` and `data` are
+/// borrowed, so a reader that decodes the data itself (the journal's typed decoding) makes no
+/// copy and no JSON tree of it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RawEventRow<'a> {
+    /// Its position in the run's journal, from 0, without gaps.
+    pub seq: u64,
+    /// When it happened (ms since epoch).
+    pub at: i64,
+    /// Its kind.
+    pub kind: &'a str,
+    /// The step it concerns.
+    pub step: Option<&'a str>,
+    /// The `foreach` index it concerns.
+    pub index: Option<u32>,
+    /// The attempt it concerns.
+    pub attempt: Option<u32>,
+    /// The rest of the event, as the JSON text stored.
+    pub data: &'a str,
+}
+
+impl RawEventRow<'_> {
+    /// The row with its data parsed, as [`StoreRead::read_journal_rows`] hands it over; `Err`
+    /// says why the data cannot be read (the row is then a hole).
+    pub fn to_row(&self, run: &str) -> Result<EventRow, String> {
+        Ok(EventRow {
+            run: run.to_string(),
+            seq: self.seq,
+            at: self.at,
+            kind: self.kind.to_string(),
+            step: self.step.map(str::to_string),
+            index: self.index,
+            attempt: self.attempt,
+            data: serde_json::from_str(self.data)
+                .map_err(|e| format!("its data is not JSON: {e}"))?,
+        })
+    }
+}
+
+/// One row of a journal as [`StoreRead::read_journal_raw`] hands it over.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum RawJournalRow<'a> {
+    /// A row whose columns read; its data is not parsed yet.
+    Event(RawEventRow<'a>),
+    /// A row that cannot be read (its bytes are corrupt, or it is missing): a hole.
+    Hole {
+        /// Its position in the journal.
+        seq: u64,
+        /// Why it cannot be read.
+        message: &'a str,
+    },
+}
+
 /// One row of a journal as [`StoreRead::read_journal_rows`] hands it over.
 #[derive(Clone, Debug, PartialEq)]
 pub enum JournalRow {
@@ -551,6 +604,11 @@ pub enum Flow {
 pub trait StoreRead: Send + Sync {
     /// A value by digest.
     fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError>;
+    /// Values by digest, in order: what [`StoreRead::get_value`] gives for each, read together
+    /// (a replay asks for a round's results at once).
+    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        digests.iter().map(|d| self.get_value(d)).collect()
+    }
     /// A FlowSpec's JSON by digest.
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError>;
     /// Hands a FlowSpec's JSON to `read` without copying it out of the store where the store
@@ -588,6 +646,38 @@ pub trait StoreRead: Send + Sync {
             }
             other => other,
         }
+    }
+    /// Streams a run's journal like [`StoreRead::read_journal_rows`], each row borrowed from
+    /// the store's buffer with its data left as text: the fast path of readers that decode
+    /// every row (a replay, a resume, `reel events`), with no copy and no JSON tree per row.
+    fn read_journal_raw(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(RawJournalRow<'_>) -> Flow,
+    ) -> Result<(), StoreError> {
+        // A store without a borrowed path gives its parsed rows back as text.
+        self.read_journal_rows(run, from_seq, &mut |row| match row {
+            JournalRow::Event(e) => match serde_json::to_string(&e.data) {
+                Ok(data) => f(RawJournalRow::Event(RawEventRow {
+                    seq: e.seq,
+                    at: e.at,
+                    kind: &e.kind,
+                    step: e.step.as_deref(),
+                    index: e.index,
+                    attempt: e.attempt,
+                    data: &data,
+                })),
+                Err(err) => f(RawJournalRow::Hole {
+                    seq: e.seq,
+                    message: &err.to_string(),
+                }),
+            },
+            JournalRow::Hole { seq, message } => f(RawJournalRow::Hole {
+                seq,
+                message: &message,
+            }),
+        })
     }
     /// The steps a run's journal records as succeeded. A resume reads these first so that its
     /// fold can pass over their calls' records (nothing will use them) instead of holding

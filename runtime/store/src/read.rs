@@ -3,13 +3,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use rusqlite::types::Value as SqlValue;
+use rusqlite::types::{Value as SqlValue, ValueRef};
 use rusqlite::{Connection, OptionalExtension, Row, params, params_from_iter};
 use serde::Deserialize;
 use serde_json::Value;
 
 use crate::api::{
-    EventRow, Flow, JournalRow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError,
+    EventRow, Flow, JournalRow, LogRow, Owner, RawEventRow, RawJournalRow, RunFilter, RunRow,
+    RunStatus, SignalRow, StoreError,
 };
 use crate::schema;
 use crate::writer::{int, lock, parse_durability, sqlite};
@@ -212,6 +213,30 @@ pub(crate) fn read_journal_rows(
     from_seq: u64,
     f: &mut dyn FnMut(JournalRow) -> Flow,
 ) -> Result<(), StoreError> {
+    read_journal_raw(conn, run, from_seq, &mut |row| match row {
+        RawJournalRow::Event(raw) => f(match raw.to_row(run) {
+            Ok(event) => JournalRow::Event(event),
+            Err(message) => JournalRow::Hole {
+                seq: raw.seq,
+                message,
+            },
+        }),
+        RawJournalRow::Hole { seq, message } => f(JournalRow::Hole {
+            seq,
+            message: message.to_string(),
+        }),
+    })
+}
+
+/// Streams a run's journal from `from_seq` in order, each row borrowed from SQLite's buffer
+/// with its data as text; a row whose columns cannot be read, or each missing one, is handed
+/// over as a hole and the reading goes on. One prepared statement, one pass.
+pub(crate) fn read_journal_raw(
+    conn: &Connection,
+    run: &str,
+    from_seq: u64,
+    f: &mut dyn FnMut(RawJournalRow<'_>) -> Flow,
+) -> Result<(), StoreError> {
     // One read transaction: the run's length and its rows come from the same snapshot, so
     // rows committed meanwhile neither show up half nor look like missing ones.
     let tx = conn.unchecked_transaction().map_err(sqlite)?;
@@ -231,10 +256,7 @@ pub(crate) fn read_journal_rows(
         .map_err(sqlite)?;
     let mut rows = stmt.query(params![run, int(from_seq)?]).map_err(sqlite)?;
     let mut expected = from_seq;
-    let missing = |seq| JournalRow::Hole {
-        seq,
-        message: "the row is missing".to_string(),
-    };
+    const MISSING: &str = "the row is missing";
     while let Some(row) = rows.next().map_err(sqlite)? {
         let seq = row
             .get::<_, i64>(0)
@@ -243,22 +265,33 @@ pub(crate) fn read_journal_rows(
         // A row whose number cannot be read stands where the next one was expected.
         let seq = seq.unwrap_or(expected);
         while expected < seq {
-            if let Flow::Stop = f(missing(expected)) {
+            let hole = RawJournalRow::Hole {
+                seq: expected,
+                message: MISSING,
+            };
+            if let Flow::Stop = f(hole) {
                 return Ok(());
             }
             expected += 1;
         }
-        let got = match event_from(row, run, seq) {
-            Ok(event) => JournalRow::Event(event),
-            Err(message) => JournalRow::Hole { seq, message },
+        let flow = match raw_event(row, seq) {
+            Ok(event) => f(RawJournalRow::Event(event)),
+            Err(message) => f(RawJournalRow::Hole {
+                seq,
+                message: &message,
+            }),
         };
-        if let Flow::Stop = f(got) {
+        if let Flow::Stop = flow {
             return Ok(());
         }
         expected = seq + 1;
     }
     while expected < next_seq {
-        if let Flow::Stop = f(missing(expected)) {
+        let hole = RawJournalRow::Hole {
+            seq: expected,
+            message: MISSING,
+        };
+        if let Flow::Stop = f(hole) {
             return Ok(());
         }
         expected += 1;
@@ -284,26 +317,42 @@ pub(crate) fn succeeded_steps(
         .map_err(sqlite)
 }
 
-fn event_from(row: &Row<'_>, run: &str, seq: u64) -> Result<EventRow, String> {
+/// The columns of a journal row, borrowed from SQLite's buffer; its data is left as text.
+fn raw_event<'r>(row: &'r Row<'_>, seq: u64) -> Result<RawEventRow<'r>, String> {
     let err = |e: rusqlite::Error| e.to_string();
     let small = |n: Option<i64>, what: &str| {
         n.map(|n| u32::try_from(n).map_err(|e| format!("{what}: {e}")))
             .transpose()
     };
-    let data = row
-        .get_ref(6)
-        .map_err(err)?
-        .as_str()
-        .map_err(|e| e.to_string())?;
-    Ok(EventRow {
-        run: run.to_string(),
+    // Borrowed when the column holds text; otherwise the error a copy would have given.
+    let text = |i: usize| -> Result<Option<&'r str>, String> {
+        let copied = || row.get::<_, Option<String>>(i).map(|_| None).map_err(err);
+        match row.get_ref(i).map_err(err)? {
+            ValueRef::Null => Ok(None),
+            ValueRef::Text(t) => std::str::from_utf8(t).map(Some).or_else(|_| copied()),
+            _ => copied(),
+        }
+    };
+    let at = row.get(1).map_err(err)?;
+    let kind = match text(2)? {
+        Some(kind) => kind,
+        None => {
+            let null = row.get::<_, String>(2).err().map(err);
+            return Err(null.unwrap_or_default());
+        }
+    };
+    Ok(RawEventRow {
         seq,
-        at: row.get(1).map_err(err)?,
-        kind: row.get(2).map_err(err)?,
-        step: row.get(3).map_err(err)?,
+        at,
+        kind,
+        step: text(3)?,
         index: small(row.get(4).map_err(err)?, "idx")?,
         attempt: small(row.get(5).map_err(err)?, "attempt")?,
-        data: serde_json::from_str(data).map_err(|e| format!("its data is not JSON: {e}"))?,
+        data: row
+            .get_ref(6)
+            .map_err(err)?
+            .as_str()
+            .map_err(|e| e.to_string())?,
     })
 }
 
@@ -408,13 +457,25 @@ pub(crate) fn due_runs(
     Ok(due)
 }
 
-/// A value's stored row: its JSON text, or `None` when it is kept in a blob file.
-pub(crate) fn value_row(
+/// The `json` column of each value in `digests` (`None`: no row; `Some(None)`: kept in a
+/// file), looked up with one prepared statement in one read transaction.
+pub(crate) fn value_rows(
     conn: &Connection,
-    digest: &str,
-) -> Result<Option<Option<String>>, StoreError> {
-    conn.prepare_cached("SELECT json FROM vals WHERE digest = ?1")
-        .and_then(|mut s| s.query_row([digest], |r| r.get(0)).optional())
+    digests: &[&str],
+) -> Result<Vec<Option<Option<String>>>, StoreError> {
+    // One read transaction for the lot: each statement on its own would take and drop the
+    // database's shared lock (and look at the WAL's index) again. One lookup needs none.
+    let _tx = match digests.len() {
+        0 | 1 => None,
+        _ => Some(conn.unchecked_transaction().map_err(sqlite)?),
+    };
+    let mut stmt = conn
+        .prepare_cached("SELECT json FROM vals WHERE digest = ?1")
+        .map_err(sqlite)?;
+    digests
+        .iter()
+        .map(|d| stmt.query_row([d], |r| r.get(0)).optional())
+        .collect::<rusqlite::Result<_>>()
         .map_err(sqlite)
 }
 

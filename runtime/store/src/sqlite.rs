@@ -19,8 +19,8 @@ use tokio::sync::oneshot;
 
 use crate::api::{
     Claim, CleanScope, Cleaned, Durability, EventRow, Flow, JournalRow, Kept, Lease, LogRow,
-    NewEvent, NewRun, Owner, RunFilter, RunRow, RunUpdate, SignalRow, Store, StoreError, StoreRead,
-    Ticket,
+    NewEvent, NewRun, Owner, RawJournalRow, RunFilter, RunRow, RunUpdate, SignalRow, Store,
+    StoreError, StoreRead, Ticket,
 };
 use crate::blobs::{self, INLINE_MAX};
 use crate::checkpoint::Checkpointer;
@@ -289,24 +289,51 @@ fn new_lease(run: &str, token: u64, owner: &Owner, durability: Durability, next:
 
 impl StoreRead for SqliteStore {
     fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
-        if !blobs::is_digest(digest) {
-            return Ok(None);
-        }
-        let pending = lock(&self.shared.pending).get(digest).cloned();
-        let stored = match pending {
-            Some(text) => Some(Some(text.text().to_string())),
-            None => self.readers.with(|c| read::value_row(c, digest))?,
-        };
-        let text = match stored {
-            None => return Ok(None),
-            Some(Some(text)) => text,
-            Some(None) => {
-                blobs::read_blob(&self.blobs, digest)?.ok_or_else(|| StoreError::MissingValue {
-                    digest: digest.to_string(),
-                })?
+        Ok(self.get_values(&[digest])?.pop().flatten())
+    }
+
+    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        // What is not written yet is taken from the writer's queue; the rest is looked up on
+        // one connection with one prepared statement.
+        let mut stored: Vec<Option<Option<String>>> = Vec::with_capacity(digests.len());
+        let mut wanted: Vec<(usize, &str)> = Vec::new();
+        {
+            let pending = lock(&self.shared.pending);
+            for (i, &digest) in digests.iter().enumerate() {
+                stored.push(match pending.get(digest) {
+                    _ if !blobs::is_digest(digest) => None,
+                    Some(text) => Some(Some(text.text().to_string())),
+                    None => {
+                        wanted.push((i, digest));
+                        None
+                    }
+                });
             }
-        };
-        read::parse_value(digest, &text).map(Some)
+        }
+        if !wanted.is_empty() {
+            let found = self
+                .readers
+                .with(|c| read::value_rows(c, &wanted.iter().map(|w| w.1).collect::<Vec<_>>()))?;
+            for ((i, _), row) in wanted.into_iter().zip(found) {
+                stored[i] = row;
+            }
+        }
+        digests
+            .iter()
+            .zip(stored)
+            .map(|(&digest, stored)| {
+                let text = match stored {
+                    None => return Ok(None),
+                    Some(Some(text)) => text,
+                    Some(None) => blobs::read_blob(&self.blobs, digest)?.ok_or_else(|| {
+                        StoreError::MissingValue {
+                            digest: digest.to_string(),
+                        }
+                    })?,
+                };
+                read::parse_value(digest, &text).map(Some)
+            })
+            .collect()
     }
 
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
@@ -347,6 +374,16 @@ impl StoreRead for SqliteStore {
     ) -> Result<(), StoreError> {
         self.readers
             .with(|c| read::read_journal_rows(c, run, from_seq, f))
+    }
+
+    fn read_journal_raw(
+        &self,
+        run: &str,
+        from_seq: u64,
+        f: &mut dyn FnMut(RawJournalRow<'_>) -> Flow,
+    ) -> Result<(), StoreError> {
+        self.readers
+            .with(|c| read::read_journal_raw(c, run, from_seq, f))
     }
 
     fn succeeded_steps(&self, run: &str) -> Result<std::collections::HashSet<String>, StoreError> {
