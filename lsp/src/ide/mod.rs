@@ -8,6 +8,7 @@ pub mod edits;
 pub mod hover;
 pub mod names;
 pub mod outline;
+pub mod pieces;
 pub mod signature;
 pub mod tokens;
 
