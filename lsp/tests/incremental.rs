@@ -79,7 +79,12 @@ fn answers(cx: &Ctx<'_>) -> Vec<String> {
 fn check(name: &str, fixture: &str) -> usize {
     let texts = texts(fixture);
     let mut db = RootDb::default();
-    let file = SourceFile::new(&db, "t.reel".into(), "/tmp".into(), texts[0].as_str().into());
+    let file = SourceFile::new(
+        &db,
+        "t.reel".into(),
+        "/tmp".into(),
+        texts[0].as_str().into(),
+    );
     let kept_segments = pieces::segments(&db, file)
         .iter()
         .filter(|s| s.group.is_some())
@@ -88,7 +93,12 @@ fn check(name: &str, fixture: &str) -> usize {
         file.set_text(&mut db).to(text.as_str().into());
         let kept = answers(&Ctx::new(&db, file));
         let fresh_db = RootDb::default();
-        let fresh = SourceFile::new(&fresh_db, "t.reel".into(), "/tmp".into(), text.as_str().into());
+        let fresh = SourceFile::new(
+            &fresh_db,
+            "t.reel".into(),
+            "/tmp".into(),
+            text.as_str().into(),
+        );
         let want = answers(&Ctx::new(&fresh_db, fresh));
         assert!(!want[0].ends_with("[]"), "{name}: the file has tokens");
         for (got, want) in kept.iter().zip(&want) {

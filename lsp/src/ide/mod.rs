@@ -13,12 +13,12 @@ pub mod signature;
 pub mod tokens;
 
 use reel_compiler::contracts::{Contract, builtin_contract};
-use reel_compiler::queries::{FlowLayout, file_layout, file_syntax};
-use reel_syntax::outline::ItemKind;
 use reel_compiler::queries::{FlowId, StepId, line_index, step_type, user_tools};
+use reel_compiler::queries::{FlowLayout, file_layout, file_syntax};
 use reel_compiler::{Db, SourceFile, file_flows};
 use reel_flowspec::Type;
 use reel_syntax::Parsed;
+use reel_syntax::outline::ItemKind;
 
 use crate::position::Lines;
 

@@ -98,7 +98,9 @@ pub fn group_text<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> String {
     let end = bounds
         .get(bounds.partition_point(|b| *b <= offset))
         .map_or(text.len(), |b| *b as usize);
-    text.get(offset as usize..end).unwrap_or_default().to_string()
+    text.get(offset as usize..end)
+        .unwrap_or_default()
+        .to_string()
 }
 
 /// The names written as plain names in `group`'s expressions, sorted, each once: those that may
