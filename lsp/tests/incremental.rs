@@ -5,9 +5,9 @@
 //! of a new database given the edited text.
 //!
 //! An edit line is `VERB<TAB>A<TAB>B`, `\n` in `A` and `B` a line break:
-//! - `replace	A	B`: the first `A` becomes `B`;
-//! - `delete	A`: the first `A` goes;
-//! - `type	A	B`: `B` typed after the first `A`, one character per edit (as keys are).
+//! - `replace`, `A`, `B`: the first `A` becomes `B`;
+//! - `delete`, `A`: the first `A` goes;
+//! - `type`, `A`, `B`: `B` typed after the first `A`, one character per edit (as keys are).
 //!
 //! The fixtures also run on their first text alone: the reference examples of the repository.
 

@@ -61,9 +61,8 @@ impl<'a> Ctx<'a> {
             .order
             .iter()
             .enumerate()
-            .filter_map(move |(idx, &(kind, i))| {
-                matches!(kind, ItemKind::Flow).then(|| (idx, &layout.flows[i]))
-            })
+            .filter(|(_, (kind, _))| matches!(kind, ItemKind::Flow))
+            .map(move |(idx, &(_, i))| (idx, &layout.flows[i]))
     }
 
     /// The interned flow of the file's item `idx` (by name: the first flow of that name).
