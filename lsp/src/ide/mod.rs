@@ -48,7 +48,8 @@ impl<'a> Ctx<'a> {
 
     /// Its syntax tree (absolute spans), assembled from the pieces the checker parsed (a copy,
     /// never a parse of the whole file; once per revision, shared by its requests). Without
-    /// comments: [`reel_compiler::queries::file_comments`] has them.
+    /// comments (the semantic tokens have them). Whole-file answers do not read it: they
+    /// assemble results kept per segment ([`pieces`]), and [`Ctx::flows`] gives the layout.
     pub fn parsed(&self) -> &'a Parsed {
         file_syntax(self.db, self.file)
     }
