@@ -56,12 +56,10 @@ fn shown_runs(
     let Some((source, dir)) = locate(cx, stores) else {
         return (watched, shown);
     };
-    for item in &cx.parsed().file.items {
-        if let Item::Flow(f) = item {
-            watched.push((dir.clone(), source.clone(), f.name.name.clone()));
-            if let Some(view) = shown_view(cx, stores, pins, views, (&source, &dir), &f.name.name) {
-                shown.insert(f.name.name.clone(), view);
-            }
+    for (_, f) in cx.flows() {
+        watched.push((dir.clone(), source.clone(), f.name.clone()));
+        if let Some(view) = shown_view(cx, stores, pins, views, (&source, &dir), &f.name) {
+            shown.insert(f.name.clone(), view);
         }
     }
     (watched, shown)
@@ -108,18 +106,17 @@ pub fn inlay_hints(
         .unwrap_or_else(|p| p.into_inner())
         .insert(uri.clone(), flows);
     let mut out = Vec::new();
-    for item in &cx.parsed().file.items {
-        let Item::Flow(f) = item else { continue };
-        let Some(view) = views.get(&f.name.name) else {
+    for (_, f) in cx.flows() {
+        let Some(view) = views.get(&f.name) else {
             continue;
         };
         let flow = file_flows(cx.db, cx.file)
             .iter()
             .copied()
-            .find(|id| *id.name(cx.db) == f.name.name);
+            .find(|id| *id.name(cx.db) == f.name);
         let mut standings = Standings::new(cx, flow, &view.spec);
         let live = runs::is_live(view.run.status);
-        for m in &f.members {
+        for (offset, m) in f.members() {
             let Member::Step(s) = m else { continue };
             let name = &s.name.name;
             let (label, tooltip) = match view.step(name) {
@@ -142,7 +139,7 @@ pub fn inlay_hints(
                 }
                 None => continue,
             };
-            let line = cx.lines.line_of(s.name.span.start as usize);
+            let line = cx.lines.line_of((offset + s.name.span.start) as usize);
             out.push(InlayHint {
                 position: cx.lines.position(cx.lines.line_end(line)),
                 label: InlayHintLabel::String(label),

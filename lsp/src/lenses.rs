@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use tower_lsp_server::lsp_types::{CodeLens, Command, Position, Range, Uri};
 
 use reel_store::RunStatus;
-use reel_syntax::ast::{Item, Member};
+use reel_syntax::ast::Member;
 use serde_json::Value;
 
 use crate::commands;
@@ -202,9 +202,8 @@ pub fn flow_lenses(
     let located = hints::locate(cx, stores);
     let store = located.as_ref().and_then(|(_, dir)| stores.get(dir));
     let mut out = Vec::new();
-    for (idx, item) in cx.parsed().file.items.iter().enumerate() {
-        let Item::Flow(f) = item else { continue };
-        let flow = f.name.name.clone();
+    for (idx, f) in cx.flows() {
+        let flow = f.name.clone();
         let shown = match (&located, &store) {
             (Some((source, _)), Some(store)) => runs::shown(store.as_ref(), pins, source, &flow),
             _ => None,
@@ -341,7 +340,7 @@ pub fn code_lenses(
     };
     let mut out = Vec::new();
     for fl in flow_lenses(cx, uri, stores, pins, views, previews, now_ms) {
-        let Item::Flow(f) = &cx.parsed().file.items[fl.item] else {
+        let Some((_, f)) = cx.flows().find(|(idx, _)| *idx == fl.item) else {
             continue;
         };
         for lens in &fl.lenses {
@@ -352,14 +351,17 @@ pub fn code_lenses(
                 lens.arguments(uri, &fl.flow),
             ));
         }
-        for m in &f.members {
+        if fl.marks.is_empty() {
+            continue;
+        }
+        for (offset, m) in f.members() {
             let Member::Step(s) = m else { continue };
             let Some((mark, run)) = fl.marks.get(&s.name.name) else {
                 continue;
             };
             // A mark tells; a click on it only checks the text again.
             out.push(lens_at(
-                s.span.start as usize,
+                (offset + s.span.start) as usize,
                 mark_title(mark, run),
                 commands::PREVIEW_FORK,
                 vec![
@@ -375,17 +377,9 @@ pub fn code_lenses(
 
 /// The flows of the document whose fork preview is on, as (item index, name).
 pub fn previewed(cx: &Ctx<'_>, uri: &Uri, previews: &Previews) -> Vec<(usize, String)> {
-    cx.parsed()
-        .file
-        .items
-        .iter()
-        .enumerate()
-        .filter_map(|(i, item)| match item {
-            Item::Flow(f) if previews.get(uri.as_str(), &f.name.name).is_some() => {
-                Some((i, f.name.name.clone()))
-            }
-            _ => None,
-        })
+    cx.flows()
+        .filter(|(_, f)| previews.get(uri.as_str(), &f.name).is_some())
+        .map(|(i, f)| (i, f.name.clone()))
         .collect()
 }
 
@@ -397,9 +391,10 @@ pub fn fork_actions(
     offset: usize,
     lenses: Vec<FlowLenses>,
 ) -> Vec<Command> {
-    let around = cx.parsed().file.items.iter().position(|item| {
-        matches!(item, Item::Flow(f) if (f.span.start as usize..=f.span.end as usize).contains(&offset))
-    });
+    let around = cx
+        .flows()
+        .find(|(_, f)| (f.span.start as usize..=f.span.end as usize).contains(&offset))
+        .map(|(idx, _)| idx);
     let Some(around) = around else {
         return Vec::new();
     };

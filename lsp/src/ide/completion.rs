@@ -17,16 +17,15 @@
 //! - After `input NAME:`: the types.
 
 use reel_compiler::contracts::{META_ARGUMENTS, builtin_contracts};
-use reel_compiler::queries::{flow_signature, user_tools};
+use reel_compiler::queries::{FlowLayout, file_layout, flow_signature, user_tools};
 use reel_compiler::signature::FlowSignature;
 use reel_flowspec::Type;
-use reel_syntax::ast::{Flow, Item as AstItem, Member, StepBody};
+use reel_syntax::ast::{Member, StepBody};
 use reel_syntax::lexer::{ends_entry, lex};
 use reel_syntax::token::{Keyword, Token};
 use reel_syntax::{Span, ast};
 
 use super::Ctx;
-use super::names;
 
 /// What a completion item is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -103,23 +102,27 @@ pub fn complete(cx: &Ctx<'_>, offset: usize) -> Vec<Item> {
     let head = &line[..line.len() - word_len];
     let word_start = offset - word_len;
 
-    let file = &cx.parsed().file;
+    // From the layout (no whole tree assembled): the flow or tool around the cursor.
     let in_item = |span: Span| (span.start as usize) < offset && offset <= span.end as usize;
-    let flow = names::flow_at(file, offset)
+    let flow = cx
+        .flows()
+        .find(|(_, f)| f.span.contains(offset))
         .filter(|(_, f)| in_item(f.span))
         .or_else(|| last_open_flow(cx, offset));
     let Some((idx, flow)) = flow else {
-        let tool = file.items.iter().find_map(|it| match it {
-            AstItem::Tool(t) if in_item(t.span) => Some(t),
-            _ => None,
+        let layout = file_layout(cx.db, cx.file);
+        let tool = layout.tools.iter().find_map(|t| {
+            let span = t.tool.span.shifted(t.offset);
+            in_item(span).then_some(span.start as usize)
         });
         return match tool {
-            Some(t) => tool_body(cx.text, t, word_start, head),
+            Some(start) => tool_body(cx.text, start, word_start, head),
             None if head.trim().is_empty() => keywords(&ITEM_KEYWORDS),
             None => Vec::new(),
         };
     };
-    let Some(place) = place_in_flow(cx.text, flow, word_start, head) else {
+    let member = last_member_start(flow, word_start);
+    let Some(place) = place_in_flow(cx.text, flow.span, member, word_start, head) else {
         return Vec::new();
     };
     let sig = cx.flow_id(idx).map(|id| flow_signature(cx.db, id));
@@ -138,18 +141,27 @@ static EMPTY_SIGNATURE: std::sync::LazyLock<FlowSignature> =
     std::sync::LazyLock::new(FlowSignature::default);
 
 /// The last flow that starts before `offset` and is still open there (its `}` missing).
-fn last_open_flow<'a>(cx: &'a Ctx<'_>, offset: usize) -> Option<(usize, &'a Flow)> {
-    cx.parsed()
-        .file
-        .items
-        .iter()
-        .enumerate()
-        .filter_map(|(i, it)| match it {
-            AstItem::Flow(f) if (f.span.start as usize) < offset => Some((i, f)),
-            _ => None,
-        })
-        .next_back()
+fn last_open_flow<'a>(cx: &Ctx<'a>, offset: usize) -> Option<(usize, &'a FlowLayout)> {
+    cx.flows()
+        .filter(|(_, f)| (f.span.start as usize) < offset)
+        .last()
         .filter(|(_, f)| !cx.text[f.span.range()].trim_end().ends_with('}'))
+}
+
+/// The last member of `flow` that starts before `word_start`, with where it starts: found among the
+/// groups that start before it, from the last, so a long flow costs a bisection.
+fn last_member_start(flow: &FlowLayout, word_start: usize) -> Option<(usize, &Member)> {
+    let k = flow
+        .groups
+        .partition_point(|(offset, _)| (*offset as usize) < word_start);
+    flow.groups[..k].iter().rev().find_map(|(offset, group)| {
+        group
+            .members()
+            .iter()
+            .rev()
+            .map(|m| (*offset as usize + member_span(m).start as usize, m))
+            .find(|(start, _)| *start < word_start)
+    })
 }
 
 /// Where in a flow the cursor is.
@@ -258,17 +270,20 @@ fn entry_ended(tokens: &[Token]) -> bool {
     ends_entry(&last_two)
 }
 
-/// Where the cursor (at `word_start`, after `head` on its line) is in `flow`.
-fn place_in_flow(text: &str, flow: &Flow, word_start: usize, head: &str) -> Option<Place> {
+/// Where the cursor (at `word_start`, after `head` on its line) is in the flow spanning
+/// `flow`, whose last member before the cursor starts at `member`.
+fn place_in_flow(
+    text: &str,
+    flow: Span,
+    member: Option<(usize, &Member)>,
+    word_start: usize,
+    head: &str,
+) -> Option<Place> {
     // The entry the cursor is in: the last member starting before it, read from its start.
-    let member = flow
-        .members
-        .iter()
-        .rfind(|m| (member_span(m).start as usize) < word_start);
-    let body_start = text[flow.span.range()]
+    let body_start = text[flow.range()]
         .find('{')
-        .map_or(flow.span.end as usize, |b| flow.span.start as usize + b + 1);
-    let start = member.map_or(body_start, |m| member_span(m).start as usize);
+        .map_or(flow.end as usize, |b| flow.start as usize + b + 1);
+    let start = member.map_or(body_start, |(start, _)| start);
     if start > word_start {
         return None;
     }
@@ -319,7 +334,7 @@ fn place_in_flow(text: &str, flow: &Flow, word_start: usize, head: &str) -> Opti
         && key
             .as_deref()
             .is_some_and(|k| k != "when" && k != "foreach")
-        && member.is_some_and(has_foreach);
+        && member.is_some_and(|(_, m)| has_foreach(m));
     // Only the whole value of a parameter can be a secret: right inside the block.
     let slot = match (block, key) {
         (Some(tool), Some(key)) if stack.len() == 1 => Some((tool, key)),
@@ -461,8 +476,8 @@ fn is_tool_path(tokens: &[Token], chain: &[String]) -> bool {
 }
 
 /// In a tool's declaration: its entry keywords at the start of a line of its body.
-fn tool_body(text: &str, tool: &ast::Tool, word_start: usize, head: &str) -> Vec<Item> {
-    let (tokens, stack) = open_delimiters(&text[tool.span.start as usize..word_start]);
+fn tool_body(text: &str, tool_start: usize, word_start: usize, head: &str) -> Vec<Item> {
+    let (tokens, stack) = open_delimiters(&text[tool_start..word_start]);
     let entry_start = matches!(tokens.last(), Some(Token::LBrace | Token::Comma))
         || (head.trim().is_empty() && entry_ended(&tokens));
     if stack.len() == 1 && entry_start {

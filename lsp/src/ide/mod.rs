@@ -8,15 +8,17 @@ pub mod edits;
 pub mod hover;
 pub mod names;
 pub mod outline;
+pub mod pieces;
 pub mod signature;
 pub mod tokens;
 
 use reel_compiler::contracts::{Contract, builtin_contract};
-use reel_compiler::queries::file_syntax;
 use reel_compiler::queries::{FlowId, StepId, line_index, step_type, user_tools};
+use reel_compiler::queries::{FlowLayout, file_layout, file_syntax};
 use reel_compiler::{Db, SourceFile, file_flows};
 use reel_flowspec::Type;
 use reel_syntax::Parsed;
+use reel_syntax::outline::ItemKind;
 
 use crate::position::Lines;
 
@@ -46,20 +48,31 @@ impl<'a> Ctx<'a> {
 
     /// Its syntax tree (absolute spans), assembled from the pieces the checker parsed (a copy,
     /// never a parse of the whole file; once per revision, shared by its requests). Without
-    /// comments: [`reel_compiler::queries::file_comments`] has them.
+    /// comments (the semantic tokens have them). Whole-file answers do not read it: they
+    /// assemble results kept per segment ([`pieces`]), and [`Ctx::flows`] gives the layout.
     pub fn parsed(&self) -> &'a Parsed {
         file_syntax(self.db, self.file)
     }
 
+    /// The file's flows as laid out, each with its item index: their names, spans and members
+    /// without the whole tree [`Ctx::parsed`] assembles.
+    pub fn flows(&self) -> impl Iterator<Item = (usize, &'a FlowLayout)> + use<'a> {
+        let layout = file_layout(self.db, self.file);
+        layout
+            .order
+            .iter()
+            .enumerate()
+            .filter(|(_, (kind, _))| matches!(kind, ItemKind::Flow))
+            .map(move |(idx, &(_, i))| (idx, &layout.flows[i]))
+    }
+
     /// The interned flow of the file's item `idx` (by name: the first flow of that name).
     pub fn flow_id(&self, idx: usize) -> Option<FlowId<'a>> {
-        let reel_syntax::ast::Item::Flow(f) = self.parsed().file.items.get(idx)? else {
-            return None;
-        };
+        let (_, f) = self.flows().find(|(i, _)| *i == idx)?;
         file_flows(self.db, self.file)
             .iter()
             .copied()
-            .find(|id| *id.name(self.db) == f.name.name)
+            .find(|id| *id.name(self.db) == f.name)
     }
 
     /// The inferred type of step `name` of flow `idx`.

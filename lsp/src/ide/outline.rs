@@ -1,15 +1,22 @@
 //! The outline of a file: document symbols (flows with their members, tools) and folding ranges.
 
-use reel_compiler::queries::file_comments;
-use reel_syntax::Span;
-use reel_syntax::ast::{Item, Member};
-use tower_lsp_server::lsp_types::{DocumentSymbol, FoldingRange, FoldingRangeKind, SymbolKind};
+use std::collections::HashMap;
 
-use super::Ctx;
+use reel_compiler::queries::{GroupMembers, MemberGroup, file_layout};
+use reel_syntax::Span;
+use reel_syntax::ast::Member;
+use reel_syntax::outline::ItemKind;
+use reel_syntax::visit::member_spans_mut;
+use tower_lsp_server::lsp_types::{
+    DocumentSymbol, FoldingRange, FoldingRangeKind, Range, SymbolKind,
+};
+
+use super::{Ctx, pieces, tokens};
+use crate::position::Lines;
 
 #[allow(deprecated)] // `deprecated` is a required field of the struct, superseded by `tags`.
 fn symbol(
-    cx: &Ctx<'_>,
+    lines: &Lines<'_>,
     name: &str,
     detail: Option<String>,
     kind: SymbolKind,
@@ -27,147 +34,178 @@ fn symbol(
         kind,
         tags: None,
         deprecated: None,
-        range: cx.lines.range(span),
-        selection_range: cx.lines.range(name_span),
+        range: lines.range(span),
+        selection_range: lines.range(name_span),
         children,
     }
 }
 
-/// Flows (with inputs, secrets, env names, steps and the output) and tools, in source order.
+/// The symbol of a flow's member (`None` for one that did not parse), its spans in `lines`.
+pub fn member_symbol(lines: &Lines<'_>, m: &Member) -> Option<DocumentSymbol> {
+    Some(match m {
+        Member::Input(i) => symbol(
+            lines,
+            &i.name.name,
+            lines
+                .text()
+                .get(i.ty.span.range())
+                .map(|t| format!("input: {t}")),
+            SymbolKind::FIELD,
+            i.span,
+            i.name.span,
+            None,
+        ),
+        Member::Secret(n) => symbol(
+            lines,
+            &n.name.name,
+            Some("secret".into()),
+            SymbolKind::KEY,
+            n.span,
+            n.name.span,
+            None,
+        ),
+        Member::Env(n) => symbol(
+            lines,
+            &n.name.name,
+            Some("env".into()),
+            SymbolKind::CONSTANT,
+            n.span,
+            n.name.span,
+            None,
+        ),
+        Member::Step(s) => symbol(
+            lines,
+            &s.name.name,
+            Some(match &s.body {
+                reel_syntax::ast::StepBody::Call(c) => c.tool.name.clone(),
+                reel_syntax::ast::StepBody::Expr(_) => "expression".into(),
+            }),
+            SymbolKind::FUNCTION,
+            s.span,
+            s.name.span,
+            None,
+        ),
+        Member::Output(o) => symbol(
+            lines,
+            "output",
+            None,
+            SymbolKind::PROPERTY,
+            o.span,
+            o.span,
+            None,
+        ),
+        Member::Error(_) => return None,
+    })
+}
+
+/// Flows (with inputs, secrets, env names, steps and the output) and tools, in source order:
+/// each group's kept member symbols moved into place (see [`super::pieces`]).
 pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
-    cx.parsed()
-        .file
-        .items
-        .iter()
-        .map(|item| match item {
-            Item::Tool(t) => symbol(
-                cx,
-                &t.name.name,
-                Some("tool".into()),
-                SymbolKind::INTERFACE,
-                t.span,
-                t.name.span,
-                None,
-            ),
-            Item::Flow(f) => {
-                let children = f
-                    .members
-                    .iter()
-                    .filter_map(|m| match m {
-                        Member::Input(i) => Some(symbol(
-                            cx,
-                            &i.name.name,
-                            cx.text
-                                .get(i.ty.span.range())
-                                .map(|t| format!("input: {t}")),
-                            SymbolKind::FIELD,
-                            i.span,
-                            i.name.span,
-                            None,
-                        )),
-                        Member::Secret(n) => Some(symbol(
-                            cx,
-                            &n.name.name,
-                            Some("secret".into()),
-                            SymbolKind::KEY,
-                            n.span,
-                            n.name.span,
-                            None,
-                        )),
-                        Member::Env(n) => Some(symbol(
-                            cx,
-                            &n.name.name,
-                            Some("env".into()),
-                            SymbolKind::CONSTANT,
-                            n.span,
-                            n.name.span,
-                            None,
-                        )),
-                        Member::Step(s) => Some(symbol(
-                            cx,
-                            &s.name.name,
-                            Some(match &s.body {
-                                reel_syntax::ast::StepBody::Call(c) => c.tool.name.clone(),
-                                reel_syntax::ast::StepBody::Expr(_) => "expression".into(),
-                            }),
-                            SymbolKind::FUNCTION,
-                            s.span,
-                            s.name.span,
-                            None,
-                        )),
-                        Member::Output(o) => Some(symbol(
-                            cx,
-                            "output",
-                            None,
-                            SymbolKind::PROPERTY,
-                            o.span,
-                            o.span,
-                            None,
-                        )),
-                        Member::Error(_) => None,
-                    })
-                    .collect();
-                symbol(
-                    cx,
-                    &f.name.name,
+    let layout = file_layout(cx.db, cx.file);
+    let kept: HashMap<usize, MemberGroup<'_>> = pieces::segments(cx.db, cx.file)
+        .into_iter()
+        .filter_map(|s| Some((s.start, s.group?)))
+        .collect();
+    let mut out = Vec::with_capacity(layout.order.len());
+    for &(kind, i) in &layout.order {
+        match kind {
+            ItemKind::Tool => {
+                let t = &layout.tools[i];
+                out.push(symbol(
+                    &cx.lines,
+                    &t.tool.name.name,
+                    Some("tool".into()),
+                    SymbolKind::INTERFACE,
+                    t.tool.span.shifted(t.offset),
+                    t.tool.name.span.shifted(t.offset),
+                    None,
+                ));
+            }
+            ItemKind::Flow => {
+                let f = &layout.flows[i];
+                let mut children = Vec::new();
+                for (n, (offset, group)) in f.groups.iter().enumerate() {
+                    // A long flow is many groups: an edit stops the walk between two.
+                    if n % 64 == 63 {
+                        cx.db.unwind_if_revision_cancelled();
+                    }
+                    let base = cx.lines.position(*offset as usize);
+                    match kept.get(&(*offset as usize)) {
+                        Some(&g) if matches!(group, GroupMembers::Split(_)) => children.extend(
+                            pieces::group_symbols(cx.db, g)
+                                .iter()
+                                .map(|s| pieces::shift_symbol(s.clone(), base)),
+                        ),
+                        _ => children.extend(group.members().iter().filter_map(|m| {
+                            let mut m = m.clone();
+                            member_spans_mut(&mut m, &mut |s: &mut Span| *s = s.shifted(*offset));
+                            member_symbol(&cx.lines, &m)
+                        })),
+                    }
+                }
+                out.push(symbol(
+                    &cx.lines,
+                    &f.name,
                     Some("flow".into()),
                     SymbolKind::MODULE,
                     f.span,
-                    f.name.span,
+                    f.name_span,
                     Some(children),
-                )
+                ));
             }
-        })
-        .collect()
-}
-
-/// A fold for every flow, tool, step or output spanning several lines, and for runs of comments.
-pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
-    let mut spans: Vec<(Span, Option<FoldingRangeKind>)> = Vec::new();
-    for item in &cx.parsed().file.items {
-        spans.push((item.span(), None));
-        if let Item::Flow(f) = item {
-            spans.extend(
-                f.members
-                    .iter()
-                    .filter(|m| matches!(m, Member::Step(_) | Member::Output(_)))
-                    .map(|m| (m.span(), None)),
-            );
         }
     }
-    // Consecutive comment lines fold as one block.
-    let mut block: Option<Span> = None;
-    for c in file_comments(cx.db, cx.file) {
+    out
+}
+
+/// A fold for every flow, tool, step or output spanning several lines, and for runs of comments:
+/// from the document symbols and the semantic tokens' comments, which are kept per segment.
+pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
+    let fold = |start: u32, end: u32, kind: Option<FoldingRangeKind>| FoldingRange {
+        start_line: start,
+        start_character: None,
+        end_line: end,
+        end_character: None,
+        kind,
+        collapsed_text: None,
+    };
+    let mut out = Vec::new();
+    let mut add = |r: Range| {
+        if r.end.line > r.start.line {
+            out.push(fold(r.start.line, r.end.line, None));
+        }
+    };
+    for item in document_symbols(cx) {
+        add(item.range);
+        for m in item.children.iter().flatten() {
+            if matches!(m.kind, SymbolKind::FUNCTION | SymbolKind::PROPERTY) {
+                add(m.range);
+            }
+        }
+    }
+    // Consecutive comment lines fold as one block (a comment is one line: `//` to its end).
+    let mut block: Option<(u32, u32)> = None;
+    let mut line = 0;
+    for t in tokens::semantic_tokens(cx) {
+        line += t.delta_line;
+        if t.token_type != tokens::COMMENT {
+            continue;
+        }
         block = match block {
-            Some(b)
-                if cx.lines.line_of(c.span.start as usize)
-                    == cx.lines.line_of(b.end as usize) + 1 =>
-            {
-                Some(b.cover(c.span))
+            Some((first, last)) if line == last + 1 => Some((first, line)),
+            Some((first, last)) => {
+                if last > first {
+                    out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
+                }
+                Some((line, line))
             }
-            Some(b) => {
-                spans.push((b, Some(FoldingRangeKind::Comment)));
-                Some(c.span)
-            }
-            None => Some(c.span),
+            None => Some((line, line)),
         };
     }
-    spans.extend(block.map(|b| (b, Some(FoldingRangeKind::Comment))));
-    spans
-        .into_iter()
-        .filter_map(|(span, kind)| {
-            let start = cx.lines.line_of(span.start as usize);
-            let end = cx.lines.line_of(span.end as usize);
-            (end > start).then_some(FoldingRange {
-                start_line: start as u32,
-                start_character: None,
-                end_line: end as u32,
-                end_character: None,
-                kind,
-                collapsed_text: None,
-            })
-        })
-        .collect()
+    if let Some((first, last)) = block.filter(|(f, l)| l > f) {
+        out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
+    }
+    out
 }
 
 #[cfg(test)]

@@ -1,24 +1,29 @@
 //! Semantic tokens: keywords, steps, inputs (and secrets, env names), strings, numbers,
-//! durations, comments, builtin functions and tools, from the lexer and the name table.
+//! durations, comments, builtin functions and tools, from the lexer and the name table, kept
+//! per segment of the file (see [`super::pieces`]) and assembled per request.
 
-use reel_compiler::queries::file_layout;
+use std::collections::HashSet;
+
+use reel_compiler::queries::{GroupMembers, file_layout};
 use reel_syntax::Span;
-use reel_syntax::ast::{ExprKind, Item};
+use reel_syntax::ast::{ExprKind, Member, Tool};
 use reel_syntax::token::Token;
 use tower_lsp_server::lsp_types::{
     Position, SemanticToken, SemanticTokenModifier, SemanticTokenType, SemanticTokensEdit,
     SemanticTokensLegend,
 };
 
-use super::Ctx;
 use super::names::{self, Kind};
+use super::{Ctx, pieces};
+use crate::position::Lines;
 
 const KEYWORD: u32 = 0;
 const STEP: u32 = 1;
 const INPUT: u32 = 2;
 const STRING: u32 = 3;
 const NUMBER: u32 = 4;
-const COMMENT: u32 = 5;
+/// The type of a comment token.
+pub const COMMENT: u32 = 5;
 const FUNCTION: u32 = 6;
 const TOOL: u32 = 7;
 
@@ -47,19 +52,112 @@ pub fn legend() -> SemanticTokensLegend {
     }
 }
 
-/// The file's semantic tokens, encoded relative to each other as LSP wants.
+/// One semantic token, placed in the text it was computed from: its line there, and its column
+/// (UTF-16) from the line's start (on the text's first line, from the text's start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RelToken {
+    /// The line, from the text's first.
+    pub line: u32,
+    /// The column.
+    pub col: u32,
+    /// The length (UTF-16), within the line.
+    pub len: u32,
+    /// The token type (an index into [`legend`]'s types).
+    pub ty: u32,
+    /// The modifiers (bits of [`legend`]'s modifiers).
+    pub mods: u32,
+}
+
+/// The file's semantic tokens, encoded relative to each other as LSP wants: the kept tokens of
+/// each segment (see [`super::pieces`]) moved into place.
 pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
-    semantic_tokens_in(cx, Span::new(0, cx.text.len()))
+    let mut out = Encoder::default();
+    placed_tokens(cx, 0, cx.text.len(), &mut |t| out.push(t));
+    out.tokens
 }
 
 /// The semantic tokens that start in `span` (encoded from the start of the file, as a range
-/// request answers): the tokens of the full answer that start there, computed from the text
-/// around `span` alone (see [`window`]).
+/// request answers): the tokens of the full answer that start there, from the segments that
+/// overlap it alone.
 pub fn semantic_tokens_in(cx: &Ctx<'_>, span: Span) -> Vec<SemanticToken> {
-    let (from, to) = window(cx, span);
+    let (from, to) = (span.start as usize, span.end as usize);
+    let (first, last) = (cx.lines.position(from), cx.lines.position(to));
+    let key = |p: Position| (p.line, p.character);
+    let mut out = Encoder::default();
+    placed_tokens(cx, from, to, &mut |t| {
+        let at = (t.line, t.col);
+        if key(first) <= at && at < key(last) {
+            out.push(t);
+        }
+    });
+    out.tokens
+}
+
+/// Calls `f` on the tokens, placed in the file, of every segment that overlaps `from..to`, in
+/// order.
+fn placed_tokens(cx: &Ctx<'_>, from: usize, to: usize, f: &mut impl FnMut(RelToken)) {
+    let segments = pieces::segments(cx.db, cx.file);
+    let first = segments.partition_point(|s| s.end <= from);
+    for (i, seg) in segments[first..].iter().enumerate() {
+        if seg.start >= to {
+            break;
+        }
+        // The whole file is many segments: an edit stops the walk between two.
+        if i % 64 == 63 {
+            cx.db.unwind_if_revision_cancelled();
+        }
+        let base = cx.lines.position(seg.start);
+        let place = |t: &RelToken| {
+            let at = pieces::shift(Position::new(t.line, t.col), base);
+            f(RelToken {
+                line: at.line,
+                col: at.character,
+                ..*t
+            });
+        };
+        match seg.group {
+            Some(group) => pieces::group_tokens(cx.db, group).iter().for_each(place),
+            None => direct_tokens(cx, seg.start, seg.end).iter().for_each(place),
+        }
+    }
+}
+
+/// The tokens of a segment whose results are not kept, relative to its start: the members of
+/// the groups and the tools that start there (a flow parsed whole, a tool, the whole file when
+/// the outline was unsure), or none (the head of the file).
+fn direct_tokens(cx: &Ctx<'_>, start: usize, end: usize) -> Vec<RelToken> {
+    let layout = file_layout(cx.db, cx.file);
+    let mut parts = Vec::new();
+    for flow in &layout.flows {
+        let here: Vec<&GroupMembers> = flow
+            .groups
+            .iter()
+            .filter(|(offset, _)| *offset as usize == start)
+            .map(|(_, g)| g)
+            .collect();
+        if !here.is_empty() {
+            let steps = pieces::step_names(flow);
+            parts.extend(here.into_iter().map(|g| (g.members(), steps.clone())));
+        }
+    }
+    let tools: Vec<&Tool> = layout
+        .tools
+        .iter()
+        .filter(|t| t.offset as usize == start)
+        .map(|t| &*t.tool)
+        .collect();
+    relative_tokens(&cx.text[start..end], &parts, &tools)
+}
+
+/// The tokens of `text` lexed alone, with the names of `parts` (members whose spans are
+/// relative to `text`, each with the step names of its flow) and of `tools` (likewise).
+pub fn relative_tokens(
+    text: &str,
+    parts: &[(&[Member], HashSet<&str>)],
+    tools: &[&Tool],
+) -> Vec<RelToken> {
     let mut marks: Vec<(Span, u32, u32)> = Vec::new();
-    let lexed = reel_syntax::lexer::lex(&cx.text[from..to]);
-    let from32 = from as u32;
+    let lexed = reel_syntax::lexer::lex(text);
     for (token, span) in &lexed.tokens {
         let mark = match token {
             Token::Kw(_) => Some((KEYWORD, 0)),
@@ -69,105 +167,61 @@ pub fn semantic_tokens_in(cx: &Ctx<'_>, span: Span) -> Vec<SemanticToken> {
             _ => None,
         };
         if let Some((ty, modifiers)) = mark {
-            marks.push((span.shifted(from32), ty, modifiers));
+            marks.push((*span, ty, modifiers));
         }
     }
     for c in &lexed.comments {
-        marks.push((c.span.shifted(from32), COMMENT, if c.doc { DOC } else { 0 }));
+        marks.push((c.span, COMMENT, if c.doc { DOC } else { 0 }));
     }
-    let mut occs = Vec::new();
-    let overlaps = |s: Span| (s.start as usize) < to && (s.end as usize) >= from;
-    for (idx, item) in cx.parsed().file.items.iter().enumerate() {
-        if !overlaps(item.span()) {
-            continue;
-        }
-        match item {
-            Item::Tool(t) => occs.push((t.name.span, TOOL, DECLARATION)),
-            Item::Flow(f) => {
-                let steps = names::step_names(f);
-                let first = f
-                    .members
-                    .partition_point(|m| (m.span().end as usize) < from);
-                let mut found = Vec::new();
-                for (i, m) in f.members[first..]
-                    .iter()
-                    .take_while(|m| (m.span().start as usize) < to)
-                    .enumerate()
-                {
-                    // The full list walks every member: an edit stops it on the way.
-                    if i % 256 == 255 {
-                        cx.db.unwind_if_revision_cancelled();
+    let mut occs: Vec<(Span, u32, u32)> = tools
+        .iter()
+        .map(|t| (t.name.span, TOOL, DECLARATION))
+        .collect();
+    for (members, steps) in parts {
+        let mut found = Vec::new();
+        for m in *members {
+            names::member_occurrences(0, steps, m, &mut found);
+            for e in reel_syntax::visit::member_exprs(m) {
+                reel_syntax::visit::walk_expr(e, &mut |e| {
+                    if let ExprKind::Call { func, .. } = &e.kind
+                        && reel_eval::builtin(&func.name).is_some()
+                    {
+                        marks.push((func.span, FUNCTION, 0));
                     }
-                    names::member_occurrences(idx, &steps, m, &mut found);
-                    for e in reel_syntax::visit::member_exprs(m) {
-                        reel_syntax::visit::walk_expr(e, &mut |e| {
-                            if let ExprKind::Call { func, .. } = &e.kind
-                                && reel_eval::builtin(&func.name).is_some()
-                            {
-                                marks.push((func.span, FUNCTION, 0));
-                            }
-                        });
-                    }
-                }
-                for occ in found {
-                    let ty = match occ.symbol.kind {
-                        Kind::Step => STEP,
-                        Kind::Input | Kind::Secret | Kind::Env => INPUT,
-                        Kind::Tool => TOOL,
-                    };
-                    occs.push((occ.span, ty, if occ.definition { DECLARATION } else { 0 }));
-                }
+                });
             }
+        }
+        for occ in found {
+            let ty = match occ.symbol.kind {
+                Kind::Step => STEP,
+                Kind::Input | Kind::Secret | Kind::Env => INPUT,
+                Kind::Tool => TOOL,
+            };
+            occs.push((occ.span, ty, if occ.definition { DECLARATION } else { 0 }));
         }
     }
     marks.extend(occs);
-    encode(cx, marks, span)
+    place(text, marks)
 }
 
-/// The stretch of text lexed for the tokens of `span`: from the last place before it where the
-/// file can be lexed on its own (the start of a group of members or of a piece the checker
-/// parsed alone, or of the file) to the first one after it, so that lexing it alone gives the
-/// tokens lexing the whole file gives there.
-fn window(cx: &Ctx<'_>, span: Span) -> (usize, usize) {
-    let layout = file_layout(cx.db, cx.file);
-    let starts = layout
-        .flows
-        .iter()
-        .flat_map(|f| f.groups.iter().map(|(offset, _)| *offset as usize))
-        .chain(layout.tools.iter().map(|t| t.offset as usize));
-    let (mut from, mut to) = (0, cx.text.len());
-    for s in starts {
-        if s <= span.start as usize {
-            from = from.max(s);
-        } else if s >= span.end as usize {
-            to = to.min(s);
-        }
-    }
-    (from, to.max(from))
-}
-
-/// Encodes `marks` that start in `span` relative to each other as LSP wants (the first from the
-/// file's start).
-fn encode(cx: &Ctx<'_>, mut marks: Vec<(Span, u32, u32)>, span: Span) -> Vec<SemanticToken> {
+/// Places `marks` (spans in `text`) in lines and columns of `text`, in order, each split at
+/// line breaks.
+fn place(text: &str, mut marks: Vec<(Span, u32, u32)>) -> Vec<RelToken> {
+    let lines = Lines::new(text);
     // Sorted and without overlaps (a zero-width repair token or a clash keeps the first).
-    marks.retain(|(s, _, _)| !s.is_empty() && (s.end as usize) <= cx.text.len());
+    marks.retain(|(s, _, _)| !s.is_empty() && (s.end as usize) <= text.len());
     marks.sort_by_key(|(s, _, _)| (s.start, s.end));
-    let wanted = span.start as usize..span.end as usize;
-    let mut out = Vec::new();
-    let (mut prev_line, mut prev_col, mut covered) = (0u32, 0u32, 0u32);
+    let mut out = Vec::with_capacity(marks.len());
+    let mut covered = 0u32;
     // Columns are counted on from the previous offset on the same line, not from the line's
     // start: the marks come in order, so a long line costs its length once, not once per mark.
     let mut cursor = (0usize, Position::new(0, 0));
     let mut position = |offset: usize| {
-        let line = cx.lines.line_of(offset) as u32;
+        let line = lines.line_of(offset) as u32;
         if line != cursor.1.line || offset < cursor.0 {
-            cursor = (
-                cx.lines.offset(Position::new(line, 0)),
-                Position::new(line, 0),
-            );
+            cursor = (lines.offset(Position::new(line, 0)), Position::new(line, 0));
         }
-        let width: usize = cx
-            .text
+        let width: usize = text
             .get(cursor.0..offset)
             .unwrap_or_default()
             .chars()
@@ -179,7 +233,7 @@ fn encode(cx: &Ctx<'_>, mut marks: Vec<(Span, u32, u32)>, span: Span) -> Vec<Sem
         );
         cursor.1
     };
-    for (mark, ty, modifiers) in marks {
+    for (mark, ty, mods) in marks {
         if mark.start < covered {
             continue;
         }
@@ -187,30 +241,50 @@ fn encode(cx: &Ctx<'_>, mut marks: Vec<(Span, u32, u32)>, span: Span) -> Vec<Sem
         // A token may not span lines: split it at each line break.
         let mut start = mark.start as usize;
         while start < mark.end as usize {
-            let line = cx.lines.line_of(start);
-            let end = cx.lines.line_end(line).min(mark.end as usize);
-            if end > start && wanted.contains(&start) {
+            let line = lines.line_of(start);
+            let end = lines.line_end(line).min(mark.end as usize);
+            if end > start {
                 let pos = position(start);
                 let len = position(end).character - pos.character;
-                let delta_line = pos.line - prev_line;
-                let delta_start = if delta_line == 0 {
-                    pos.character - prev_col
-                } else {
-                    pos.character
-                };
-                out.push(SemanticToken {
-                    delta_line,
-                    delta_start,
-                    length: len,
-                    token_type: ty,
-                    token_modifiers_bitset: modifiers,
+                out.push(RelToken {
+                    line: pos.line,
+                    col: pos.character,
+                    len,
+                    ty,
+                    mods,
                 });
-                (prev_line, prev_col) = (pos.line, pos.character);
             }
-            start = cx.lines.line_end(line) + 1;
+            start = lines.line_end(line) + 1;
         }
     }
     out
+}
+
+/// Encodes tokens given in order, each relative to the one before (the first from the file's
+/// start), as LSP wants.
+#[derive(Default)]
+struct Encoder {
+    tokens: Vec<SemanticToken>,
+    prev: (u32, u32),
+}
+
+impl Encoder {
+    fn push(&mut self, t: RelToken) {
+        let delta_line = t.line - self.prev.0;
+        let delta_start = if delta_line == 0 {
+            t.col - self.prev.1
+        } else {
+            t.col
+        };
+        self.tokens.push(SemanticToken {
+            delta_line,
+            delta_start,
+            length: t.len,
+            token_type: t.ty,
+            token_modifiers_bitset: t.mods,
+        });
+        self.prev = (t.line, t.col);
+    }
 }
 
 /// The edits that turn the token list `old` into `new`: one edit replacing what lies between

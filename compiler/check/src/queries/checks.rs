@@ -144,33 +144,106 @@ pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> 
     let syntax = step_syntax(db, step)?;
     let flow = step.flow(db);
     let file = flow.file(db);
-    let sig = flow_signature(db, flow);
     let tools = |name: &str| -> Option<Contract> {
         user_tools(db, file).get(name).map(|t| t.contract.clone())
     };
     let types = |name: &str| dep_type(db, flow, name);
-    Some(check_step(syntax, sig, &tools, &types))
+    let check = check_step(syntax, step_signature(db, step), &tools, &types);
+    // An unknown name's help suggests among every name of the flow: only then is the whole
+    // signature read (and the step checked again when any of the flow's names changes).
+    if check.diagnostics.iter().any(|d| suggests_names(d.code)) {
+        return Some(check_step(syntax, flow_signature(db, flow), &tools, &types));
+    }
+    Some(check)
+}
+
+/// Whether a diagnostic of this code suggests among the flow's declared names.
+fn suggests_names(code: Code) -> bool {
+    matches!(
+        code,
+        Code::NameUnknown
+            | Code::NameUnknownInput
+            | Code::NameUnknownEnv
+            | Code::NameUnknownSecret
+            | Code::NameUnknownStep
+            | Code::NameUnknownTool
+            | Code::NameUnknownFunction
+    )
+}
+
+/// The part of the flow's signature that one step's names look up: the inputs, secrets, env
+/// names, steps and broken members named like an identifier the step writes (a plain name, or
+/// a name after `.`). A step checked
+/// against it gets the check the whole signature gives unless it reports an unknown name (see
+/// [`step_check`]); it is re-run when the flow's names change (a step typed elsewhere, a member
+/// that does not parse yet) but equal, so the step is not checked again.
+#[salsa::tracked(returns(ref))]
+pub fn step_signature<'db>(db: &'db dyn Db, step: StepId<'db>) -> FlowSignature {
+    let sig = flow_signature(db, step.flow(db));
+    let mut out = FlowSignature::default();
+    let Some(syntax) = step_syntax(db, step) else {
+        return out;
+    };
+    let mut names = Vec::new();
+    let exprs: Vec<&ast::Expr> = match &syntax.body {
+        ast::StepBody::Expr(e) => vec![e],
+        ast::StepBody::Call(c) => c.args.iter().map(|a| &a.value).collect(),
+    };
+    for e in exprs {
+        reel_syntax::visit::walk_expr(e, &mut |e| match &e.kind {
+            ast::ExprKind::Name(id) => names.push(id.name.as_str()),
+            ast::ExprKind::Member { name, .. } => names.push(name.name.as_str()),
+            _ => {}
+        });
+    }
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        if let Some(ty) = sig.input(name) {
+            out.inputs.push((name.to_string(), ty.clone()));
+        }
+        if sig.secrets.iter().any(|s| s == name) {
+            out.secrets.push(name.to_string());
+        }
+        if sig.env.iter().any(|e| e == name) {
+            out.env.push(name.to_string());
+        }
+        if let Some(head) = sig.step(name) {
+            out.push_step(head.clone());
+        }
+        if sig.maybe_declared(name) {
+            out.broken_names.push(name.to_string());
+        }
+    }
+    out
 }
 
 /// The type of step `name` as the expressions that read it see it. Read from its check rather
 /// than from `step_type`: one memo fewer per step for every edit to verify, and an edit that
 /// re-runs a check to an equal result stops there all the same.
 fn dep_type<'db>(db: &'db dyn Db, flow: FlowId<'db>, name: &str) -> Type {
-    if flow_dag(db, flow).in_cycle.contains(name) {
+    // By id and per-step queries, not the flow's tables: a step added elsewhere changes those,
+    // and must not check again every step that reads another.
+    let id = StepId::new(db, flow, name);
+    if step_in_cycle(db, id) {
         return Type::Error;
     }
-    let Some(&id) = flow_members(db, flow).ids.get(name) else {
-        return Type::Error;
-    };
     step_check(db, id)
         .as_ref()
         .map_or(Type::Error, |c| c.ty.clone())
 }
 
+/// Whether `step` is on a cycle of its flow's graph: re-run when the graph changes, but equal
+/// unless this step joined or left a cycle.
+#[salsa::tracked(returns(copy))]
+pub fn step_in_cycle<'db>(db: &'db dyn Db, step: StepId<'db>) -> bool {
+    flow_dag(db, step.flow(db)).in_cycle.contains(step.name(db))
+}
+
 /// The type of a step's value; the error type for a step on a cycle (which is reported once, as the cycle).
 #[salsa::tracked(returns(ref))]
 pub fn step_type<'db>(db: &'db dyn Db, step: StepId<'db>) -> Type {
-    if flow_dag(db, step.flow(db)).in_cycle.contains(step.name(db)) {
+    if step_in_cycle(db, step) {
         return Type::Error;
     }
     step_check(db, step)

@@ -174,10 +174,17 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
     out
 }
 
+/// Where a flow's step `step` (the first of its name) is: re-run when any member is added,
+/// removed or renamed, but equal unless this step moved to another group or index, so what
+/// reads a step's syntax does not depend on the whole member table.
+#[salsa::tracked(returns(copy))]
+pub fn step_place<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<MemberAt<'db>> {
+    flow_members(db, step.flow(db)).steps.get(&step).copied()
+}
+
 /// The syntax of a flow's step `step` (the first of its name), spans relative to its own start.
-/// Not a query: the group's `steps` field already is what an edit elsewhere leaves equal, and a
-/// memo per step would be one more for every edit to verify.
+/// Not a query: the group's `steps` field already is what an edit elsewhere leaves equal.
 pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<&'db ast::Step> {
-    let at = *flow_members(db, step.flow(db)).steps.get(&step)?;
+    let at = step_place(db, step)?;
     at.group.steps(db).get(at.index as usize)?.as_ref()
 }

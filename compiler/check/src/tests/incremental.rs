@@ -188,13 +188,48 @@ fn a_literal_edit_reparses_one_group_and_reruns_a_constant_number_of_queries() {
         for query in ["flow_members", "flow_declarations", "flow_dag"] {
             assert_eq!(count(&log, query), 0, "{query}: {log:?}");
         }
-        // Nothing runs once per step: the rest is a fixed set of per-file and per-flow queries.
+        // Nothing runs once per step of the flow: a rechecked step runs its check and its part
+        // of the signature; the rest is a fixed set of per-file and per-flow queries.
         assert!(
-            log.len() <= checks + 16,
+            log.len() <= 2 * checks + 16,
             "{n} steps ran {} queries: {log:?}",
             log.len()
         );
     }
+}
+
+#[test]
+fn a_step_typed_key_by_key_rechecks_its_group_not_the_flow() {
+    // Each key changes the flow's names (a member that does not parse yet declares the names it
+    // writes; then a new step's name grows). A key that leaves the other groups as they were
+    // (one group parsed again) checks again that group's steps, not every step of the flow.
+    let n = 500;
+    let before = long_flow(n, "abc", "");
+    let at = before.find("  /// step 300\n").unwrap();
+    let typed = "  step typed = s10 + 2\n";
+    let (mut db, log) = RootDb::with_execution_log();
+    let file = SourceFile::new(&db, "f.reel".into(), "/".into(), Arc::from(before.as_str()));
+    assert!(file_diagnostics(&db, file).is_empty());
+    let mut one_group = 0;
+    for (i, _) in typed.char_indices().skip(1).chain([(typed.len(), ' ')]) {
+        let text = format!("{}{}{}", &before[..at], &typed[..i], &before[at..]);
+        log.lock().unwrap().clear();
+        file.set_text(&mut db).to(Arc::from(text.as_str()));
+        let _ = file_diagnostics(&db, file);
+        let log = log.lock().unwrap();
+        if count(&log, "group_parse") == 1 {
+            one_group += 1;
+            let checks = count(&log, "step_check");
+            assert!(
+                checks <= 40,
+                "{:?} rechecked {checks} of {n} steps",
+                &typed[..i]
+            );
+        }
+    }
+    let diags = file_diagnostics(&db, file);
+    assert!(!diags.iter().any(|d| d.is_error()), "{diags:?}");
+    assert!(one_group >= 10, "{one_group} keys parsed one group again");
 }
 
 #[test]
