@@ -123,9 +123,20 @@ impl Results {
         }
         self.bytes
             .get(pos..pos + len)
-            .and_then(|text| serde_json::from_slice(text).ok())
+            .and_then(|text| read_deep(text).ok())
             .unwrap_or(Value::Null)
     }
+}
+
+/// Reads a result's text back without serde_json's fixed limit of 128 levels: a run builds
+/// values deeper than that (as the store reads them back, the stack grows as needed).
+fn read_deep(text: &[u8]) -> Result<Value, serde_json::Error> {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_slice(text);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+    de.end()?;
+    Ok(value)
 }
 
 /// A step's calls that are ready to start, lowest first, without a set of all of them: every
@@ -2053,10 +2064,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `{"x": {"x": … 0 …}}`, `levels` deep.
+    fn deep(levels: usize) -> Value {
+        (0..levels).fold(json!(0), |v, _| json!({ "x": v }))
+    }
+
     #[test]
     fn results_come_back_exactly_as_kept() {
-        // Floats stay floats (`1.0` is not `1`), 64-bit integers keep every digit, and a
-        // result of 128 bytes or more takes a longer length.
+        // Floats stay floats (`1.0` is not `1`), 64-bit integers keep every digit, a result
+        // of 128 bytes or more takes a longer length, and one deeper than serde_json's 128
+        // levels comes back whole.
         let kept = [
             json!(1.0),
             json!(-0.0),
@@ -2066,6 +2083,7 @@ mod tests {
             json!("x".repeat(300)),
             json!(null),
             json!([]),
+            deep(1000),
         ];
         let mut results = Results::default();
         let at: Vec<usize> = kept.iter().map(|v| results.push(v)).collect();
