@@ -2,7 +2,8 @@
 # Builds the benchmarks in release mode and runs them, printing the figures: the compiler's
 # (check-bench), the language server's (lsp-bench, through the real `reel lsp`), then the
 # runtime's (run-bench, side by side with DBOS Transact for Python).
-# BENCH_ONLY=compiler, BENCH_ONLY=lsp or BENCH_ONLY=runtime runs one of the three.
+# Then the growth of whole `reel` commands with the flow's size (scale-bench), with DBOS beside.
+# BENCH_ONLY=compiler, lsp, runtime or scale runs one of the four.
 # Works from any directory. Extra arguments go to check-bench (e.g. --sizes 1000 --budget 1).
 set -euo pipefail
 
@@ -38,5 +39,26 @@ if [ "$only" = all ] || [ "$only" = runtime ]; then
   fi
   "$CARGO_TARGET_DIR/release/run-bench" "${dbos_args[@]}"
   rm -f "$dbos_json"
+fi
+if [ "$only" = all ] || [ "$only" = scale ]; then
+  # The growth table: `reel check`, `reel build` and `reel run` as whole commands of N
+  # sequential steps (1k, 10k, 100k) and of a foreach of N calls (1k to 1M), with DBOS's figures
+  # for 1,000 and 10,000 steps beside those rows.
+  venv="${DBOS_VENV:-$CARGO_TARGET_DIR/dbos-venv}"
+  scale_args=()
+  for steps in 1000 10000; do
+    out="$(mktemp)"
+    reps=3
+    [ "$steps" -gt 1000 ] && reps=1
+    if { [ -x "$venv/bin/python" ] || python3 -m venv "$venv"; } \
+      && "$venv/bin/pip" install --quiet --disable-pip-version-check dbos \
+      && "$venv/bin/python" "$here/dbos/bench.py" --steps "$steps" --reps "$reps" --out "$out" >/dev/null; then
+      scale_args+=(--dbos "$out")
+    else
+      echo "DBOS could not be installed or run for $steps steps (see above)" >&2
+    fi
+  done
+  "$CARGO_TARGET_DIR/release/scale-bench" "${scale_args[@]}"
+  for ((k = 1; k < ${#scale_args[@]}; k += 2)); do rm -f "${scale_args[$k]}"; done
 fi
 echo "load after: $(uptime)"

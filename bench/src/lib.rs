@@ -1,4 +1,5 @@
-//! Reel's compiler benchmarks: a generator of realistic flows and the measuring helpers the benchmark binaries share.
+//! Reel's benchmarks: a generator of realistic flows, the runtime's flow shapes and the measuring helpers the benchmark binaries share.
 
 pub mod generate;
 pub mod measure;
+pub mod shapes;

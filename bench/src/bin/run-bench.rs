@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use reel_bench::shapes::{foreach_echo, sequential_echo};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
 use reel_runtime::{
@@ -147,7 +148,11 @@ fn speed(
     );
     let workloads = [
         ("1,000 sequential echo steps", sequential_echo(1000), 1000),
-        ("foreach of 1,000 echo calls", foreach_echo(1000), 1000),
+        (
+            "foreach of 1,000 echo calls",
+            foreach_echo(1000, 1000),
+            1000,
+        ),
         ("100 sequential exec true steps", sequential_exec(100), 100),
     ];
     let mut rates: Vec<(&'static str, &'static str, f64)> = Vec::new();
@@ -650,23 +655,6 @@ fn compile(source: &str) -> FlowSpec {
         "the benchmark's flow has errors: {errors:?}"
     );
     build_flow(&db, file, "bench").expect("the benchmark's flow builds")
-}
-
-/// `n` `echo` steps, each reading the one before.
-fn sequential_echo(n: usize) -> String {
-    let mut s = String::from("flow bench {\n  step s0 = echo { value: 0 }\n");
-    for i in 1..n {
-        s.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
-    }
-    s.push_str(&format!("  output s{}\n}}\n", n - 1));
-    s
-}
-
-/// One `foreach` step of `n` `echo` calls, all allowed in flight at once.
-fn foreach_echo(n: usize) -> String {
-    format!(
-        "flow bench {{\n  step f = echo {{\n    foreach: range({n})\n    concurrency: {n}\n    value: item\n  }}\n  output len(f)\n}}\n"
-    )
 }
 
 /// `n` `exec true` steps, one after the other.

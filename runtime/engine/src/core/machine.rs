@@ -57,24 +57,130 @@ enum StepStatus {
     Failed,
 }
 
-#[derive(Clone, Debug)]
+/// Where one call stands: no more than a time or a place, so that a step of a million calls
+/// keeps a million small records (the rare signal wait keeps its name in
+/// `Machine::signal_waits`, a result its text in the step's `Results`).
+#[derive(Clone, Copy, Debug, PartialEq)]
 enum CallState {
     Ready,
     Backoff(i64),
     InFlight,
     Timer(i64),
-    Signal { name: String, deadline: Option<i64> },
-    Done(Value),
+    /// Waits for a signal (its name and deadline are in `Machine::signal_waits`).
+    Signal,
+    /// Done; its result is at this place in the step's `Results`.
+    Done(usize),
     Failed,
 }
 
-impl CallState {
-    /// The state without its value: what the schedule keys on.
-    fn clone_shape(&self) -> CallState {
-        match self {
-            CallState::Done(_) => CallState::Done(Value::Null),
-            other => other.clone(),
+/// A signal wait's name and deadline.
+#[derive(Clone, Debug)]
+struct SignalWait {
+    name: String,
+    deadline: Option<i64>,
+}
+
+/// The results of a step's finished calls until its value is assembled, as compact JSON text
+/// (a result's exact `serde_json` text, not its `Value`, whose maps and strings take several
+/// times the room), each after its length: the call's state holds where it begins.
+#[derive(Default)]
+struct Results {
+    bytes: Vec<u8>,
+}
+
+impl Results {
+    /// Keeps `value`; where it is kept.
+    fn push(&mut self, value: &Value) -> usize {
+        let at = self.bytes.len();
+        let text = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
+        let mut len = text.len();
+        // The length as LEB128: one byte for a result under 128 bytes.
+        loop {
+            let byte = (len & 0x7f) as u8;
+            len >>= 7;
+            if len == 0 {
+                self.bytes.push(byte);
+                break;
+            }
+            self.bytes.push(byte | 0x80);
         }
+        self.bytes.extend_from_slice(&text);
+        at
+    }
+
+    /// The value kept at `at`.
+    fn get(&self, at: usize) -> Value {
+        let mut len = 0usize;
+        let mut shift = 0;
+        let mut pos = at;
+        while let Some(&byte) = self.bytes.get(pos) {
+            pos += 1;
+            len |= ((byte & 0x7f) as usize) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 {
+                break;
+            }
+        }
+        self.bytes
+            .get(pos..pos + len)
+            .and_then(|text| read_deep(text).ok())
+            .unwrap_or(Value::Null)
+    }
+}
+
+/// Reads a result's text back without serde_json's fixed limit of 128 levels: a run builds
+/// values deeper than that (as the store reads them back, the stack grows as needed).
+fn read_deep(text: &[u8]) -> Result<Value, serde_json::Error> {
+    use serde::Deserialize;
+    let mut de = serde_json::Deserializer::from_slice(text);
+    de.disable_recursion_limit();
+    let value = Value::deserialize(serde_stacker::Deserializer::new(&mut de))?;
+    de.end()?;
+    Ok(value)
+}
+
+/// A step's calls that are ready to start, lowest first, without a set of all of them: every
+/// call begins ready, and they start mostly in order, so the calls from `fresh` on are ready
+/// when their state says so; only calls below it that became ready again (a retry due, a call
+/// restored from the journal) are kept in `again`.
+#[derive(Default)]
+struct ReadyCalls {
+    fresh: usize,
+    again: BTreeSet<usize>,
+    count: usize,
+}
+
+impl ReadyCalls {
+    /// Call `c` became ready.
+    fn insert(&mut self, c: usize) {
+        self.count += 1;
+        if c < self.fresh {
+            self.again.insert(c);
+        }
+    }
+
+    /// Call `c` is no longer ready.
+    fn remove(&mut self, c: usize) {
+        self.count -= 1;
+        if c < self.fresh {
+            self.again.remove(&c);
+        }
+    }
+
+    /// The lowest ready call; moving `fresh` past calls no longer ready counts as `work`
+    /// (each call once, over the step's life).
+    fn first(&mut self, calls: &[CallRt], work: &mut u64) -> Option<usize> {
+        if self.count == 0 {
+            return None;
+        }
+        if let Some(&c) = self.again.first() {
+            return Some(c);
+        }
+        while self.fresh < calls.len() && calls[self.fresh].state != CallState::Ready {
+            self.fresh += 1;
+            *work += 1;
+        }
+        (self.fresh < calls.len()).then_some(self.fresh)
     }
 }
 
@@ -100,11 +206,14 @@ struct StepRt {
     started_at: Option<i64>,
     attempts: u32,
     calls: Vec<CallRt>,
+    /// The results of its finished calls.
+    results: Results,
+    /// The `foreach` list; an element is dropped once its call is done.
     items: Vec<Value>,
     foreach: bool,
     in_flight: usize,
-    /// Its calls that are ready to start, in call order (kept by `Machine::set_call`).
-    ready_calls: BTreeSet<usize>,
+    /// Its calls that are ready to start (kept by `Machine::set_call`).
+    ready_calls: ReadyCalls,
     /// How many of its calls are done (kept by `Machine::set_call`).
     done: usize,
 }
@@ -166,6 +275,16 @@ enum Want {
     Call(String),
 }
 
+/// What a call restored from the journal becomes beyond its plain state.
+enum Then {
+    /// Its state as given.
+    Plain,
+    /// Done with this result.
+    Done(Value),
+    /// Waiting for the signal of this name, until this deadline.
+    Wait(String, Option<i64>),
+}
+
 /// What trying to go on found.
 enum Go<T> {
     Ok(T),
@@ -201,6 +320,8 @@ pub struct Machine {
     restored_calls: HashMap<(String, Option<u32>), CallRecord>,
     /// The idempotency key of each effect call in flight, by step and call.
     keys: HashMap<(usize, usize), String>,
+    /// The name and deadline of each call waiting for a signal, by step and call.
+    signal_waits: HashMap<(usize, usize), SignalWait>,
     /// The calls of active steps by state.
     sched: Schedule,
     /// What a person decided about calls whose outcome is unknown (`reel resume --accept`,
@@ -240,10 +361,11 @@ impl Machine {
                 started_at: None,
                 attempts: 0,
                 calls: Vec::new(),
+                results: Results::default(),
                 items: Vec::new(),
                 foreach: s.foreach.is_some(),
                 in_flight: 0,
-                ready_calls: BTreeSet::new(),
+                ready_calls: ReadyCalls::default(),
                 done: 0,
             })
             .collect();
@@ -282,6 +404,7 @@ impl Machine {
             loaded: HashMap::new(),
             restored_calls: HashMap::new(),
             keys: HashMap::new(),
+            signal_waits: HashMap::new(),
             sched: Schedule::default(),
             decisions: Vec::new(),
             first_keys: HashMap::new(),
@@ -646,10 +769,10 @@ impl Machine {
 
     /// The name a signal wait waits for.
     fn signal_name(&self, i: usize, c: usize) -> String {
-        match &self.steps[i].calls[c].state {
-            CallState::Signal { name, .. } => name.clone(),
-            _ => String::new(),
-        }
+        self.signal_waits
+            .get(&(i, c))
+            .map(|w| w.name.clone())
+            .unwrap_or_default()
     }
 
     /// The names waiting calls wait for, one per call, in the order they are served.
@@ -665,32 +788,54 @@ impl Machine {
     /// a call's state goes through here.
     fn set_call(&mut self, i: usize, c: usize, state: CallState) {
         let old = std::mem::replace(&mut self.steps[i].calls[c].state, state);
-        if self.steps[i].status != StepStatus::Active {
-            return;
+        if self.steps[i].status == StepStatus::Active {
+            self.unindex(i, c, old);
+            self.index(i, c, state);
         }
-        self.unindex(i, c, &old);
-        let new = self.steps[i].calls[c].state.clone_shape();
-        self.index(i, c, &new);
+        if old == CallState::Signal && state != CallState::Signal {
+            self.signal_waits.remove(&(i, c));
+        }
+    }
+
+    /// Call `c` of step `i` is done with `value`: kept in the step's results, and the
+    /// `foreach` element it was made for is let go.
+    fn call_done(&mut self, i: usize, c: usize, value: &Value) {
+        let at = self.steps[i].results.push(value);
+        if let Some(item) = self.steps[i].items.get_mut(c) {
+            *item = Value::Null;
+        }
+        self.set_call(i, c, CallState::Done(at));
+    }
+
+    /// Call `c` of step `i` waits for the signal `name` until `deadline`.
+    fn call_waits(&mut self, i: usize, c: usize, name: String, deadline: Option<i64>) {
+        self.signal_waits
+            .insert((i, c), SignalWait { name, deadline });
+        self.set_call(i, c, CallState::Signal);
+    }
+
+    /// The deadline of call `c` of step `i`'s signal wait.
+    fn signal_deadline(&self, i: usize, c: usize) -> Option<i64> {
+        self.signal_waits.get(&(i, c)).and_then(|w| w.deadline)
     }
 
     /// Adds call `c` of active step `i`, in `state`, to the schedule.
-    fn index(&mut self, i: usize, c: usize, state: &CallState) {
+    fn index(&mut self, i: usize, c: usize, state: CallState) {
         match state {
             CallState::Ready => {
-                if self.steps[i].ready_calls.insert(c) {
-                    self.sched.ready += 1;
-                }
+                self.steps[i].ready_calls.insert(c);
+                self.sched.ready += 1;
             }
             CallState::Backoff(t) => {
-                self.sched.backoffs.insert((*t, i, c));
+                self.sched.backoffs.insert((t, i, c));
             }
             CallState::Timer(t) => {
-                self.sched.timers.insert((*t, i, c));
+                self.sched.timers.insert((t, i, c));
             }
-            CallState::Signal { deadline, .. } => {
+            CallState::Signal => {
                 self.sched.signals.insert((i, c));
-                if let Some(d) = deadline {
-                    self.sched.deadlines.insert((*d, i, c));
+                if let Some(d) = self.signal_deadline(i, c) {
+                    self.sched.deadlines.insert((d, i, c));
                 }
             }
             CallState::Done(_) => self.steps[i].done += 1,
@@ -699,23 +844,22 @@ impl Machine {
     }
 
     /// Takes call `c` of active step `i`, which was in `state`, out of the schedule.
-    fn unindex(&mut self, i: usize, c: usize, state: &CallState) {
+    fn unindex(&mut self, i: usize, c: usize, state: CallState) {
         match state {
             CallState::Ready => {
-                if self.steps[i].ready_calls.remove(&c) {
-                    self.sched.ready -= 1;
-                }
+                self.steps[i].ready_calls.remove(c);
+                self.sched.ready -= 1;
             }
             CallState::Backoff(t) => {
-                self.sched.backoffs.remove(&(*t, i, c));
+                self.sched.backoffs.remove(&(t, i, c));
             }
             CallState::Timer(t) => {
-                self.sched.timers.remove(&(*t, i, c));
+                self.sched.timers.remove(&(t, i, c));
             }
-            CallState::Signal { deadline, .. } => {
+            CallState::Signal => {
                 self.sched.signals.remove(&(i, c));
-                if let Some(d) = deadline {
-                    self.sched.deadlines.remove(&(*d, i, c));
+                if let Some(d) = self.signal_deadline(i, c) {
+                    self.sched.deadlines.remove(&(d, i, c));
                 }
             }
             CallState::Done(_) => self.steps[i].done -= 1,
@@ -733,7 +877,11 @@ impl Machine {
                 tries: 0,
             })
             .collect();
-        self.steps[i].ready_calls = (0..n).collect();
+        self.steps[i].ready_calls = ReadyCalls {
+            count: n,
+            ..ReadyCalls::default()
+        };
+        self.steps[i].results = Results::default();
         self.steps[i].done = 0;
         self.sched.ready += n;
         self.sched.active.insert(i);
@@ -757,13 +905,16 @@ impl Machine {
         self.sched.active.remove(&i);
         self.work += self.steps[i].calls.len() as u64;
         for c in 0..self.steps[i].calls.len() {
-            let state = self.steps[i].calls[c].state.clone_shape();
+            let state = self.steps[i].calls[c].state;
             if !matches!(state, CallState::Ready | CallState::Done(_)) {
-                self.unindex(i, c, &state);
+                self.unindex(i, c, state);
+            }
+            if state == CallState::Signal {
+                self.signal_waits.remove(&(i, c));
             }
         }
-        self.sched.ready -= self.steps[i].ready_calls.len();
-        self.steps[i].ready_calls.clear();
+        self.sched.ready -= self.steps[i].ready_calls.count;
+        self.steps[i].ready_calls = ReadyCalls::default();
         self.steps[i].done = 0;
     }
 
@@ -845,7 +996,8 @@ impl Machine {
         }
     }
 
-    fn succeed_step(&mut self, i: usize, value: Value) {
+    /// Step `i` succeeded with `value`, made of `calls` calls (1 for a step without a tool).
+    fn succeed_step(&mut self, i: usize, value: Value, calls: u32) {
         let id = self.spec.steps[i].id.clone();
         // Kept in memory only while a step still to finish may read it.
         let kept = (self.steps[i].readers_left > 0).then(|| value.clone());
@@ -853,10 +1005,9 @@ impl Machine {
         let now = self.now;
         self.set_inactive(i, StepStatus::Succeeded);
         self.steps[i].finished_at = now;
-        self.steps[i].items.clear();
+        self.steps[i].items = Vec::new();
         self.values.succeeded(i, digest.clone(), kept);
         let attempts = self.steps[i].attempts;
-        let calls = self.steps[i].calls.len().max(1) as u32;
         self.record(Event::StepSucceeded {
             step: id.clone(),
             output: digest,
@@ -871,7 +1022,7 @@ impl Machine {
             calls,
             detail: None,
         });
-        self.steps[i].calls.clear();
+        self.steps[i].calls = Vec::new();
         self.release_dependents(i);
         self.forget_read_values(i);
     }
@@ -981,7 +1132,7 @@ impl Machine {
             };
             match self.eval_at(expr, i, None, &spec.id) {
                 Go::Load(w) => return Go::Load(w),
-                Go::Ok(Ok(v)) => self.succeed_step(i, v),
+                Go::Ok(Ok(v)) => self.succeed_step(i, v, 1),
                 Go::Ok(Err(e)) => self.fail_step(i, e),
             }
             return Go::Ok(());
@@ -1037,32 +1188,39 @@ impl Machine {
         for c in 0..n {
             let index = spec.foreach.as_ref().map(|_| c as u32);
             if let Some(rec) = self.restored_calls.remove(&(spec.id.clone(), index)) {
-                let rt = match rec {
+                let (rt, then) = match rec {
                     CallRecord::Started {
                         attempt,
                         key: Some(key),
                     } => self.unknown_outcome(i, index, attempt, key),
-                    CallRecord::Started { attempt, key: None } => CallRt {
-                        state: CallState::Ready,
-                        attempt: attempt.saturating_sub(1),
-                        tries: attempt.saturating_sub(1),
-                    },
-                    CallRecord::Done { output, attempt } => CallRt {
-                        state: CallState::Done(
-                            self.loaded.get(&output).cloned().unwrap_or(Value::Null),
-                        ),
-                        attempt,
-                        tries: attempt,
-                    },
+                    CallRecord::Started { attempt, key: None } => (
+                        CallRt {
+                            state: CallState::Ready,
+                            attempt: attempt.saturating_sub(1),
+                            tries: attempt.saturating_sub(1),
+                        },
+                        Then::Plain,
+                    ),
+                    CallRecord::Done { output, attempt } => (
+                        CallRt {
+                            state: CallState::Ready,
+                            attempt,
+                            tries: attempt,
+                        },
+                        Then::Done(self.loaded.get(&output).cloned().unwrap_or(Value::Null)),
+                    ),
                     CallRecord::Failed {
                         attempt,
                         retry_at: Some(t),
                         ..
-                    } => CallRt {
-                        state: CallState::Backoff(t),
-                        attempt,
-                        tries: if t == 0 { 0 } else { attempt },
-                    },
+                    } => (
+                        CallRt {
+                            state: CallState::Backoff(t),
+                            attempt,
+                            tries: if t == 0 { 0 } else { attempt },
+                        },
+                        Then::Plain,
+                    ),
                     CallRecord::Failed {
                         attempt,
                         retry_at: None,
@@ -1070,26 +1228,39 @@ impl Machine {
                     } => {
                         self.steps[i].calls[c].attempt = attempt;
                         self.fail_step(i, error);
-                        CallRt {
-                            state: CallState::Failed,
-                            attempt,
-                            tries: attempt,
-                        }
+                        (
+                            CallRt {
+                                state: CallState::Failed,
+                                attempt,
+                                tries: attempt,
+                            },
+                            Then::Plain,
+                        )
                     }
-                    CallRecord::Timer { until } => CallRt {
-                        state: CallState::Timer(until),
-                        attempt: 1,
-                        tries: 1,
-                    },
-                    CallRecord::Signal { name, deadline } => CallRt {
-                        state: CallState::Signal { name, deadline },
-                        attempt: 1,
-                        tries: 1,
-                    },
+                    CallRecord::Timer { until } => (
+                        CallRt {
+                            state: CallState::Timer(until),
+                            attempt: 1,
+                            tries: 1,
+                        },
+                        Then::Plain,
+                    ),
+                    CallRecord::Signal { name, deadline } => (
+                        CallRt {
+                            state: CallState::Signal,
+                            attempt: 1,
+                            tries: 1,
+                        },
+                        Then::Wait(name, deadline),
+                    ),
                 };
                 self.steps[i].calls[c].attempt = rt.attempt;
                 self.steps[i].calls[c].tries = rt.tries;
-                self.set_call(i, c, rt.state);
+                match then {
+                    Then::Plain => self.set_call(i, c, rt.state),
+                    Then::Done(value) => self.call_done(i, c, &value),
+                    Then::Wait(name, deadline) => self.call_waits(i, c, name, deadline),
+                }
             }
         }
         self.loaded.clear();
@@ -1110,7 +1281,7 @@ impl Machine {
         index: Option<u32>,
         attempt: u32,
         key: String,
-    ) -> CallRt {
+    ) -> (CallRt, Then) {
         let id = self.spec.steps[i].id.clone();
         let decision = self
             .decisions
@@ -1147,11 +1318,14 @@ impl Machine {
                     key,
                     result: digest,
                 });
-                CallRt {
-                    state: CallState::Done(value),
-                    attempt,
-                    tries: attempt,
-                }
+                (
+                    CallRt {
+                        state: CallState::Ready,
+                        attempt,
+                        tries: attempt,
+                    },
+                    Then::Done(value),
+                )
             }
             (Resolution::Held, _) => {
                 let call = match index {
@@ -1171,16 +1345,19 @@ impl Machine {
                     ),
                 );
                 self.fail_step(i, error);
-                CallRt {
-                    state: CallState::Failed,
-                    attempt,
-                    tries: attempt,
-                }
+                (
+                    CallRt {
+                        state: CallState::Failed,
+                        attempt,
+                        tries: attempt,
+                    },
+                    Then::Plain,
+                )
             }
             _ => {
                 let c = index.map_or(0, |ix| ix as usize);
                 self.first_keys.insert((i, c), key);
-                again
+                (again, Then::Plain)
             }
         }
     }
@@ -1192,23 +1369,27 @@ impl Machine {
         if self.steps[i].done != self.steps[i].calls.len() {
             return;
         }
-        self.work += self.steps[i].calls.len() as u64;
-        let values: Vec<Value> = self.steps[i]
+        let n = self.steps[i].calls.len();
+        self.work += n as u64;
+        // The list is assembled once, here, from the results' text; what the calls needed is
+        // let go first.
+        self.steps[i].items = Vec::new();
+        let results = std::mem::take(&mut self.steps[i].results);
+        let mut values: Vec<Value> = self.steps[i]
             .calls
-            .iter_mut()
-            .map(
-                |c| match std::mem::replace(&mut c.state, CallState::Failed) {
-                    CallState::Done(v) => v,
-                    _ => Value::Null,
-                },
-            )
+            .iter()
+            .map(|c| match c.state {
+                CallState::Done(at) => results.get(at),
+                _ => Value::Null,
+            })
             .collect();
+        drop(results);
         let value = if self.steps[i].foreach {
             Value::Array(values)
         } else {
-            values.into_iter().next().unwrap_or(Value::Null)
+            values.pop().unwrap_or(Value::Null)
         };
-        self.succeed_step(i, value);
+        self.succeed_step(i, value, n.max(1) as u32);
     }
 
     /// Records the start of every ready call the limits allow; false when it waits for values
@@ -1226,7 +1407,7 @@ impl Machine {
                 1
             };
             // The lowest ready call first, as the step's calls are numbered.
-            while let Some(&c) = self.steps[i].ready_calls.first() {
+            while let Some(c) = self.first_ready(i) {
                 self.work += 1;
                 // Calls already started in this round are still made: their starts are recorded.
                 if self.failure.is_some() || self.canceled {
@@ -1243,13 +1424,19 @@ impl Machine {
                         return false;
                     }
                 }
-                if self.steps[i].ready_calls.first() == Some(&c) {
+                if self.first_ready(i) == Some(c) {
                     // Still ready (nothing moved it on): never loop on it.
                     break;
                 }
             }
         }
         true
+    }
+
+    /// The lowest ready call of step `i`.
+    fn first_ready(&mut self, i: usize) -> Option<usize> {
+        let step = &mut self.steps[i];
+        step.ready_calls.first(&step.calls, &mut self.work)
     }
 
     /// Records the start of call `c` of step `i` and prepares it; timers and signal waits need
@@ -1323,14 +1510,7 @@ impl Machine {
                 let deadline = spec.timeout.map(|d| now + d.millis() as i64);
                 self.steps[i].calls[c].attempt = 1;
                 self.steps[i].calls[c].tries = 1;
-                self.set_call(
-                    i,
-                    c,
-                    CallState::Signal {
-                        name: name.clone(),
-                        deadline,
-                    },
-                );
+                self.call_waits(i, c, name.clone(), deadline);
                 self.steps[i].attempts += 1;
                 self.record(Event::SignalAwaited {
                     step: spec.id.clone(),
@@ -1466,7 +1646,8 @@ impl Machine {
                 } else {
                     scrub_value(&out.value, &self.setup.secrets)
                 };
-                let digest = self.put(value.clone());
+                let at = self.steps[i].results.push(&value);
+                let digest = self.put(value);
                 if let Some(from) = r.reused {
                     self.record(Event::CallReused {
                         step: spec.id.clone(),
@@ -1499,7 +1680,10 @@ impl Machine {
                         step: spec.id.clone(),
                     });
                 }
-                self.set_call(i, r.index, CallState::Done(value));
+                if let Some(item) = self.steps[i].items.get_mut(r.index) {
+                    *item = Value::Null;
+                }
+                self.set_call(i, r.index, CallState::Done(at));
                 self.complete_if_done(i);
             }
             Err(e) => {
@@ -1584,13 +1768,13 @@ impl Machine {
             let spec = &flow.steps[i];
             let index = spec.foreach.as_ref().map(|_| c as u32);
             let woke = woke_value(until);
-            self.put(woke.clone());
+            self.call_done(i, c, &woke);
+            self.put(woke);
             self.record(Event::TimerFired {
                 step: spec.id.clone(),
                 index,
                 until,
             });
-            self.set_call(i, c, CallState::Done(woke));
             self.complete_if_done(i);
         }
         !due.is_empty()
@@ -1657,7 +1841,7 @@ impl Machine {
             self.flush();
             self.commands
                 .push_back(Command::ConsumeSignal { signal: signal.seq });
-            self.set_call(i, c, CallState::Done(signal.payload));
+            self.call_done(i, c, &signal.payload);
             self.complete_if_done(i);
             delivered = true;
         }
@@ -1679,16 +1863,17 @@ impl Machine {
         parked.sort_unstable();
         self.work += parked.len() as u64;
         for (i, c) in parked {
-            match &self.steps[i].calls[c].state {
-                CallState::Signal { name, .. } => {
-                    if !signals.contains(name) {
-                        signals.push(name.clone());
-                    }
+            match self.steps[i].calls[c].state {
+                CallState::Signal => {
+                    let name = self.signal_name(i, c);
                     details.push((self.spec.steps[i].id.clone(), format!("signal `{name}`")));
+                    if !signals.contains(&name) {
+                        signals.push(name);
+                    }
                 }
                 CallState::Timer(t) => details.push((
                     self.spec.steps[i].id.clone(),
-                    format!("timer until {}", rfc3339(*t)),
+                    format!("timer until {}", rfc3339(t)),
                 )),
                 _ => {}
             }
@@ -1871,5 +2056,82 @@ fn scrub_value(v: &Value, secrets: &[(String, String)]) -> Value {
                 .collect(),
         ),
         other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `{"x": {"x": … 0 …}}`, `levels` deep.
+    fn deep(levels: usize) -> Value {
+        (0..levels).fold(json!(0), |v, _| json!({ "x": v }))
+    }
+
+    #[test]
+    fn results_come_back_exactly_as_kept() {
+        // Floats stay floats (`1.0` is not `1`), 64-bit integers keep every digit, a result
+        // of 128 bytes or more takes a longer length, and one deeper than serde_json's 128
+        // levels comes back whole.
+        let kept = [
+            json!(1.0),
+            json!(-0.0),
+            json!(1234567890123456789u64),
+            json!(-9223372036854775808i64),
+            json!({"b": [1, 2.5, null], "a": "é\n\"", "c": {"d": true}}),
+            json!("x".repeat(300)),
+            json!(null),
+            json!([]),
+            deep(1000),
+        ];
+        let mut results = Results::default();
+        let at: Vec<usize> = kept.iter().map(|v| results.push(v)).collect();
+        for (v, at) in kept.iter().zip(at).rev() {
+            let back = results.get(at);
+            assert_eq!(&back, v);
+            assert_eq!(back.is_f64(), v.is_f64(), "{v}");
+        }
+    }
+
+    #[test]
+    fn ready_calls_come_lowest_first_without_a_set_of_all() {
+        let call = |state| CallRt {
+            state,
+            attempt: 0,
+            tries: 0,
+        };
+        let mut calls = vec![call(CallState::Ready); 5];
+        let mut ready = ReadyCalls {
+            count: 5,
+            ..ReadyCalls::default()
+        };
+        let mut work = 0;
+        // Calls 0 and 1 start; 2 is restored done.
+        for c in 0..3 {
+            assert_eq!(ready.first(&calls, &mut work), Some(c.min(2)));
+            calls[c].state = if c < 2 {
+                CallState::InFlight
+            } else {
+                CallState::Done(0)
+            };
+            ready.remove(c);
+        }
+        assert_eq!(ready.first(&calls, &mut work), Some(3));
+        assert!(ready.again.is_empty(), "calls from `fresh` on need no set");
+        // Call 1 fails and is due again: it comes before 3.
+        calls[1].state = CallState::Ready;
+        ready.insert(1);
+        assert_eq!(ready.first(&calls, &mut work), Some(1));
+        calls[1].state = CallState::InFlight;
+        ready.remove(1);
+        for c in 3..5 {
+            assert_eq!(ready.first(&calls, &mut work), Some(c));
+            calls[c].state = CallState::InFlight;
+            ready.remove(c);
+        }
+        assert_eq!(ready.first(&calls, &mut work), None);
+        assert_eq!(ready.count, 0);
+        assert!(work <= 5, "each call is passed once: {work}");
     }
 }
