@@ -12,7 +12,7 @@ use crate::support::{Run, json, reel_env, temp, write};
 /// A fresh database on the test server, as a store URL.
 // edge: the test server's address is the environment the test script set up.
 #[allow(clippy::disallowed_methods)]
-fn database() -> String {
+pub(crate) fn database() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
         panic!(
