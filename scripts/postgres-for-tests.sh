@@ -12,7 +12,9 @@
 # certificate, for `sslrootcert=`) and REEL_TEST_POSTGRES_OTHER_CA (a CA that signed nothing
 # the server has, for a test that a wrong CA is refused). Without openssl they stay unset.
 #
-# REEL_PG_FSYNC=on keeps fsync on (a benchmark's figures need the disk's real cost).
+# REEL_PG_FSYNC=on keeps fsync on (a benchmark's figures need the disk's real cost), and
+# REEL_PG_NAME names its folder under the target folder (default pg-test), so that a
+# benchmark's server and the tests' can run at once.
 #
 # PostgreSQL refuses to run as root, so as root the server runs as the `postgres` user (which
 # the packages create) and owns its directory. REEL_PG_BINDIR picks the server's binaries.
@@ -52,7 +54,7 @@ reel_pg_start() {
   fi
   local target="${CARGO_TARGET_DIR:-target}"
   mkdir -p "$target"
-  REEL_PG_DIR="$(cd "$target" && pwd)/pg-test"
+  REEL_PG_DIR="$(cd "$target" && pwd)/${REEL_PG_NAME:-pg-test}"
   # A socket path must stay under ~100 bytes; a deep target folder falls back to /tmp.
   if [ ${#REEL_PG_DIR} -gt 80 ]; then
     REEL_PG_DIR=$(mktemp -d /tmp/reel-pg-test.XXXXXX)
