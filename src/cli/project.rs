@@ -14,8 +14,7 @@ use reel_store::{Durability, PgStore, SqliteStore, Store, StoreRead};
 
 use super::Failure;
 
-use reel_journal::discover::Config;
-use reel_journal::discover::{StoreAt, locate_store, read_config};
+use reel_journal::discover::{Config, StoreAt, locate_store, read_config};
 
 /// The store directory and the project's settings.
 pub struct Project {
