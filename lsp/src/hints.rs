@@ -41,7 +41,7 @@ pub fn locate(cx: &Ctx<'_>, stores: &Stores) -> Option<(String, PathBuf)> {
 pub fn locate_path(path: &Path, stores: &Stores) -> Option<(String, PathBuf)> {
     let abs = std::fs::canonicalize(path).ok()?;
     let dir = abs.parent()?.to_path_buf();
-    Some((abs.to_string_lossy().into_owned(), stores.dir_for(&dir)))
+    Some((abs.to_string_lossy().into_owned(), stores.dir_for(&dir)?))
 }
 
 /// The shown run (pinned, else latest) of each flow of the document, by flow name.

@@ -17,25 +17,31 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use reel_journal::cassette::{Cassette, CassetteJournal, Ending};
+use reel_journal::discover::{self, StoreAt};
 use reel_journal::fold::{CallRecord, Folded, Holes, StepState, StepView};
 use reel_journal::journal::{Event, woke_value};
-use reel_store::{
-    Durability, EventRow, Flow, RunFilter, RunRow, RunStatus, SqliteStore, StoreRead,
-};
+use reel_store::{Durability, EventRow, Flow, RunFilter, RunRow, RunStatus, StoreRead};
 use serde_json::Value;
 
 /// A store the server reads (it has no way to write).
 pub type ReadStore = Arc<dyn StoreRead>;
 
-/// Stores opened so far, by directory; a store that does not exist yet is tried again next time.
+/// Stores opened so far, by key; a store that does not exist yet is tried again next time.
+///
+/// A document's store is found as the CLI finds it (`reel_journal::discover`): PostgreSQL when
+/// `REEL_STORE_URL` or else `[store] url` in the project's `reel.toml` names one, else SQLite in
+/// the store directory. Its key ([`Stores::dir_for`]) is that directory, or the URL without its
+/// password, which every document of a project on PostgreSQL shares.
 #[derive(Clone, Default)]
 pub struct Stores {
     /// `REEL_HOME` as the program that started the server saw it.
     reel_home: Option<OsString>,
-    /// The PostgreSQL store's URL, which every document's runs come from when set.
+    /// `REEL_STORE_URL` as the program that started the server saw it (it wins over reel.toml).
     store_url: Option<String>,
-    /// Where that store's password comes from when its URL has none.
+    /// Where a PostgreSQL store's password comes from when its URL has none.
     store_auth: reel_store::PgAuth,
+    /// The PostgreSQL stores met so far, by key (a key that is not here is a directory).
+    urls: Arc<Mutex<HashMap<PathBuf, StoreAt>>>,
     opened: Arc<Mutex<HashMap<PathBuf, ReadStore>>>,
 }
 
@@ -44,45 +50,56 @@ impl Stores {
     pub fn new(reel_home: Option<OsString>) -> Self {
         Stores {
             reel_home,
-            store_url: None,
-            store_auth: reel_store::PgAuth::default(),
-            opened: Arc::default(),
+            ..Stores::default()
         }
     }
 
-    /// Reads every document's past runs from the PostgreSQL store at `url` instead.
+    /// Reads past runs from the PostgreSQL store at `url` (`REEL_STORE_URL`'s value), whatever
+    /// the projects' `reel.toml` say; `auth` gives a password a URL lacks.
     pub fn with_store_url(mut self, url: Option<String>, auth: reel_store::PgAuth) -> Self {
         self.store_url = url.filter(|u| !u.is_empty());
         self.store_auth = auth;
         self
     }
 
-    /// The store directory for a document in `dir`, found as the CLI finds it.
-    pub fn dir_for(&self, dir: &Path) -> PathBuf {
-        reel_journal::discover::store_dir(dir, self.reel_home.as_deref())
+    /// The key of the store for a document in `dir`: its store directory, or its PostgreSQL
+    /// URL shown without the password; `None` when the project's `reel.toml` cannot be used
+    /// (the CLI refuses it too).
+    pub fn dir_for(&self, dir: &Path) -> Option<PathBuf> {
+        let config = discover::read_config(dir).ok()?;
+        let at = discover::locate_store(
+            dir,
+            self.reel_home.as_deref(),
+            self.store_url.as_deref(),
+            &config,
+        )
+        .ok()?;
+        match at {
+            StoreAt::Dir(dir) => Some(dir),
+            StoreAt::Url(_) => {
+                let key = PathBuf::from(at.shown());
+                let mut urls = self.urls.lock().unwrap_or_else(|p| p.into_inner());
+                urls.insert(key.clone(), at);
+                Some(key)
+            }
+        }
     }
 
-    /// The read-only store in `dir`, if it exists.
-    pub fn get(&self, dir: &Path) -> Option<ReadStore> {
+    /// The read-only store whose key is `key` ([`Stores::dir_for`]), if it exists.
+    pub fn get(&self, key: &Path) -> Option<ReadStore> {
         let mut map = self.opened.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(s) = map.get(dir) {
+        if let Some(s) = map.get(key) {
             return Some(s.clone());
         }
-        let store: ReadStore = match &self.store_url {
-            // One store for every document: it is opened once, under the URL shown safely.
-            Some(url) => {
-                let key = PathBuf::from(reel_store::redact_url(url));
-                if let Some(s) = map.get(&key) {
-                    return Some(s.clone());
-                }
-                let store: ReadStore =
-                    Arc::new(reel_store::PgStore::open_read_only_with(url, &self.store_auth).ok()?);
-                map.insert(key, store.clone());
-                return Some(store);
-            }
-            None => Arc::new(SqliteStore::open_read_only(dir).ok()?),
-        };
-        map.insert(dir.to_path_buf(), store.clone());
+        let at = self
+            .urls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(key)
+            .cloned()
+            .unwrap_or_else(|| StoreAt::Dir(key.to_path_buf()));
+        let store: ReadStore = at.open_read_only(&self.store_auth).ok()?;
+        map.insert(key.to_path_buf(), store.clone());
         Some(store)
     }
 }
@@ -1170,7 +1187,7 @@ mod postgres_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use reel_store::Store;
+    use reel_store::{SqliteStore, Store};
 
     #[test]
     fn inputs_fit_on_one_line() {
@@ -1399,8 +1416,22 @@ mod tests {
         let sub = dir.path().join("a/b");
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(dir.path().join("reel.toml"), "").unwrap();
-        assert_eq!(Stores::new(None).dir_for(&sub), dir.path().join(".reel"));
+        assert_eq!(
+            Stores::new(None).dir_for(&sub),
+            Some(dir.path().join(".reel"))
+        );
         let home = Stores::new(Some("/elsewhere".into()));
-        assert_eq!(home.dir_for(&sub), PathBuf::from("/elsewhere"));
+        assert_eq!(home.dir_for(&sub), Some(PathBuf::from("/elsewhere")));
+        // `[store] url` in reel.toml puts it on PostgreSQL, keyed without the password.
+        std::fs::write(
+            dir.path().join("reel.toml"),
+            "[store]\nurl = \"postgres://team:hunter2@db.example/reel\"\n",
+        )
+        .unwrap();
+        let key = home.dir_for(&sub).unwrap();
+        assert_eq!(key, PathBuf::from("postgres://team@db.example:5432/reel"));
+        // A reel.toml the CLI refuses gives no store.
+        std::fs::write(dir.path().join("reel.toml"), "[store]\nurl = 1\n").unwrap();
+        assert_eq!(home.dir_for(&sub), None);
     }
 }

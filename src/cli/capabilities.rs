@@ -72,7 +72,7 @@ pub fn store_auth() -> reel_store::PgAuth {
 }
 
 /// The variable naming the PostgreSQL store.
-pub const STORE_URL: &str = "REEL_STORE_URL";
+pub const STORE_URL: &str = reel_journal::discover::REEL_STORE_URL;
 
 /// `REEL_HOME` as this process has it: it names the store directory when set.
 pub fn reel_home() -> Option<OsString> {

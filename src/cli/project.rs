@@ -10,50 +10,11 @@ use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use reel_journal::discover;
 use reel_store::{Durability, PgStore, SqliteStore, Store, StoreRead};
-use serde::Deserialize;
 
 use super::Failure;
 
-/// The project's settings from `reel.toml`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Config {
-    /// `[runs]`
-    #[serde(default)]
-    pub runs: RunsConfig,
-    /// `[store]`
-    #[serde(default)]
-    pub store: StoreConfig,
-}
-
-/// `[store]` in `reel.toml`.
-#[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct StoreConfig {
-    /// `url = "postgres://…"`: the store on PostgreSQL.
-    pub url: Option<String>,
-}
-
-impl std::fmt::Debug for StoreConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        // The URL may hold a password.
-        f.debug_struct("StoreConfig")
-            .field("url", &self.url.as_deref().map(reel_store::redact_url))
-            .finish()
-    }
-}
-
-/// `[runs]` in `reel.toml`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RunsConfig {
-    /// `durability = "fast" | "durable"`
-    pub durability: Option<String>,
-    /// `keep_for = "7d"`
-    pub keep_for: Option<String>,
-}
+use reel_journal::discover::{Config, StoreAt, locate_store, read_config};
 
 /// The store directory and the project's settings.
 pub struct Project {
@@ -83,35 +44,15 @@ impl Project {
         reel_home: Option<&OsStr>,
         store_url: Option<String>,
     ) -> Result<Project, Failure> {
-        let config_path = discover::project_file(cwd);
-        let config = match &config_path {
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    Failure::usage(format!("cannot read `{}`: {e}", path.display()))
-                })?;
-                toml::from_str(&text).map_err(|e| {
-                    Failure::usage(format!(
-                        "`{}` is not valid: {}",
-                        path.display(),
-                        e.message()
-                    ))
-                })?
-            }
-            None => Config::default(),
+        // The rule the language server shares (`reel_journal::discover`).
+        let fail = |e: reel_journal::discover::ProjectError| Failure::usage(e.to_string());
+        let config = read_config(cwd).map_err(fail)?;
+        let at = locate_store(cwd, reel_home, store_url.as_deref(), &config).map_err(fail)?;
+        let store_dir = reel_journal::discover::store_dir(cwd, reel_home);
+        let store_url = match at {
+            StoreAt::Url(url) => Some(url),
+            StoreAt::Dir(_) => None,
         };
-        let store_dir = discover::store_dir(cwd, reel_home);
-        let (store_url, from) = match store_url.filter(|u| !u.is_empty()) {
-            Some(url) => (Some(url), "REEL_STORE_URL"),
-            None => (config.store.url.clone(), "`[store] url` in reel.toml"),
-        };
-        if let Some(url) = &store_url
-            && !reel_store::is_postgres_url(url)
-        {
-            return Err(Failure::usage(format!(
-                "{from} is not a PostgreSQL URL: write it as postgres://user@host/database \
-                 (without it, the store is SQLite under .reel/)"
-            )));
-        }
         Ok(Project {
             store_dir,
             config,
@@ -148,16 +89,19 @@ impl Project {
         }
     }
 
-    /// Opens an existing store for reading only.
+    /// Opens an existing store for reading only (as the language server does).
     pub fn open_read_only(&self) -> Result<Arc<dyn Store>, Failure> {
+        self.store_at()
+            .open_read_only(&super::capabilities::store_auth())
+            .map_err(|e| Failure::failed(e.to_string()))
+    }
+
+    /// Where the store is.
+    fn store_at(&self) -> StoreAt {
         match &self.store_url {
-            Some(url) => PgStore::open_read_only_with(url, &super::capabilities::store_auth())
-                .map(|s| Arc::new(s) as Arc<dyn Store>),
-            None => {
-                SqliteStore::open_read_only(&self.store_dir).map(|s| Arc::new(s) as Arc<dyn Store>)
-            }
+            Some(url) => StoreAt::Url(url.clone()),
+            None => StoreAt::Dir(self.store_dir.clone()),
         }
-        .map_err(|e| Failure::failed(e.to_string()))
     }
 
     /// On PostgreSQL, listens for runs that may have become due and calls `wake` for each;
@@ -189,10 +133,7 @@ impl Project {
 
     /// Where the store is, as it may be shown: the directory, or the URL without its password.
     pub fn store_shown(&self) -> String {
-        match &self.store_url {
-            Some(url) => reel_store::redact_url(url),
-            None => self.store_dir.display().to_string(),
-        }
+        self.store_at().shown()
     }
 
     /// What others may read of a SQLite store (a PostgreSQL store's access is the server's).

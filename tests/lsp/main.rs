@@ -7,6 +7,7 @@ mod deep;
 mod editing;
 mod features;
 mod malformed;
+mod postgres;
 mod robustness;
 mod runs;
 mod support;

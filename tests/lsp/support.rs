@@ -44,10 +44,20 @@ impl Client {
 
     /// Like [`Client::start`], announcing these client capabilities.
     pub fn start_with(dir: &Path, home: &Path, capabilities: Value) -> Client {
+        Client::spawn(dir, home, capabilities, &[])
+    }
+
+    /// Like [`Client::start`], with these environment variables set too.
+    pub fn start_env(dir: &Path, home: &Path, env: &[(&str, &str)]) -> Client {
+        Client::spawn(dir, home, json!({}), env)
+    }
+
+    fn spawn(dir: &Path, home: &Path, capabilities: Value, env: &[(&str, &str)]) -> Client {
         let mut child = Command::new(env!("CARGO_BIN_EXE_reel"))
             .arg("lsp")
             .current_dir(dir)
             .env("REEL_HOME", home)
+            .envs(env.iter().copied())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

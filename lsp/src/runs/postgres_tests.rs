@@ -47,9 +47,12 @@ fn past_runs_come_from_the_postgres_store_when_its_url_is_given() {
     }
     let dir = tempfile::tempdir().unwrap();
     let stores = Stores::new(None).with_store_url(Some(url), PgAuth::default());
-    let store = stores.get(dir.path()).expect("the PostgreSQL store opens");
+    let key = stores.dir_for(dir.path()).unwrap();
+    let store = stores.get(&key).expect("the PostgreSQL store opens");
     // Any document, in any directory, reads the same store, opened once.
-    let again = stores.get(&dir.path().join("elsewhere")).unwrap();
+    let elsewhere = stores.dir_for(&dir.path().join("elsewhere")).unwrap();
+    assert_eq!(key, elsewhere);
+    let again = stores.get(&elsewhere).unwrap();
     assert!(Arc::ptr_eq(&store, &again));
     let ids: Vec<String> = recent(store.as_ref(), &source, "deploy", 10)
         .into_iter()

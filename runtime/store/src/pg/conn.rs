@@ -296,7 +296,18 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
             Some(detail) => format!("{} ({detail})", db.message()),
             None => db.message().to_string(),
         },
-        None => e.to_string(),
+        // Why a connection failed (a certificate not trusted, a refused port) is in the
+        // error's causes, which never hold the URL.
+        None => {
+            let mut text = e.to_string();
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                text.push_str(": ");
+                text.push_str(&c.to_string());
+                cause = c.source();
+            }
+            text
+        }
     }
 }
 

@@ -1,0 +1,434 @@
+//! `pg-bench`: Reel and DBOS Transact for Python side by side on one PostgreSQL server.
+//!
+//! Reel runs as users run it on PostgreSQL: `reel worker` processes (1, 2 and 4, each in a
+//! directory of its own, standing for machines) against one database, and runs started with
+//! `reel run` that park at a signal. Each workload's runs are started first (untimed), then
+//! the bench sends their signals through the store (as `reel signal` does, which wakes the idle
+//! workers by `NOTIFY`) and the time runs from the first signal to the last run's end, as the
+//! store records it. Workloads: one run of 1,000 sequential `echo` steps, one run of a
+//! 1,000-wide `foreach` of `echo`, and 200 concurrent runs of 5 sequential `echo` steps; and
+//! the time from a signal to its run's next step (its first journal event) with idle workers.
+//!
+//! DBOS runs `bench/dbos/bench.py --database-url` (the same workloads, its steps trivial
+//! functions, `DBOS.send`/`DBOS.recv` for the signal) in its own database on the same server.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use reel_store::{Flow, PgStore, RunStatus, Store};
+use serde_json::Value;
+
+// The clock `reel` hands its store, shared by path so the bench's signals are stamped the same.
+#[allow(dead_code)]
+#[path = "../../../src/cli/capabilities.rs"]
+mod capabilities;
+use capabilities::SystemClock;
+
+/// Reel with 1, 2 and 4 workers and DBOS, on one PostgreSQL server.
+#[derive(Parser)]
+#[command(about = "Reel (1, 2, 4 workers) and DBOS Transact for Python on one PostgreSQL server")]
+struct Args {
+    /// The server, as a store URL naming any database (`postgres://user@host/postgres`);
+    /// each side gets fresh databases on it.
+    #[arg(long, env = "REEL_BENCH_POSTGRES_URL")]
+    url: String,
+    /// The `reel` binary (default: the one beside this benchmark).
+    #[arg(long)]
+    reel: Option<PathBuf>,
+    /// A Python with `dbos` installed, to run `bench/dbos/bench.py` on the same server.
+    #[arg(long)]
+    python: Option<PathBuf>,
+    /// Worker counts.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    workers: Vec<usize>,
+    /// Write modes of Reel's runs.
+    #[arg(long, value_delimiter = ',', default_value = "fast,durable",
+          value_parser = ["fast", "durable"])]
+    modes: Vec<String>,
+    /// Steps of the sequential run and width of the fan-out.
+    #[arg(long, default_value_t = 1000)]
+    steps: usize,
+    /// Concurrent short runs.
+    #[arg(long, default_value_t = 200)]
+    runs: usize,
+    /// Sequential steps of each short run.
+    #[arg(long, default_value_t = 5)]
+    short_steps: usize,
+    /// Samples of the signal's latency.
+    #[arg(long, default_value_t = 10)]
+    signals: usize,
+    /// Samples of the sequential and fan-out workloads (the median is shown).
+    #[arg(long, default_value_t = 3)]
+    reps: usize,
+}
+
+/// Steps per second of the three workloads and the signal's latency samples (ms).
+#[derive(Default)]
+struct Figures {
+    sequential: f64,
+    fanout: f64,
+    concurrent: f64,
+    signal_ms: Vec<f64>,
+}
+
+fn main() {
+    let args = Args::parse();
+    let reel = args.reel.clone().unwrap_or_else(|| {
+        let me = std::env::current_exe().expect("the benchmark's own path");
+        me.with_file_name("reel")
+    });
+    // Absolute: the workers start in directories of their own.
+    let reel = std::fs::canonicalize(&reel)
+        .unwrap_or_else(|e| panic!("no reel binary at {}: {e}", reel.display()));
+    let work = tempfile::tempdir().expect("a temporary directory");
+
+    println!("== PostgreSQL: Reel workers and DBOS on one server");
+    println!(
+        "workloads: {} sequential steps (one run), a {}-wide fan-out (one run), {} concurrent runs \
+         of {} steps; signal: from the signal to its run's next step, workers idle",
+        args.steps, args.steps, args.runs, args.short_steps
+    );
+    let dbos = args.python.as_ref().and_then(|python| {
+        let url = dbos_url(&args.url, &database(&args.url, "dbos"));
+        match run_dbos(python, &url, &args) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                eprintln!("DBOS could not run: {e}");
+                None
+            }
+        }
+    });
+    let mut rows = Vec::new();
+    for mode in &args.modes {
+        for &n in &args.workers {
+            let figures = reel_side(&reel, work.path(), &args, n, mode);
+            rows.push((
+                format!("Reel, {n} worker{}, {mode}", if n == 1 { "" } else { "s" }),
+                figures,
+            ));
+        }
+    }
+    if let Some(d) = &dbos {
+        let rate = |k: &str| d[k]["steps_per_s"].as_f64().unwrap_or(0.0);
+        let signal_ms = d["signal_ms"]
+            .as_array()
+            .map(|a| a.iter().filter_map(Value::as_f64).collect())
+            .unwrap_or_default();
+        let version = d["version"].as_str().unwrap_or("?");
+        rows.push((
+            format!("DBOS {version}"),
+            Figures {
+                sequential: rate("sequential"),
+                fanout: rate("fanout"),
+                concurrent: rate("concurrent"),
+                signal_ms,
+            },
+        ));
+    }
+    print_table(&rows, dbos.is_some(), &args);
+}
+
+/// Reel with `n` workers, runs in `mode`: the three workloads and the signal's latency.
+fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Figures {
+    let url = database(&args.url, &format!("reel_{mode}_{n}w"));
+    let dir = work.join(format!("{mode}-{n}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flows = [
+        ("seq.reel", sequential_flow(args.steps)),
+        ("fan.reel", fanout_flow(args.steps)),
+        ("short.reel", sequential_flow(args.short_steps)),
+        ("signal.reel", sequential_flow(1)),
+    ];
+    for (name, text) in &flows {
+        std::fs::write(dir.join(name), text).unwrap();
+    }
+    let store: Arc<dyn Store> =
+        Arc::new(PgStore::open(&url, Arc::new(SystemClock)).expect("the bench's database opens"));
+    let mut workers: Vec<Child> = (0..n)
+        .map(|i| {
+            let home = dir.join(format!("worker-{i}"));
+            std::fs::create_dir_all(&home).unwrap();
+            Command::new(reel)
+                .args(["worker", "--concurrency", "256"])
+                .current_dir(&home)
+                .env("REEL_STORE_URL", &url)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("reel worker starts")
+        })
+        .collect();
+    // The workers have looked once and are idle.
+    std::thread::sleep(Duration::from_millis(500));
+    let start = |file: &str, count: usize| start_runs(reel, &dir, &url, mode, file, count);
+    let timed = |ids: &[String], steps: usize| {
+        let ms = signal_and_wait(store.as_ref(), ids);
+        steps as f64 / (ms.max(1) as f64 / 1000.0)
+    };
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let reps = args.reps.max(1);
+    let sequential = median(
+        (0..reps)
+            .map(|_| timed(&start("seq.reel", 1), args.steps))
+            .collect(),
+    );
+    let fanout = median(
+        (0..reps)
+            .map(|_| timed(&start("fan.reel", 1), args.steps))
+            .collect(),
+    );
+    let concurrent = timed(
+        &start("short.reel", args.runs),
+        args.runs * args.short_steps,
+    );
+    let signal_ms = (0..args.signals)
+        .map(|_| {
+            let ids = start("signal.reel", 1);
+            // Idle again after the run's start, as a run that waits for hours finds them.
+            std::thread::sleep(Duration::from_millis(300));
+            signal_latency(store.as_ref(), &ids[0])
+        })
+        .collect();
+    for w in &mut workers {
+        let _ = w.kill();
+        let _ = w.wait();
+    }
+    Figures {
+        sequential,
+        fanout,
+        concurrent,
+        signal_ms,
+    }
+}
+
+/// Starts `count` runs of `file` with `reel run` (a few at a time), each parking at its signal.
+fn start_runs(
+    reel: &Path,
+    dir: &Path,
+    url: &str,
+    mode: &str,
+    file: &str,
+    count: usize,
+) -> Vec<String> {
+    let one = || {
+        let out = Command::new(reel)
+            .args(["run", file, "--json", "--durability", mode])
+            .current_dir(dir)
+            .env("REEL_STORE_URL", url)
+            .output()
+            .expect("reel run starts");
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|_| {
+            panic!("reel run: {}", String::from_utf8_lossy(&out.stderr));
+        });
+        assert_eq!(v["status"], "waiting", "{v}");
+        v["run"].as_str().unwrap().to_string()
+    };
+    let per_thread = count.div_ceil(4);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..count.min(4))
+            .map(|t| {
+                s.spawn(move || {
+                    let n = per_thread.min(count.saturating_sub(t * per_thread));
+                    (0..n).map(|_| one()).collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    })
+}
+
+/// Sends `go` to each run (from a few threads) and waits until all have ended; the time in ms
+/// from the first signal to the last run's end as the store recorded it.
+fn signal_and_wait(store: &dyn Store, ids: &[String]) -> i64 {
+    let began = now_ms();
+    std::thread::scope(|s| {
+        for chunk in ids.chunks(ids.len().div_ceil(8)) {
+            s.spawn(move || {
+                for id in chunk {
+                    store
+                        .send_signal(id, "go", &Value::Null)
+                        .expect("the signal is sent");
+                }
+            });
+        }
+    });
+    let ended = ids.iter().map(|id| wait_for_end(store, id)).max().unwrap();
+    ended - began
+}
+
+/// Polls until run `id` has succeeded; its end time (ms).
+fn wait_for_end(store: &dyn Store, id: &str) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let run = store.run(id).unwrap().expect("the run exists");
+        match run.status {
+            RunStatus::Succeeded => return run.ended_at.expect("an ended run's time"),
+            RunStatus::Failed | RunStatus::Canceled | RunStatus::Quarantined => {
+                panic!("run {id} ended {}: {:?}", run.status.as_str(), run.error)
+            }
+            _ => {}
+        }
+        assert!(Instant::now() < deadline, "run {id} did not end");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Ms from sending `go` to the first journal event of the step after it.
+fn signal_latency(store: &dyn Store, id: &str) -> f64 {
+    let sent = now_ms();
+    store
+        .send_signal(id, "go", &Value::Null)
+        .expect("the signal is sent");
+    wait_for_end(store, id);
+    let mut next = None;
+    store
+        .read_journal(id, 0, &mut |row| {
+            if row.step.as_deref() == Some("s0") {
+                next = Some(row.at);
+                return Flow::Stop;
+            }
+            Flow::Continue
+        })
+        .unwrap();
+    (next.expect("the step after the signal ran") - sent) as f64
+}
+
+/// A run that waits for `go`, then `n` `echo` steps, each reading the one before.
+fn sequential_flow(n: usize) -> String {
+    let mut s = String::from(
+        "flow bench {\n  step go = signal { name: \"go\", timeout: 1d }\n  \
+         step s0 = echo { value: 0, after: [go] }\n",
+    );
+    for i in 1..n {
+        s.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
+    }
+    s.push_str(&format!("  output s{}\n}}\n", n - 1));
+    s
+}
+
+/// A run that waits for `go`, then one `foreach` of `n` `echo` calls, all in flight at once.
+fn fanout_flow(n: usize) -> String {
+    format!(
+        "flow bench {{\n  step go = signal {{ name: \"go\", timeout: 1d }}\n  \
+         step s0 = echo {{\n    foreach: range({n})\n    concurrency: {n}\n    value: item\n    \
+         after: [go]\n  }}\n  output len(s0)\n}}\n"
+    )
+}
+
+/// Creates a fresh database named after `what` on the server of `url`; its URL.
+fn database(url: &str, what: &str) -> String {
+    let name = format!("bench_{what}_{}", std::process::id());
+    let mut admin = postgres::Client::connect(url, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
+    // Two statements: CREATE DATABASE cannot run inside the transaction a batch is.
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        admin
+            .batch_execute(&sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let (server, rest) = url.rsplit_once('/').expect("a database in the URL");
+    let query = rest
+        .split_once('?')
+        .map(|(_, q)| format!("?{q}"))
+        .unwrap_or_default();
+    format!("{server}/{name}{query}")
+}
+
+/// The same database as SQLAlchemy's URL for DBOS (psycopg; a Unix socket as `host=`).
+fn dbos_url(url: &str, db: &str) -> String {
+    let config: postgres::Config = url.parse().expect("a PostgreSQL URL");
+    let user = config.get_user().unwrap_or("postgres");
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let name = db.rsplit_once('/').unwrap().1.split('?').next().unwrap();
+    match config.get_hosts().first() {
+        Some(postgres::config::Host::Unix(path)) => format!(
+            "postgresql://{user}@/{name}?host={}&port={port}",
+            path.display()
+        ),
+        Some(postgres::config::Host::Tcp(host)) => {
+            format!("postgresql://{user}@{host}:{port}/{name}")
+        }
+        None => format!("postgresql://{user}@localhost:{port}/{name}"),
+    }
+}
+
+/// Runs `bench/dbos/bench.py` against `url`; its figures.
+fn run_dbos(python: &Path, url: &str, args: &Args) -> Result<Value, String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("dbos/bench.py");
+    let out = Command::new(python)
+        .arg(&script)
+        .args(["--database-url", url])
+        .args(["--steps", &args.steps.to_string()])
+        .args(["--reps", &args.reps.to_string()])
+        .args(["--runs", &args.runs.to_string()])
+        .args(["--short-steps", &args.short_steps.to_string()])
+        .args(["--signals", &args.signals.to_string()])
+        .stderr(Stdio::inherit())
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(format!("{} exited with {}", script.display(), out.status));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let last = text.lines().last().unwrap_or_default();
+    serde_json::from_str(last).map_err(|e| format!("{e}: {last}"))
+}
+
+/// The table of figures, with each row's ratio to DBOS's when DBOS ran.
+fn print_table(rows: &[(String, Figures)], with_dbos: bool, args: &Args) {
+    let dbos = rows.last().filter(|_| with_dbos).map(|(_, f)| f);
+    let ratio = |a: f64, b: Option<f64>| match b {
+        // One decimal below 10, where it tells 0.4× from 1×.
+        Some(b) if b > 0.0 && a / b < 10.0 => format!(" ({:.1}×)", a / b),
+        Some(b) if b > 0.0 => format!(" ({:.0}×)", a / b),
+        _ => String::new(),
+    };
+    println!(
+        "\n| | {n} sequential steps/s | {n}-wide fan-out steps/s | {} runs × {} steps, steps/s | \
+         signal → next step, median (max) |",
+        args.runs,
+        args.short_steps,
+        n = args.steps
+    );
+    println!("|---|---|---|---|---|");
+    for (name, f) in rows {
+        let mut ms = f.signal_ms.clone();
+        ms.sort_by(f64::total_cmp);
+        let signal = match (ms.get(ms.len() / 2), ms.last()) {
+            (Some(m), Some(max)) => format!("{m:.0} ms ({max:.0} ms)"),
+            _ => "–".to_string(),
+        };
+        let is_dbos = with_dbos && std::ptr::eq(f, dbos.unwrap());
+        let r = |a: f64, b: Option<f64>| if is_dbos { String::new() } else { ratio(a, b) };
+        println!(
+            "| {name} | {:.0}{} | {:.0}{} | {:.0}{} | {signal} |",
+            f.sequential,
+            r(f.sequential, dbos.map(|d| d.sequential)),
+            f.fanout,
+            r(f.fanout, dbos.map(|d| d.fanout)),
+            f.concurrent,
+            r(f.concurrent, dbos.map(|d| d.concurrent)),
+        );
+    }
+    if with_dbos {
+        println!("(×: Reel's rate over DBOS's on the same server; aims ≥ 20×, signal < 50 ms)");
+    }
+}
+
+/// The wall clock in ms, as the store stamps its rows.
+fn now_ms() -> i64 {
+    use reel_store::Clock;
+    SystemClock.now_ms()
+}
