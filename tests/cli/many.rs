@@ -860,45 +860,50 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
         // twice is one of a run a kill touched.
         for ((step, index), key) in &keys {
             let times = invocations.get(key).cloned().unwrap_or_default();
+            // In `fast` mode a worker killed after claiming the run and making the call,
+            // before any of its rows committed, leaves no trace in the journal: the call was
+            // made before the resume the journal records, by a process now dead.
+            let unrecorded_taker = events[0]["data"]["durability"] == "fast"
+                && !killed_pids.is_empty()
+                && started_after
+                    .get(&(step.clone(), index.clone()))
+                    .is_some_and(|resumed| times.iter().any(|t| t <= resumed));
+            let touched = killed
+                || unrecorded_taker
+                || events.iter().any(|e| {
+                    e["kind"] == "run_resumed"
+                        && e["data"]["by"].as_str().is_some_and(|b| {
+                            killed_pids.contains(&b.rsplit(':').next().unwrap().parse().unwrap())
+                        })
+                });
+            // A call in flight when its process was killed may still be made after the run's
+            // new holder made it again and recorded it: SIGKILL leaves the tool process it had
+            // spawned running (its group is its own), and under load that one can start late.
+            // It is the same call with the same key, repeated because its outcome was unknown
+            // (and marked so in `durable` mode); any other late making is a fault.
+            let orphan = times.len() > 1
+                && touched
+                && (events[0]["data"]["durability"] != "durable" || marks.contains(key));
             if let Some(done) = recorded_at.get(&(step.clone(), index.clone())) {
                 assert!(
                     !times.is_empty(),
                     "{ctx}: {step} {index} recorded, never made"
                 );
-                for t in &times {
-                    assert!(
-                        t <= done,
-                        "{ctx}: {step} {index} made at {t}, after its result ({done})"
-                    );
-                }
+                let late = times.iter().filter(|t| *t > done).count();
+                assert!(
+                    late == 0 || (orphan && late < times.len()),
+                    "{ctx}: {step} {index} made at {times:?}, after its result ({done})"
+                );
             }
             if let Some(done) = step_done_at.get(step) {
-                for t in &times {
-                    assert!(
-                        t <= done,
-                        "{ctx}: {step} made at {t}, after its success ({done})"
-                    );
-                }
+                let late = times.iter().filter(|t| *t > done).count();
+                assert!(
+                    late == 0 || (orphan && late < times.len()),
+                    "{ctx}: {step} made at {times:?}, after its success ({done})"
+                );
             }
             if times.len() > 1 {
                 repeated += times.len() - 1;
-                // In `fast` mode a worker killed after claiming the run and making the call,
-                // before any of its rows committed, leaves no trace in the journal: the call
-                // was made before the resume the journal records, by a process now dead.
-                let unrecorded_taker = events[0]["data"]["durability"] == "fast"
-                    && !killed_pids.is_empty()
-                    && started_after
-                        .get(&(step.clone(), index.clone()))
-                        .is_some_and(|resumed| times.iter().any(|t| t <= resumed));
-                let touched = killed
-                    || unrecorded_taker
-                    || events.iter().any(|e| {
-                        e["kind"] == "run_resumed"
-                            && e["data"]["by"].as_str().is_some_and(|b| {
-                                killed_pids
-                                    .contains(&b.rsplit(':').next().unwrap().parse().unwrap())
-                            })
-                    });
                 // `durable` records a call's start before making it: a call made again was in
                 // flight for the journal, and the resume says so.
                 if events[0]["data"]["durability"] == "durable" {
