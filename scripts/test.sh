@@ -10,6 +10,8 @@ cd "$(dirname "$0")/.."
 need_apt=()
 command -v python3 >/dev/null 2>&1 || need_apt+=(python3)
 command -v sh >/dev/null 2>&1 || need_apt+=(dash)
+# The PostgreSQL test server speaks TLS with certificates openssl makes (tests/cli/postgres_tls.rs).
+command -v openssl >/dev/null 2>&1 || need_apt+=(openssl)
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && apt-get install -y -qq "${need_apt[@]}"
 fi
