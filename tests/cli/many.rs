@@ -223,6 +223,42 @@ fn statuses(dir: &Path, home: &Path) -> BTreeMap<String, Value> {
         .collect()
 }
 
+/// Waits up to `limit` for every run of the store to have ended; on time, their rows, else the
+/// runs still open and the first one's journal, for the caller's report.
+fn wait_all_ended(
+    dir: &Path,
+    home: &Path,
+    limit: Duration,
+) -> Result<BTreeMap<String, Value>, (Vec<Value>, String)> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let rows = statuses(dir, home);
+        let open: Vec<Value> = rows
+            .values()
+            .filter(|r| {
+                !matches!(
+                    r["status"].as_str(),
+                    Some("succeeded" | "canceled" | "failed")
+                )
+            })
+            .cloned()
+            .collect();
+        if open.is_empty() {
+            return Ok(rows);
+        }
+        if Instant::now() >= deadline {
+            let id = open[0]["run"].as_str().unwrap();
+            let events = reel_env(
+                dir,
+                &["events", id],
+                &[("REEL_HOME", home.to_str().unwrap())],
+            );
+            return Err((open, events.stdout));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[cfg(unix)]
 #[test]
 fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anything() {
@@ -265,40 +301,18 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
         RUNNERS * RUNS_PER_RUNNER,
         "run ids are unique"
     );
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let rows = loop {
-        let rows = statuses(dir.path(), &home);
-        let open: Vec<&Value> = rows
-            .values()
-            .filter(|r| {
-                !matches!(
-                    r["status"].as_str(),
-                    Some("succeeded" | "canceled" | "failed")
-                )
-            })
-            .collect();
-        if open.is_empty() {
-            break rows;
-        }
-        if Instant::now() >= deadline {
-            let id = open[0]["run"].as_str().unwrap();
-            let events = reel_env(
-                dir.path(),
-                &["events", id],
-                &[("REEL_HOME", home.to_str().unwrap())],
-            );
+    let rows = wait_all_ended(dir.path(), &home, Duration::from_secs(60)).unwrap_or_else(
+        |(open, events)| {
             let workers: Vec<String> = workers
                 .iter()
                 .map(|(_, err)| fs::read_to_string(err).unwrap_or_default())
                 .collect();
             panic!(
-                "{} runs are still open a minute after the runners ended: {open:#?}\nthe first's journal: {}\nworkers: {workers:#?}",
-                open.len(),
-                events.stdout
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+                "{} runs are still open a minute after the runners ended: {open:#?}\nthe first's journal: {events}\nworkers: {workers:#?}",
+                open.len()
+            )
+        },
+    );
     for (child, _) in &mut workers {
         // SAFETY: kill only sends a signal, to a child not yet waited for (its id is still ours).
         let rc = unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
@@ -715,32 +729,14 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
     }
 
     // The surviving and the restarted worker finish everything.
-    let deadline = Instant::now() + Duration::from_secs(90);
-    let rows = loop {
-        let rows = statuses(dir.path(), &home);
-        let open: Vec<&Value> = rows
-            .values()
-            .filter(|r| {
-                !matches!(
-                    r["status"].as_str(),
-                    Some("succeeded" | "canceled" | "failed")
-                )
-            })
-            .collect();
-        if open.is_empty() {
-            break rows;
-        }
-        if Instant::now() >= deadline {
-            let id = open[0]["run"].as_str().unwrap();
-            let events = reel_env(dir.path(), &["events", id], &[("REEL_HOME", h)]);
+    let rows = wait_all_ended(dir.path(), &home, Duration::from_secs(90)).unwrap_or_else(
+        |(open, events)| {
             panic!(
-                "seed {seed}: {} runs are still open: {open:#?}\nthe first's journal: {}",
-                open.len(),
-                events.stdout
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+                "seed {seed}: {} runs are still open: {open:#?}\nthe first's journal: {events}",
+                open.len()
+            )
+        },
+    );
     let mut worker_pids = killed_pids.clone();
     for (child, _) in &mut workers {
         // SAFETY: kill only sends a signal, to a child not yet waited for.
