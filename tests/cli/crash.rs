@@ -579,3 +579,61 @@ fn killed_fast_runs_resume_to_the_same_output_without_repeating_recorded_effects
 fn killed_durable_runs_repeat_only_the_calls_in_flight() {
     crash_mode("durable");
 }
+
+/// True while `pid` names a live process (a zombie waiting for its reaper counts as dead).
+fn alive(pid: u32) -> bool {
+    fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        // The state follows the command's name, which is in parentheses and may hold spaces.
+        stat.rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X'))
+    })
+}
+
+#[test]
+fn a_tool_process_dies_with_the_reel_that_started_it() {
+    // Without this, a call in flight when `reel` is killed goes on and may make its effect
+    // after a resume has made the same call again.
+    let dir = temp();
+    write(
+        dir.path(),
+        "hang.reel",
+        "flow hang {\n  step wait = exec { cmd: [\"sh\", \"-c\", \"echo $$ > tool.pid; exec sleep 60\"] }\n  output wait.stdout\n}\n",
+    );
+    let home = dir.path().join(".reel");
+    let mut command = reel(dir.path(), &["run", "hang.reel"]);
+    command.env("REEL_HOME", &home);
+    let (mut child, _) = spawn(command, dir.path(), "hang");
+    let pid_file = dir.path().join("tool.pid");
+    let started = Instant::now();
+    let tool: u32 = loop {
+        if let Some(pid) = fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "reel ended before its tool started"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the tool never started"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(alive(tool), "the tool {tool} is not running");
+    assert!(
+        kill_after(&mut child, Duration::ZERO),
+        "reel ended by itself"
+    );
+    // The kernel signals the tool as `reel` exits; give it the time to be reaped, not to act.
+    let killed = Instant::now();
+    while alive(tool) && killed.elapsed() < Duration::from_secs(30) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(
+        !alive(tool),
+        "the tool {tool} outlived the reel that started it"
+    );
+}

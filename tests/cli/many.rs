@@ -872,14 +872,9 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
                             killed_pids.contains(&b.rsplit(':').next().unwrap().parse().unwrap())
                         })
                 });
-            // A call in flight when its process was killed may still be made after the run's
-            // new holder made it again and recorded it: SIGKILL leaves the tool process it had
-            // spawned running (its group is its own), and under load that one can start late.
-            // It is the same call with the same key, repeated because its outcome was unknown
-            // (and marked so in `durable` mode); any other late making is a fault.
-            let orphan = times.len() > 1
-                && touched
-                && (events[0]["data"]["durability"] != "durable" || marks.contains(key));
+            // No making may come after the call's result: a call in flight when its `reel` was
+            // killed dies with it (its tool process gets SIGKILL when `reel` dies), so it cannot
+            // make its effect late, after the run's new holder made it again.
             if let Some(done) = recorded_at.get(&(step.clone(), index.clone())) {
                 assert!(
                     !times.is_empty(),
@@ -887,14 +882,14 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
                 );
                 let late = times.iter().filter(|t| *t > done).count();
                 assert!(
-                    late == 0 || (orphan && late < times.len()),
+                    late == 0,
                     "{ctx}: {step} {index} made at {times:?}, after its result ({done})"
                 );
             }
             if let Some(done) = step_done_at.get(step) {
                 let late = times.iter().filter(|t| *t > done).count();
                 assert!(
-                    late == 0 || (orphan && late < times.len()),
+                    late == 0,
                     "{ctx}: {step} made at {times:?}, after its success ({done})"
                 );
             }

@@ -156,6 +156,8 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
         .kill_on_drop(true);
     #[cfg(unix)]
     command.process_group(0);
+    #[cfg(target_os = "linux")]
+    die_with_parent(&mut command);
     // Nothing of this process's environment but the base: only this call's key, and never a
     // secret's variable, whatever a flow declares.
     command.env_clear();
@@ -295,6 +297,33 @@ struct Group(Option<u32>);
 impl Group {
     fn kill(&self) {
         kill_group(self.0);
+    }
+}
+
+/// Makes the command die (SIGKILL) when the thread of `reel` that started it dies, which on
+/// the tool host's long-lived runtime threads means when `reel` itself dies, SIGKILL included.
+/// A call in flight then dies with the process that made it, as it would in-process, instead of
+/// making its effect late, after a resume has made the same call again; its outcome is unknown
+/// and a resume makes it again with its first key, as for any call in flight at a crash.
+/// Processes the command starts itself are not covered (the kernel clears the setting in
+/// them); those the call's own cleanup reaches by its group.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut Command) {
+    let parent = std::process::id();
+    // SAFETY: the closure runs in the forked child before exec and calls only prctl, getppid and
+    // _exit, which are async-signal-safe, and allocates nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // `reel` may have died between the fork and the prctl: then the signal will never
+            // come, and the command must not start.
+            if u32::try_from(libc::getppid()).ok() != Some(parent) {
+                libc::_exit(137);
+            }
+            Ok(())
+        });
     }
 }
 
