@@ -9,7 +9,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::runs::{execute, hints, lenses, name_runs, reel};
+use crate::runs::{PIPELINE, execute, hints, lenses, name_runs, reel};
 use crate::support::{Client, redact, uri};
 
 /// A client that follows runs live: it lets the server ask for new hints and lenses.
@@ -83,19 +83,6 @@ fn latest_run(dir: &Path, home: &Path) -> String {
         .and_then(|r| r["run"].as_str().map(str::to_string))
         .unwrap_or_else(|| panic!("no run in {runs}"))
 }
-
-const PIPELINE: &str = r#"flow pipeline {
-  input n: int = 2
-
-  step a = echo {
-    value: { x: input.n }
-  }
-
-  step b = a.x + 1
-
-  output b
-}
-"#;
 
 #[test]
 fn a_lens_runs_the_flow_and_its_results_appear() {

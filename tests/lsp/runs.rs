@@ -35,7 +35,8 @@ pub fn hints(client: &mut Client, uri: &str, text: &str) -> String {
     show_hints(text, &r["result"])
 }
 
-const PIPELINE: &str = r#"flow pipeline {
+/// An effect and a pure step reading it: the flow most of these tests run.
+pub const PIPELINE: &str = r#"flow pipeline {
   input n: int = 2
 
   step a = echo {
