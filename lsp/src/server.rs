@@ -332,14 +332,32 @@ async fn query<T: Send + 'static>(
 /// Publishes the diagnostics of the documents marked due, one at a time, each for its latest
 /// version: computed on a snapshot, published only if no edit came in between (the edit that
 /// came marked the document due again, and its own computation follows).
+///
+/// Once nothing is due, it warms what the first request after a check would otherwise compute
+/// on its own (see [`warm`]).
 async fn publish_loop(state: Arc<Mutex<State>>, client: Client, due: Arc<Due>) {
     loop {
         due.wake.notified().await;
+        let mut last = None;
         while let Some(uri) = due.take() {
-            publish_one(&state, &client, uri).await;
+            publish_one(&state, &client, uri.clone()).await;
             due.done();
+            last = Some(uri);
+        }
+        if let Some(uri) = last {
+            warm(&state, &uri).await;
         }
     }
+}
+
+/// Computes, for `uri`'s current version, the syntax tree that hover, definition and
+/// references read (assembled once per revision), so that the first of them after an edit does
+/// not pay for it. On a snapshot like any request: the next edit cancels it.
+async fn warm(state: &Mutex<State>, uri: &Uri) {
+    let _ = query(state, uri, |cx| {
+        let _ = cx.parsed();
+    })
+    .await;
 }
 
 /// Computes and publishes the diagnostics of `uri`'s current version, unless an edit comes first.
