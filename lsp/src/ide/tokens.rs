@@ -157,29 +157,47 @@ impl TokenAnswer {
             segs.iter().map(|(_, t)| t.len()).sum()
         };
         let before = count(&o[..prefix]);
-        // The first token of the unchanged end is encoded again: what comes before it changed.
-        let kept_end = count(&o[o.len() - suffix..]).saturating_sub(1);
-        let old_middle = count(o) - before - kept_end;
-        let mut out = Encoder {
-            tokens: Vec::new(),
-            prev: n[..prefix]
-                .iter()
-                .rev()
-                .find_map(|(base, t)| t.last().map(|t| absolute(*base, t)))
-                .map_or((0, 0), |t| (t.line, t.col)),
+        // Both sides of the change, encoded from the same token before them, through the first
+        // token of the unchanged end (encoded again: what comes before it changed); then only
+        // what differs between the two is sent.
+        let prev = n[..prefix]
+            .iter()
+            .rev()
+            .find_map(|(base, t)| t.last().map(|t| absolute(*base, t)))
+            .map_or((0, 0), |t| (t.line, t.col));
+        let middle = |segs: &[(Position, Arc<[RelToken]>)], suffix: usize| {
+            let mut out = Encoder {
+                tokens: Vec::new(),
+                prev,
+            };
+            let end = segs.len() - suffix;
+            for (base, tokens) in &segs[prefix..end] {
+                place_into(*base, tokens, &mut out);
+            }
+            if let Some((base, tokens)) = segs[end..].first()
+                && let Some(t) = tokens.first()
+            {
+                out.push(absolute(*base, t));
+            }
+            out.tokens
         };
-        for (base, tokens) in &n[prefix..n.len() - suffix] {
-            place_into(*base, tokens, &mut out);
+        let (was, now) = (middle(o, suffix), middle(n, suffix));
+        if was == now {
+            return Vec::new();
         }
-        if let Some((base, tokens)) = n[n.len() - suffix..].first()
-            && let Some(t) = tokens.first()
-        {
-            out.push(absolute(*base, t));
-        }
+        let same_start = was.iter().zip(&now).take_while(|(a, b)| a == b).count();
+        let room = was.len().min(now.len()) - same_start;
+        let same_end = was
+            .iter()
+            .rev()
+            .zip(now.iter().rev())
+            .take(room)
+            .take_while(|(a, b)| a == b)
+            .count();
         vec![SemanticTokensEdit {
-            start: (before * 5) as u32,
-            delete_count: (old_middle * 5) as u32,
-            data: Some(out.tokens),
+            start: ((before + same_start) * 5) as u32,
+            delete_count: ((was.len() - same_start - same_end) * 5) as u32,
+            data: Some(now[same_start..now.len() - same_end].to_vec()),
         }]
     }
 }
