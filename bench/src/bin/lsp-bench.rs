@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use reel_bench::generate::{Edit, generate};
 use reel_bench::measure::{Stats, show};
-use reel_lsp::wire::{incoming, write_message};
+use reel_lsp::wire::{read_frame, write_message};
 use serde_json::{Value, json};
 
 /// The language server benchmark.
@@ -631,23 +631,27 @@ fn each_alone(
         let tally = tallies.entry(name).or_default();
         for _ in 0..n {
             let began = Instant::now();
-            let answer = server.request(method, params.clone());
-            tally.add(began.elapsed(), &answer);
+            let (at, answer) = server.request_stamped(method, params.clone());
+            tally.add(at - began, &answer);
             if let Some(id) = answer["result"]["resultId"].as_str() {
                 tokens_id = Some(id.to_string());
             }
         }
     }
-    // A delta against the last full result (nothing changed since: the smallest answer).
-    if let Some(id) = tokens_id {
+    // A delta against the last result (nothing changed since: the smallest answer), each
+    // against the one before, as an editor asks.
+    if let Some(mut id) = tokens_id {
         let tally = tallies.entry("semantic tokens, full/delta").or_default();
         for _ in 0..n {
             let began = Instant::now();
-            let answer = server.request(
+            let (at, answer) = server.request_stamped(
                 "textDocument/semanticTokens/full/delta",
                 json!({ "textDocument": doc, "previousResultId": id }),
             );
-            tally.add(began.elapsed(), &answer);
+            tally.add(at - began, &answer);
+            if let Some(next) = answer["result"]["resultId"].as_str() {
+                id = next.to_string();
+            }
         }
     }
     tallies
@@ -688,11 +692,17 @@ impl Server {
             .expect("reel lsp starts");
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let raw = incoming(stdout);
         let (stamp, incoming) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            while let Ok(m) = raw.recv() {
-                if stamp.send((Instant::now(), m)).is_err() {
+            let mut reader = std::io::BufReader::new(stdout);
+            // Stamped when the last byte is in, before this client parses it: a big answer
+            // (the full semantic tokens) is not made to look later by the benchmark's parser.
+            while let Some(body) = read_frame(&mut reader) {
+                let at = Instant::now();
+                let Ok(m) = serde_json::from_slice::<Value>(&body) else {
+                    break;
+                };
+                if stamp.send((at, m)).is_err() {
                     break;
                 }
             }
@@ -748,17 +758,22 @@ impl Server {
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_stamped(method, params).1
+    }
+
+    /// A request's answer, and when its last byte arrived.
+    fn request_stamped(&mut self, method: &str, params: Value) -> (Instant, Value) {
         let id = self.send_request(method, params);
         loop {
-            let m = self.receive(method);
+            let (at, m) = self.receive(method);
             if m["id"] == json!(id) && m.get("method").is_none() {
-                return m;
+                return (at, m);
             }
         }
     }
 
-    fn receive(&mut self, waiting_for: &str) -> Value {
-        let (_, m) = self
+    fn receive(&mut self, waiting_for: &str) -> (Instant, Value) {
+        let (at, m) = self
             .incoming
             .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|e| panic!("no answer to `{waiting_for}`: {e}"));
@@ -766,7 +781,7 @@ impl Server {
             let id = m["id"].clone();
             self.send(json!({ "jsonrpc": "2.0", "id": id, "result": null }));
         }
-        m
+        (at, m)
     }
 
     fn open(&mut self, uri: &str, text: &str) {
@@ -786,7 +801,7 @@ impl Server {
     /// Waits for the diagnostics published for `version` of `uri`.
     fn diagnostics(&mut self, uri: &str, version: i32) -> Vec<Value> {
         loop {
-            let m = self.receive("textDocument/publishDiagnostics");
+            let (_, m) = self.receive("textDocument/publishDiagnostics");
             if m["method"] == "textDocument/publishDiagnostics"
                 && m["params"]["uri"] == uri
                 && m["params"]["version"] == json!(version)
