@@ -14,6 +14,10 @@
 //! actions), the unanswered ones cancelled (`$/cancelRequest`) when the next key comes; then
 //! each request alone on the quiet file. It prints p50/p95 per request and the time from the
 //! last key to the diagnostics of the last version.
+//!
+//! `--only json` splits the two biggest answers (document symbols, full semantic tokens) in
+//! process, without the server: computing them on a checked database, then the JSON, as
+//! tower-lsp-server makes it (`serde_json::to_value`, then the text).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -88,6 +92,15 @@ fn main() {
     if part("runs") {
         println!("\n## reel lsp: past runs\n");
         past_runs(&reel, args.runs, args.requests);
+    }
+    if args.only.as_deref() == Some("json") {
+        println!("## reel lsp: the biggest answers, computed and then made JSON (in process)\n");
+        println!("| steps | answer | compute | to_value | to text | bytes |");
+        println!("|---:|---|---:|---:|---:|---:|");
+        for &steps in &args.typing_sizes {
+            json_costs(steps, args.alone.max(3));
+        }
+        return;
     }
     if part("typing") {
         println!("\n## reel lsp: typing a step with VS Code's requests, and each request alone\n");
@@ -819,4 +832,68 @@ impl Server {
         self.notify("exit", Value::Null);
         let _ = self.child.wait();
     }
+}
+
+/// Times computing document symbols and the full semantic tokens on a checked database, and
+/// making each JSON as the server's library does (a `Value`, then its text): medians of `n`.
+fn json_costs(steps: usize, n: usize) {
+    use reel_compiler::{RootDb, SourceFile, file_diagnostics};
+    use reel_lsp::ide::{Ctx, outline, tokens};
+    use tower_lsp_server::lsp_types::SemanticTokens;
+    let text = generate(steps, 1).text;
+    let db = RootDb::default();
+    let file = SourceFile::new(
+        &db,
+        "pipeline.reel".into(),
+        "/tmp".into(),
+        text.as_str().into(),
+    );
+    let _ = file_diagnostics(&db, file);
+    let cx = Ctx::new(&db, file);
+    /// Medians of the three stages and the text's size.
+    #[derive(Default)]
+    struct Stages {
+        compute: Vec<Duration>,
+        value: Vec<Duration>,
+        text: Vec<Duration>,
+        bytes: usize,
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let print = |name: &str, st: Stages| {
+        println!(
+            "| {steps} | {name} | {} | {} | {} | {:.0} KiB |",
+            show(median(st.compute)),
+            show(median(st.value)),
+            show(median(st.text)),
+            st.bytes as f64 / 1024.0
+        );
+    };
+    macro_rules! stages {
+        ($compute:expr) => {{
+            let mut st = Stages::default();
+            for _ in 0..n {
+                let began = Instant::now();
+                let answer = $compute;
+                st.compute.push(began.elapsed());
+                let began = Instant::now();
+                let value = serde_json::to_value(&answer).expect("an LSP answer is JSON");
+                st.value.push(began.elapsed());
+                let began = Instant::now();
+                st.bytes = value.to_string().len();
+                st.text.push(began.elapsed());
+            }
+            st
+        }};
+    }
+    print("document symbols", stages!(outline::document_symbols(&cx)));
+    print(
+        "semantic tokens, full",
+        stages!(SemanticTokens {
+            result_id: Some("1".into()),
+            data: tokens::TokenAnswer::of(&cx).encode(),
+        }),
+    );
 }
