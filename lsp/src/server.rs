@@ -116,8 +116,9 @@ impl Due {
     }
 }
 
-/// The last full semantic tokens answered for each document, by result id, for deltas.
-type KeptTokens = Mutex<HashMap<Uri, (String, Arc<Vec<SemanticToken>>)>>;
+/// The last semantic tokens answered for each document, by result id, for deltas: kept as the
+/// segments' shared tokens, not as the encoded list.
+type KeptTokens = Mutex<HashMap<Uri, (String, Arc<tokens::TokenAnswer>)>>;
 
 /// Cancels a request's snapshot when the request's future is dropped before its work finished
 /// (the client sent `$/cancelRequest`, and tower-lsp-server dropped the handler).
@@ -261,10 +262,18 @@ impl Backend {
         query(&self.state, uri, f).await
     }
 
-    /// The semantic tokens of `uri`, kept under a new result id for the next delta.
-    async fn full_tokens(&self, uri: &Uri) -> Result<Option<(String, Arc<Vec<SemanticToken>>)>> {
+    /// The semantic tokens of `uri`, kept under a new result id for the next delta. `last`, an
+    /// answer of the same text, is reused as it is.
+    async fn full_tokens(
+        &self,
+        uri: &Uri,
+        last: Option<Arc<tokens::TokenAnswer>>,
+    ) -> Result<Option<(String, Arc<tokens::TokenAnswer>)>> {
         let Some(data) = self
-            .query(uri, |cx| Arc::new(tokens::semantic_tokens(cx)))
+            .query(uri, move |cx| match last {
+                Some(last) if Arc::ptr_eq(&last.text, cx.file.text(cx.db)) => last,
+                _ => Arc::new(tokens::TokenAnswer::of(cx)),
+            })
             .await?
         else {
             return Ok(None);
@@ -323,14 +332,32 @@ async fn query<T: Send + 'static>(
 /// Publishes the diagnostics of the documents marked due, one at a time, each for its latest
 /// version: computed on a snapshot, published only if no edit came in between (the edit that
 /// came marked the document due again, and its own computation follows).
+///
+/// Once nothing is due, it warms what the first request after a check would otherwise compute
+/// on its own (see [`warm`]).
 async fn publish_loop(state: Arc<Mutex<State>>, client: Client, due: Arc<Due>) {
     loop {
         due.wake.notified().await;
+        let mut last = None;
         while let Some(uri) = due.take() {
-            publish_one(&state, &client, uri).await;
+            publish_one(&state, &client, uri.clone()).await;
             due.done();
+            last = Some(uri);
+        }
+        if let Some(uri) = last {
+            warm(&state, &uri).await;
         }
     }
+}
+
+/// Computes, for `uri`'s current version, the syntax tree that hover, definition and
+/// references read (assembled once per revision), so that the first of them after an edit does
+/// not pay for it. On a snapshot like any request: the next edit cancels it.
+async fn warm(state: &Mutex<State>, uri: &Uri) {
+    let _ = query(state, uri, |cx| {
+        let _ = cx.parsed();
+    })
+    .await;
 }
 
 /// Computes and publishes the diagnostics of `uri`'s current version, unless an edit comes first.
@@ -516,12 +543,12 @@ impl LanguageServer for Backend {
         params: SemanticTokensParams,
     ) -> Result<Option<SemanticTokensResult>> {
         Ok(self
-            .full_tokens(&params.text_document.uri)
+            .full_tokens(&params.text_document.uri, None)
             .await?
             .map(|(id, data)| {
                 SemanticTokensResult::Tokens(SemanticTokens {
                     result_id: Some(id),
-                    data: data.to_vec(),
+                    data: data.encode(),
                 })
             }))
     }
@@ -538,18 +565,18 @@ impl LanguageServer for Backend {
             .get(&uri)
             .filter(|(id, _)| *id == params.previous_result_id)
             .map(|(_, data)| data.clone());
-        let Some((id, data)) = self.full_tokens(&uri).await? else {
+        let Some((id, data)) = self.full_tokens(&uri, previous.clone()).await? else {
             return Ok(None);
         };
         Ok(Some(match previous {
             Some(old) => SemanticTokensFullDeltaResult::TokensDelta(SemanticTokensDelta {
                 result_id: Some(id),
-                edits: tokens::delta(&old, &data),
+                edits: data.delta_from(&old),
             }),
             // Not the result this server kept last: the whole list.
             None => SemanticTokensFullDeltaResult::Tokens(SemanticTokens {
                 result_id: Some(id),
-                data: data.to_vec(),
+                data: data.encode(),
             }),
         }))
     }

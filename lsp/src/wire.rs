@@ -8,6 +8,12 @@ use serde_json::Value;
 
 /// Reads one framed message; `None` at the end of the stream or on a malformed frame.
 pub fn read_message(reader: &mut impl BufRead) -> Option<Value> {
+    serde_json::from_slice(&read_frame(reader)?).ok()
+}
+
+/// Reads one frame's body, not parsed (a benchmark stamps its arrival before parsing it);
+/// `None` at the end of the stream or on a malformed frame.
+pub fn read_frame(reader: &mut impl BufRead) -> Option<Vec<u8>> {
     let mut length = None;
     loop {
         let mut line = String::new();
@@ -24,7 +30,7 @@ pub fn read_message(reader: &mut impl BufRead) -> Option<Value> {
     }
     let mut body = vec![0; length?];
     reader.read_exact(&mut body).ok()?;
-    serde_json::from_slice(&body).ok()
+    Some(body)
 }
 
 /// The messages read from `stream` (a server's stdout) on a thread of their own, so that a

@@ -14,6 +14,10 @@
 //! actions), the unanswered ones cancelled (`$/cancelRequest`) when the next key comes; then
 //! each request alone on the quiet file. It prints p50/p95 per request and the time from the
 //! last key to the diagnostics of the last version.
+//!
+//! `--only json` splits the two biggest answers (document symbols, full semantic tokens) in
+//! process, without the server: computing them on a checked database, then the JSON, as
+//! tower-lsp-server makes it (`serde_json::to_value`, then the text).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -24,7 +28,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use reel_bench::generate::{Edit, generate};
 use reel_bench::measure::{Stats, show};
-use reel_lsp::wire::{incoming, write_message};
+use reel_lsp::wire::{read_frame, write_message};
 use serde_json::{Value, json};
 
 /// The language server benchmark.
@@ -88,6 +92,15 @@ fn main() {
     if part("runs") {
         println!("\n## reel lsp: past runs\n");
         past_runs(&reel, args.runs, args.requests);
+    }
+    if args.only.as_deref() == Some("json") {
+        println!("## reel lsp: the biggest answers, computed and then made JSON (in process)\n");
+        println!("| steps | answer | compute | to_value | to text | bytes |");
+        println!("|---:|---|---:|---:|---:|---:|");
+        for &steps in &args.typing_sizes {
+            json_costs(steps, args.alone.max(3));
+        }
+        return;
     }
     if part("typing") {
         println!("\n## reel lsp: typing a step with VS Code's requests, and each request alone\n");
@@ -631,23 +644,27 @@ fn each_alone(
         let tally = tallies.entry(name).or_default();
         for _ in 0..n {
             let began = Instant::now();
-            let answer = server.request(method, params.clone());
-            tally.add(began.elapsed(), &answer);
+            let (at, answer) = server.request_stamped(method, params.clone());
+            tally.add(at - began, &answer);
             if let Some(id) = answer["result"]["resultId"].as_str() {
                 tokens_id = Some(id.to_string());
             }
         }
     }
-    // A delta against the last full result (nothing changed since: the smallest answer).
-    if let Some(id) = tokens_id {
+    // A delta against the last result (nothing changed since: the smallest answer), each
+    // against the one before, as an editor asks.
+    if let Some(mut id) = tokens_id {
         let tally = tallies.entry("semantic tokens, full/delta").or_default();
         for _ in 0..n {
             let began = Instant::now();
-            let answer = server.request(
+            let (at, answer) = server.request_stamped(
                 "textDocument/semanticTokens/full/delta",
                 json!({ "textDocument": doc, "previousResultId": id }),
             );
-            tally.add(began.elapsed(), &answer);
+            tally.add(at - began, &answer);
+            if let Some(next) = answer["result"]["resultId"].as_str() {
+                id = next.to_string();
+            }
         }
     }
     tallies
@@ -688,11 +705,17 @@ impl Server {
             .expect("reel lsp starts");
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let raw = incoming(stdout);
         let (stamp, incoming) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
-            while let Ok(m) = raw.recv() {
-                if stamp.send((Instant::now(), m)).is_err() {
+            let mut reader = std::io::BufReader::new(stdout);
+            // Stamped when the last byte is in, before this client parses it: a big answer
+            // (the full semantic tokens) is not made to look later by the benchmark's parser.
+            while let Some(body) = read_frame(&mut reader) {
+                let at = Instant::now();
+                let Ok(m) = serde_json::from_slice::<Value>(&body) else {
+                    break;
+                };
+                if stamp.send((at, m)).is_err() {
                     break;
                 }
             }
@@ -748,17 +771,22 @@ impl Server {
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
+        self.request_stamped(method, params).1
+    }
+
+    /// A request's answer, and when its last byte arrived.
+    fn request_stamped(&mut self, method: &str, params: Value) -> (Instant, Value) {
         let id = self.send_request(method, params);
         loop {
-            let m = self.receive(method);
+            let (at, m) = self.receive(method);
             if m["id"] == json!(id) && m.get("method").is_none() {
-                return m;
+                return (at, m);
             }
         }
     }
 
-    fn receive(&mut self, waiting_for: &str) -> Value {
-        let (_, m) = self
+    fn receive(&mut self, waiting_for: &str) -> (Instant, Value) {
+        let (at, m) = self
             .incoming
             .recv_timeout(Duration::from_secs(120))
             .unwrap_or_else(|e| panic!("no answer to `{waiting_for}`: {e}"));
@@ -766,7 +794,7 @@ impl Server {
             let id = m["id"].clone();
             self.send(json!({ "jsonrpc": "2.0", "id": id, "result": null }));
         }
-        m
+        (at, m)
     }
 
     fn open(&mut self, uri: &str, text: &str) {
@@ -786,7 +814,7 @@ impl Server {
     /// Waits for the diagnostics published for `version` of `uri`.
     fn diagnostics(&mut self, uri: &str, version: i32) -> Vec<Value> {
         loop {
-            let m = self.receive("textDocument/publishDiagnostics");
+            let (_, m) = self.receive("textDocument/publishDiagnostics");
             if m["method"] == "textDocument/publishDiagnostics"
                 && m["params"]["uri"] == uri
                 && m["params"]["version"] == json!(version)
@@ -804,4 +832,68 @@ impl Server {
         self.notify("exit", Value::Null);
         let _ = self.child.wait();
     }
+}
+
+/// Times computing document symbols and the full semantic tokens on a checked database, and
+/// making each JSON as the server's library does (a `Value`, then its text): medians of `n`.
+fn json_costs(steps: usize, n: usize) {
+    use reel_compiler::{RootDb, SourceFile, file_diagnostics};
+    use reel_lsp::ide::{Ctx, outline, tokens};
+    use tower_lsp_server::lsp_types::SemanticTokens;
+    let text = generate(steps, 1).text;
+    let db = RootDb::default();
+    let file = SourceFile::new(
+        &db,
+        "pipeline.reel".into(),
+        "/tmp".into(),
+        text.as_str().into(),
+    );
+    let _ = file_diagnostics(&db, file);
+    let cx = Ctx::new(&db, file);
+    /// Medians of the three stages and the text's size.
+    #[derive(Default)]
+    struct Stages {
+        compute: Vec<Duration>,
+        value: Vec<Duration>,
+        text: Vec<Duration>,
+        bytes: usize,
+    }
+    let median = |mut v: Vec<Duration>| {
+        v.sort();
+        v[v.len() / 2]
+    };
+    let print = |name: &str, st: Stages| {
+        println!(
+            "| {steps} | {name} | {} | {} | {} | {:.0} KiB |",
+            show(median(st.compute)),
+            show(median(st.value)),
+            show(median(st.text)),
+            st.bytes as f64 / 1024.0
+        );
+    };
+    macro_rules! stages {
+        ($compute:expr) => {{
+            let mut st = Stages::default();
+            for _ in 0..n {
+                let began = Instant::now();
+                let answer = $compute;
+                st.compute.push(began.elapsed());
+                let began = Instant::now();
+                let value = serde_json::to_value(&answer).expect("an LSP answer is JSON");
+                st.value.push(began.elapsed());
+                let began = Instant::now();
+                st.bytes = value.to_string().len();
+                st.text.push(began.elapsed());
+            }
+            st
+        }};
+    }
+    print("document symbols", stages!(outline::document_symbols(&cx)));
+    print(
+        "semantic tokens, full",
+        stages!(SemanticTokens {
+            result_id: Some("1".into()),
+            data: tokens::TokenAnswer::of(&cx).encode(),
+        }),
+    );
 }

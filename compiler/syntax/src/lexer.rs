@@ -66,22 +66,52 @@ impl Delim {
 
 /// Lexes `src`. Never fails: problems become diagnostics and the tokens are repaired.
 pub fn lex(src: &str) -> Lexed {
-    let mut lexer = Lexer {
-        src,
-        pos: 0,
-        raw: Vec::new(),
-        comments: Vec::new(),
-        diagnostics: Vec::new(),
-        stack: Vec::new(),
-        unterminated: false,
-        line_start: true,
-        last_newline: 0,
-    };
+    let mut lexer = Lexer::new(src, false);
     lexer.run();
-    Lexed {
-        tokens: filter_newlines(lexer.raw),
-        comments: lexer.comments,
-        diagnostics: lexer.diagnostics,
+    lexer.finish()
+}
+
+/// Lexes `src`, a run of a flow body's members, as the file's lexer does inside the flow's
+/// braces (a member line closes what its entry left open, as in the file), and says whether
+/// it balanced as a run of whole entries should: nothing closed the flow's brace, and nothing
+/// was left open at the end. A `src` that ends with the first word of the next member's line
+/// (the outline's tail, see `outline::ChunkSpan::tail`) is closed before that word exactly as
+/// the file is, "the next entry starts here"; the caller drops the word.
+pub(crate) fn lex_body(src: &str) -> (Lexed, bool) {
+    let mut lexer = Lexer::new(src, true);
+    lexer.run();
+    let balanced = lexer.body_intact;
+    (lexer.finish(), balanced)
+}
+
+impl<'a> Lexer<'a> {
+    fn new(src: &'a str, body: bool) -> Self {
+        Lexer {
+            src,
+            pos: 0,
+            raw: Vec::new(),
+            comments: Vec::new(),
+            diagnostics: Vec::new(),
+            // Inside a body, the flow's brace: never reported, never closed.
+            stack: if body {
+                vec![(Delim::Brace, Span::new(0, 0))]
+            } else {
+                Vec::new()
+            },
+            unterminated: false,
+            line_start: true,
+            last_newline: 0,
+            body,
+            body_intact: true,
+        }
+    }
+
+    fn finish(self) -> Lexed {
+        Lexed {
+            tokens: filter_newlines(self.raw),
+            comments: self.comments,
+            diagnostics: self.diagnostics,
+        }
     }
 }
 
@@ -99,6 +129,10 @@ struct Lexer<'a> {
     line_start: bool,
     /// Where the last line break is.
     last_newline: usize,
+    /// Lexing a run of a flow body's members: `stack[0]` stands for the flow's brace.
+    body: bool,
+    /// In a body, whether the flow's brace is still open and nothing else was left open at the end.
+    body_intact: bool,
 }
 
 impl<'a> Lexer<'a> {
@@ -129,8 +163,19 @@ impl<'a> Lexer<'a> {
         if let Some((Delim::Str, _)) = self.stack.last() {
             self.string_body();
         }
+        let at = self.src.len();
+        if self.body {
+            // The flow's brace stands open beyond the text; whatever else is open is not.
+            if self.stack.len() > 1 {
+                self.body_intact = false;
+                self.close_unclosed(1, at, None);
+            }
+            if self.stack.pop().is_none() {
+                self.body_intact = false;
+            }
+            return;
+        }
         if !self.stack.is_empty() {
-            let at = self.src.len();
             self.close_all_unclosed(at, None);
         }
     }
@@ -142,6 +187,9 @@ impl<'a> Lexer<'a> {
 
     /// Reports the delimiters open above `depth` and closes them with empty tokens at `at`.
     fn close_unclosed(&mut self, depth: usize, at: usize, reason: Option<(Span, &str)>) {
+        if self.body && depth == 0 {
+            self.body_intact = false;
+        }
         let open: Vec<(Delim, Span)> = self.stack.drain(depth..).rev().collect();
         let Some(&(innermost, innermost_span)) = open.first() else {
             return;
@@ -293,11 +341,20 @@ impl<'a> Lexer<'a> {
             return;
         }
         if c.is_alphabetic() || c == '_' {
-            if at_line_start && !self.stack.is_empty() && self.declaration_starts_here() {
-                let here = Span::new(start, start);
-                self.close_all_unclosed(start, Some((here, "a new declaration starts here")));
-            } else if at_line_start && let Some(depth) = self.entry_starts_here() {
-                self.close_before_entry(depth);
+            if at_line_start && self.declaration_starts_here() {
+                if !self.stack.is_empty() {
+                    let here = Span::new(start, start);
+                    self.close_all_unclosed(start, Some((here, "a new declaration starts here")));
+                }
+                // An unterminated string silences the repairs of its own entry only.
+                self.unterminated = false;
+            } else if at_line_start && let Some((depth, member)) = self.entry_starts_here() {
+                if depth < self.stack.len() {
+                    self.close_before_entry(depth);
+                }
+                if member {
+                    self.unterminated = false;
+                }
             }
             self.word();
             return;
@@ -389,7 +446,10 @@ impl<'a> Lexer<'a> {
     /// `key:` inside `( )`, `[ ]` or `${ }` right in a block, after a token no expression
     /// continues from. Closing what is open there reports a missing closer once, at its
     /// opener, and lets the entry parse on its own.
-    fn entry_starts_here(&self) -> Option<usize> {
+    ///
+    /// Also `(1, true)` for a member header with nothing but its block open, which closes
+    /// nothing: `true` says a member starts, which ends what an unterminated string silences.
+    fn entry_starts_here(&self) -> Option<(usize, bool)> {
         let (Delim::Brace, _) = self.stack.first()? else {
             return None;
         };
@@ -403,11 +463,11 @@ impl<'a> Lexer<'a> {
         let after = rest[w..].trim_start_matches([' ', '\t']);
         let next = after.chars().next();
         if member_header(&rest[..w], after) {
-            return (self.stack.len() > 1).then_some(1);
+            return Some((1, true));
         }
         let block = self.stack.iter().rposition(|(d, _)| *d == Delim::Brace)? + 1;
         let key = next == Some(':') && !prev.is_some_and(continues_after);
-        (key && block < self.stack.len()).then_some(block)
+        (key && block < self.stack.len()).then_some((block, false))
     }
 
     /// Closes the delimiters open above `depth` before the entry starting at `pos`, and
@@ -497,6 +557,10 @@ impl<'a> Lexer<'a> {
                     ),
                 }
             }
+        }
+        // In a body, a closer that reaches the flow's brace ends the flow: not a run of entries.
+        if self.body && self.stack.is_empty() {
+            self.body_intact = false;
         }
     }
 

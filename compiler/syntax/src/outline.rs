@@ -78,6 +78,10 @@ pub struct ChunkSpan {
     pub joins_previous: bool,
     /// A group of chunks parsed together may end after this one (see [`lay_out_flow`]).
     pub ends_group: bool,
+    /// This chunk's entry leaves delimiters open, which the lexer closes before the next
+    /// member's line: the end of that line's first word, up to which a group ending with this
+    /// chunk is lexed so that it is closed, and reported, exactly as in the file.
+    pub tail: Option<u32>,
 }
 
 impl ChunkSpan {
@@ -112,6 +116,12 @@ fn ends_group(line: &[u8]) -> bool {
     for &b in head {
         h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
     }
+    // FNV leaves the middle bits of names that differ in their last bytes alike (`s1 `, `s2 `
+    // … never ended a group, so a new member shifted every count-cut boundary after it): mix
+    // all bits in before picking some.
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
     (h >> 32).is_multiple_of(GROUP)
 }
 
@@ -144,7 +154,7 @@ where
             {
                 j += 1;
             }
-            let text = src.get(start as usize..chunks[j].end as usize)?;
+            let text = src.get(start as usize..chunks[j].tail.unwrap_or(chunks[j].end) as usize)?;
             let parsed = parse(text, chunks[j].end_from(start));
             let group = parsed.as_ref();
             if !group.balanced {
@@ -181,6 +191,18 @@ pub fn outline(src: &str) -> Outline {
     }
 }
 
+/// What the lexer may close before a word first on its line (see
+/// [`Scanner::may_close_before_entry`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Entry {
+    /// A member header: every block inside the item.
+    Member,
+    /// A `key:` in a `${`: what a later `}` closes changes, and so where the item ends.
+    MovesEnd,
+    /// A `key:`: the `(` and `[` open inside the innermost `{ }` only.
+    Inner,
+}
+
 /// A line of a flow body that starts with nothing open but the flow's brace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum LineKind {
@@ -203,6 +225,9 @@ struct Line {
     /// For a line that may head a chunk (a member or code), whether a group may end after the
     /// chunk it heads.
     ends_group: bool,
+    /// For a member line before which delimiters left open were closed, the end of its first
+    /// word (see [`ChunkSpan::tail`]).
+    closes_open: Option<u32>,
 }
 
 /// What the scan saw of a flow body it split: enough to split it again after an edit of some of
@@ -248,7 +273,6 @@ struct Scanner<'a> {
     flow: Option<OpenFlow>,
     /// An item's `}` was just read: only a comment may follow on its line.
     after_item: bool,
-    unterminated_seen: bool,
 }
 
 const MEMBER_WORDS: [&str; 5] = ["input", "secret", "env", "step", "output"];
@@ -300,7 +324,6 @@ impl<'a> Scanner<'a> {
             trailing_docs: Vec::new(),
             flow: None,
             after_item: false,
-            unterminated_seen: false,
         }
     }
 
@@ -358,9 +381,8 @@ impl<'a> Scanner<'a> {
                     return;
                 }
                 b'\n' => {
-                    // Unterminated: the lexer ends the string here, and from now on stops
-                    // reporting delimiters it repairs.
-                    self.unterminated_seen = true;
+                    // Unterminated: the lexer ends the string here (and reports no repair of
+                    // its entry, which a group or an item parsed alone sees the same way).
                     self.stack.pop();
                     return;
                 }
@@ -381,7 +403,6 @@ impl<'a> Scanner<'a> {
             }
         }
         // The end of the file inside a string: the lexer reports it as unterminated.
-        self.unterminated_seen = true;
         self.stack.pop();
     }
 
@@ -408,6 +429,7 @@ impl<'a> Scanner<'a> {
                 first: first as u32,
                 kind,
                 ends_group: heads && ends_group(&self.bytes[first..]),
+                closes_open: None,
             });
             f.line_recorded = true;
         }
@@ -507,16 +529,25 @@ impl<'a> Scanner<'a> {
             if self.stack.is_empty() {
                 return None;
             }
+            let mut closed_open = false;
             if at_line_start && self.stack.len() > 1 {
                 match self.may_close_before_entry(end) {
+                    // A member header in a flow's body: the lexer closes every block its entry
+                    // left open, and the member starts a chunk as any other. The group ending
+                    // before it is lexed up to this word to close them as the file does, which
+                    // also checks that the lexer agrees (it does not after a `.`).
+                    Some(Entry::Member)
+                        if self.flow.is_some() && !self.doc_lines_above(self.line_begin) =>
+                    {
+                        self.stack.truncate(1);
+                        closed_open = true;
+                    }
                     // The lexer closes the blocks open here, so the item may end before the
                     // `}` this scan would close it with: parse the file whole.
-                    Some(true) => return None,
+                    Some(Entry::Member | Entry::MovesEnd) => return None,
                     // It may close the `(`, `[`, `${` open inside the innermost `{ }` (never a
-                    // brace, so the item ends where this scan says), reported unless an
-                    // unterminated string came first, which only the whole file knows.
-                    Some(false) if self.unterminated_seen => return None,
-                    Some(false) => {
+                    // brace, so the item ends where this scan says): parse the item whole.
+                    Some(Entry::Inner) => {
                         if let Some(f) = &mut self.flow {
                             f.irregular = true;
                         }
@@ -531,6 +562,11 @@ impl<'a> Scanner<'a> {
                     LineKind::Code
                 };
                 self.record_line(kind, start);
+                if closed_open
+                    && let Some(line) = self.flow.as_mut().and_then(|f| f.lines.last_mut())
+                {
+                    line.closes_open = Some(end as u32);
+                }
             }
             self.pos = end;
             return Some(());
@@ -557,21 +593,42 @@ impl<'a> Scanner<'a> {
     }
 
     /// Whether the word first on a line and ending at `end` is one before which the lexer may
-    /// close delimiters left open (`Lexer::entry_starts_here`): `Some(true)` when that may
-    /// move where the item ends (before a member header, every block inside the item; before
-    /// a `key:`, a `${` among what is open), `Some(false)` when only `(` and `[` inside the
-    /// innermost `{ }` may be closed (the lexer also looks at the token before, so it may not).
-    fn may_close_before_entry(&self, end: usize) -> Option<bool> {
+    /// close delimiters left open (`Lexer::entry_starts_here`; it also looks at the token
+    /// before, so it may not), and what that closes.
+    fn may_close_before_entry(&self, end: usize) -> Option<Entry> {
         let after = self.src[end..].trim_start_matches([' ', '\t']);
         if crate::lexer::member_header(&self.src[self.pos..end], after) {
-            return Some(true);
+            return Some(Entry::Member);
         }
         if !after.starts_with(':') || self.stack.last() == Some(&Delim::Brace) {
             return None;
         }
         // Closing a `${` changes what a later `}` closes, and so where the item ends.
         let block = self.stack.iter().rposition(|d| *d == Delim::Brace)?;
-        Some(self.stack[block..].contains(&Delim::Interp))
+        Some(if self.stack[block..].contains(&Delim::Interp) {
+            Entry::MovesEnd
+        } else {
+            Entry::Inner
+        })
+    }
+
+    /// Whether a `///` line stands among the comment and blank lines right above the line
+    /// starting at `line`: the member on it would take that doc comment in the file, but not
+    /// when the comment is in the group before, so such a body is not split there.
+    fn doc_lines_above(&self, line: usize) -> bool {
+        let mut end = line.saturating_sub(1);
+        while end > 0 {
+            let start = self.src[..end].rfind('\n').map_or(0, |n| n + 1);
+            let text = self.src[start..end].trim_start();
+            if text.starts_with("///") {
+                return true;
+            }
+            if !(text.is_empty() || text.starts_with("//")) {
+                return false;
+            }
+            end = start.saturating_sub(1);
+        }
+        false
     }
 
     /// `flow NAME {` or `tool NAME {` at `at`, as the lexer recognises a declaration: its
@@ -656,11 +713,7 @@ impl<'a> Scanner<'a> {
             // chunk as in the file: nothing to do.
             _ => {
                 if let Some(depth) = self.stack.iter().rposition(|d| want.contains(d)) {
-                    // Delimiters closed implicitly: reported unless an unterminated string
-                    // came first, which only the whole file knows.
-                    if self.unterminated_seen {
-                        return None;
-                    }
+                    // Delimiters closed implicitly: parse the item whole.
                     if let Some(f) = &mut self.flow {
                         f.irregular = true;
                     }
@@ -765,12 +818,19 @@ fn chunks_of(lines: &[Line], close_line: u32, close: u32, trailing_docs: &[u32])
         };
         let joins_previous =
             first.start > 0 && trailing_docs.binary_search(&(first.start - 1)).is_ok();
+        // The next member's line closes what this chunk left open (no doc comment above it:
+        // the scan does not split there).
+        let tail = heads
+            .get(k + 1)
+            .filter(|&&h| starts[k + 1] == h)
+            .and_then(|&h| lines[h].closes_open);
         chunks.push(ChunkSpan {
             start,
             end,
             next,
             joins_previous,
             ends_group: lines[heads[k]].ends_group,
+            tail,
         });
     }
     chunks

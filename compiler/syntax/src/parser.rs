@@ -78,12 +78,21 @@ pub struct GroupParse {
 /// Parses one group of chunks of a flow body (members and the comments between them), given
 /// the token that follows it in the file, so that an error at its end reads as it does in the
 /// whole file.
+///
+/// With `ChunkEnd::Newline(at)`, `src` may go on past `at` to the end of the next member's
+/// first word (the outline's tail): the group's last entry left delimiters open, and the
+/// lexer closes them before that word as it does in the file; the word itself is not parsed.
 pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
-    let mut lexed = lex(src);
-    let balanced = !lexed
-        .diagnostics
-        .iter()
-        .any(|d| d.code == crate::Code::SyntaxUnclosedDelimiter);
+    let (mut lexed, balanced) = crate::lexer::lex_body(src);
+    let tail = match end {
+        ChunkEnd::Newline(at) if src.len() > at as usize => Some(at as usize),
+        _ => None,
+    };
+    if let Some(at) = tail {
+        // The closers stand at (or before) the line break; the line break and the word are
+        // the next group's.
+        lexed.tokens.retain(|(_, s)| s.end as usize <= at);
+    }
     let open_end = !crate::lexer::ends_entry(&lexed.tokens);
     // Entries are the group's top level; whether one continues is decided before any is cut.
     let limited = limit_nesting(lexed.tokens, 0, &mut lexed.diagnostics);
@@ -94,9 +103,12 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
     tokens.extend(limited.into_iter().map(|(t, s)| (t, Sp::from(s.range()))));
     let eoi = match end {
         ChunkEnd::Newline(at) => {
-            let at = last_end
-                .and_then(|e| src.get(e..)?.find('\n').map(|n| e + n))
-                .unwrap_or(at as usize);
+            // After closers put before the next entry, the file's line break is the last one.
+            let at = tail.unwrap_or_else(|| {
+                last_end
+                    .and_then(|e| src.get(e..)?.find('\n').map(|n| e + n))
+                    .unwrap_or(at as usize)
+            });
             // The file drops a line break an expression continues across.
             if !open_end {
                 tokens.push((Token::Newline, Sp::from(at..at + 1)));

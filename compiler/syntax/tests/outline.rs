@@ -284,3 +284,112 @@ proptest! {
         same(&format!("flow a {{\n  step s = 1\n{body}\n  step t = 2\n}}\n"));
     }
 }
+
+/// A flow of `n` steps with `broken` as the member line in the middle.
+fn big_flow(n: usize, broken: &str) -> String {
+    let mut src = String::from("flow big {\n  input n: int = 1\n");
+    for i in 0..n {
+        if i == n / 2 {
+            src.push_str(broken);
+            src.push('\n');
+        }
+        src.push_str(&format!("  step step_{i} = len(\"value {i}\") + input.n\n"));
+        if i % 7 == 0 {
+            src.push('\n');
+        }
+    }
+    src.push_str("  output step_0\n}\n");
+    src
+}
+
+/// Each diagnostic as `code line:col message`, its labels under it.
+fn shown(src: &str, diags: &[reel_syntax::Diagnostic]) -> String {
+    let at = |offset: u32| {
+        let before = &src[..offset as usize];
+        let line = before.matches('\n').count() + 1;
+        let col = before.len() - before.rfind('\n').map_or(0, |n| n + 1) + 1;
+        format!("{line}:{col}")
+    };
+    let mut out = String::new();
+    for d in diags {
+        out.push_str(&format!(
+            "{} {} {} ({})\n",
+            d.code.as_str(),
+            at(d.primary.span.start),
+            d.message,
+            d.primary.message
+        ));
+        for l in &d.secondary {
+            out.push_str(&format!("  {} {}\n", at(l.span.start), l.message));
+        }
+    }
+    out
+}
+
+/// A delimiter left open in the middle of a big flow (as a half-typed step leaves it) is closed
+/// before the next member line, and reported there, the same whether the file is parsed whole or
+/// group by group; the flow is still split into groups, not parsed whole.
+#[test]
+fn a_delimiter_left_open_mid_flow_is_split_and_reported_as_in_the_file() {
+    let mut all = String::new();
+    for broken in [
+        "  step typed = len(",
+        "  step typed = len(\"abc",
+        "  step typed = [1, 2",
+        "  step typed = echo { value: 1",
+        "  step typed = \"abc ${input.n",
+        "  step typed = f([{ a: (1",
+    ] {
+        let src = big_flow(300, broken);
+        same(&src);
+        let o = outline(&src);
+        assert!(!o.whole, "{broken}");
+        let chunks = o.items[0].body.as_ref().expect("the body is split");
+        assert!(chunks.iter().any(|c| c.tail.is_some()), "{broken}");
+        let (_, diags) = parse_outlined(&src);
+        all.push_str(&format!("{broken}\n{}\n", shown(&src, &diags)));
+    }
+    insta::assert_snapshot!(all);
+}
+
+/// Typing a step key by key in the middle of a big flow, through the keys that leave `(` and `"`
+/// open, parses again only the group the key is in: every other group's text, and so its parse,
+/// is the one kept from the key before.
+#[test]
+fn a_key_typed_inside_an_open_delimiter_reparses_only_its_group() {
+    use reel_syntax::outline::lay_out_flow;
+    use std::collections::HashMap;
+    let typed = "  step typed = len(\"abcdef\") + 1";
+    let before = big_flow(1000, "  step first = 1");
+    let at = before.find("  step first = 1").unwrap() + "  step first = 1\n".len();
+    let mut kept: HashMap<(String, reel_syntax::ChunkEnd), ()> = HashMap::new();
+    let parses = |src: &str, kept: &mut HashMap<_, ()>| {
+        let o = outline(src);
+        assert!(!o.whole);
+        let chunks = o.items[0].body.as_ref().expect("the body is split");
+        let mut fresh = 0;
+        let groups = lay_out_flow(src, chunks, |text, end| {
+            if kept.insert((text.to_string(), end), ()).is_none() {
+                fresh += 1;
+            }
+            Box::new(reel_syntax::parse_group(text, end))
+        })
+        .expect("the flow is laid out in groups");
+        assert!(groups.len() > 50, "{} groups", groups.len());
+        fresh
+    };
+    parses(&before, &mut kept);
+    let mut open_keys = 0;
+    for i in 1..=typed.len() {
+        let text = format!("{}{}\n{}", &before[..at], &typed[..i], &before[at..]);
+        let fresh = parses(&text, &mut kept);
+        // A new line splits no group in two more than once: at most the group the typed line
+        // joins, and the one its head may end.
+        assert!(fresh <= 2, "{:?} parsed {fresh} groups", &typed[..i]);
+        if typed[..i].contains('(') && !typed[..i].contains(')') {
+            open_keys += 1;
+            assert_eq!(fresh, 1, "{:?} parsed {fresh} groups", &typed[..i]);
+        }
+    }
+    assert!(open_keys >= 9, "{open_keys}");
+}

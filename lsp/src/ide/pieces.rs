@@ -12,6 +12,7 @@
 //! are computed on each request.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 
 use reel_compiler::queries::{
     FlowLayout, GroupMembers, MemberGroup, file_layout, flow_groups, flow_layout, flow_members,
@@ -135,15 +136,17 @@ pub fn group_steps<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> Vec<String>
         .collect()
 }
 
-/// The semantic tokens of the segment `group` starts, relative to the segment's start.
+/// The semantic tokens of the segment `group` starts, relative to the segment's start (shared:
+/// a kept answer holds them, see [`super::tokens::TokenAnswer`]).
 #[salsa::tracked(returns(ref))]
-pub fn group_tokens<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> Vec<RelToken> {
+pub fn group_tokens<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> Arc<[RelToken]> {
     let steps: HashSet<&str> = group_steps(db, group).iter().map(String::as_str).collect();
     relative_tokens(
         group_text(db, group),
         &[(group.source(db).members(), steps)],
         &[],
     )
+    .into()
 }
 
 /// The document symbols of `group`'s members, relative to the segment's start.

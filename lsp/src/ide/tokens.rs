@@ -3,6 +3,7 @@
 //! per segment of the file (see [`super::pieces`]) and assembled per request.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use reel_compiler::queries::{GroupMembers, file_layout};
 use reel_syntax::Span;
@@ -74,6 +75,148 @@ pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
     let mut out = Encoder::default();
     placed_tokens(cx, 0, cx.text.len(), &mut |t| out.push(t));
     out.tokens
+}
+
+/// A full answer as the segments' kept tokens and where each segment starts: what the server
+/// keeps per document for the next delta, which it answers by comparing segments (an unchanged
+/// segment is the same `Arc`), encoding only the tokens between the first and the last that
+/// changed.
+#[derive(Clone, Debug, Default)]
+pub struct TokenAnswer {
+    /// The text it is of.
+    pub text: Arc<str>,
+    segments: Vec<(Position, Arc<[RelToken]>)>,
+}
+
+impl TokenAnswer {
+    /// The answer for the file: the segments' kept tokens, shared, not copied.
+    pub fn of(cx: &Ctx<'_>) -> Self {
+        let segments = pieces::segments(cx.db, cx.file);
+        let mut out = Vec::with_capacity(segments.len());
+        for (i, seg) in segments.iter().enumerate() {
+            if i % 64 == 63 {
+                cx.db.unwind_if_revision_cancelled();
+            }
+            let tokens = match seg.group {
+                Some(group) => pieces::group_tokens(cx.db, group).clone(),
+                None => direct_tokens(cx, seg.start, seg.end).into(),
+            };
+            if !tokens.is_empty() {
+                out.push((cx.lines.position(seg.start), tokens));
+            }
+        }
+        TokenAnswer {
+            text: cx.file.text(cx.db).clone(),
+            segments: out,
+        }
+    }
+
+    /// The whole list, encoded.
+    pub fn encode(&self) -> Vec<SemanticToken> {
+        let mut out = Encoder {
+            tokens: Vec::with_capacity(self.segments.iter().map(|(_, t)| t.len()).sum()),
+            prev: (0, 0),
+        };
+        for (base, tokens) in &self.segments {
+            place_into(*base, tokens, &mut out);
+        }
+        out.tokens
+    }
+
+    /// The edits that turn `old`'s encoded list into this one's: none when no segment changed,
+    /// else one edit from the first changed token to the last, found by comparing segments.
+    pub fn delta_from(&self, old: &TokenAnswer) -> Vec<SemanticTokensEdit> {
+        let same = |a: &Arc<[RelToken]>, b: &Arc<[RelToken]>| Arc::ptr_eq(a, b) || a == b;
+        let (o, n) = (&old.segments, &self.segments);
+        let prefix = o
+            .iter()
+            .zip(n)
+            .take_while(|(a, b)| a.0 == b.0 && same(&a.1, &b.1))
+            .count();
+        if prefix == o.len() && prefix == n.len() {
+            return Vec::new();
+        }
+        // Segments after the edit are moved by whole lines, their first column unchanged: their
+        // tokens encode alike, but for the first one's distance from the token before it.
+        let room = o.len().min(n.len()) - prefix;
+        let moved = |a: Position, b: Position| i64::from(b.line) - i64::from(a.line);
+        let shift = match (o.last(), n.last()) {
+            (Some(a), Some(b)) => moved(a.0, b.0),
+            _ => 0,
+        };
+        let suffix = o
+            .iter()
+            .rev()
+            .zip(n.iter().rev())
+            .take(room)
+            .take_while(|(a, b)| {
+                a.0.character == b.0.character && moved(a.0, b.0) == shift && same(&a.1, &b.1)
+            })
+            .count();
+        let count = |segs: &[(Position, Arc<[RelToken]>)]| -> usize {
+            segs.iter().map(|(_, t)| t.len()).sum()
+        };
+        let before = count(&o[..prefix]);
+        // Both sides of the change, encoded from the same token before them, through the first
+        // token of the unchanged end (encoded again: what comes before it changed); then only
+        // what differs between the two is sent.
+        let prev = n[..prefix]
+            .iter()
+            .rev()
+            .find_map(|(base, t)| t.last().map(|t| absolute(*base, t)))
+            .map_or((0, 0), |t| (t.line, t.col));
+        let middle = |segs: &[(Position, Arc<[RelToken]>)], suffix: usize| {
+            let mut out = Encoder {
+                tokens: Vec::new(),
+                prev,
+            };
+            let end = segs.len() - suffix;
+            for (base, tokens) in &segs[prefix..end] {
+                place_into(*base, tokens, &mut out);
+            }
+            if let Some((base, tokens)) = segs[end..].first()
+                && let Some(t) = tokens.first()
+            {
+                out.push(absolute(*base, t));
+            }
+            out.tokens
+        };
+        let (was, now) = (middle(o, suffix), middle(n, suffix));
+        if was == now {
+            return Vec::new();
+        }
+        let same_start = was.iter().zip(&now).take_while(|(a, b)| a == b).count();
+        let room = was.len().min(now.len()) - same_start;
+        let same_end = was
+            .iter()
+            .rev()
+            .zip(now.iter().rev())
+            .take(room)
+            .take_while(|(a, b)| a == b)
+            .count();
+        vec![SemanticTokensEdit {
+            start: ((before + same_start) * 5) as u32,
+            delete_count: ((was.len() - same_start - same_end) * 5) as u32,
+            data: Some(now[same_start..now.len() - same_end].to_vec()),
+        }]
+    }
+}
+
+/// A segment's token, relative to the segment starting at `base`, placed in the file.
+fn absolute(base: Position, t: &RelToken) -> RelToken {
+    let at = pieces::shift(Position::new(t.line, t.col), base);
+    RelToken {
+        line: at.line,
+        col: at.character,
+        ..*t
+    }
+}
+
+/// Encodes the tokens of the segment starting at `base` onto `out`.
+fn place_into(base: Position, tokens: &[RelToken], out: &mut Encoder) {
+    for t in tokens {
+        out.push(absolute(base, t));
+    }
 }
 
 /// The semantic tokens that start in `span` (encoded from the start of the file, as a range
@@ -287,29 +430,6 @@ impl Encoder {
     }
 }
 
-/// The edits that turn the token list `old` into `new`: one edit replacing what lies between
-/// their common beginning and their common end (none when they are equal). Positions and counts
-/// are in integers of the encoded list, five per token, as LSP wants.
-pub fn delta(old: &[SemanticToken], new: &[SemanticToken]) -> Vec<SemanticTokensEdit> {
-    let prefix = old.iter().zip(new).take_while(|(a, b)| a == b).count();
-    if prefix == old.len() && prefix == new.len() {
-        return Vec::new();
-    }
-    let room = old.len().min(new.len()) - prefix;
-    let suffix = old
-        .iter()
-        .rev()
-        .zip(new.iter().rev())
-        .take(room)
-        .take_while(|(a, b)| a == b)
-        .count();
-    vec![SemanticTokensEdit {
-        start: (prefix * 5) as u32,
-        delete_count: ((old.len() - prefix - suffix) * 5) as u32,
-        data: Some(new[prefix..new.len() - suffix].to_vec()),
-    }]
-}
-
 #[cfg(test)]
 mod tests {
     use reel_compiler::{RootDb, SourceFile};
@@ -437,7 +557,12 @@ mod tests {
     #[test]
     fn a_delta_applied_to_the_previous_tokens_gives_the_new_ones() {
         use salsa::Setter;
-        for text in texts() {
+        let mut big = String::from("flow big {\n");
+        for i in 0..400 {
+            big.push_str(&format!("  step step_{i} = len(\"v{i}\") + {i}\n"));
+        }
+        big.push_str("}\n");
+        for text in texts().into_iter().chain([big]) {
             let middle = text[..text.len() / 2].rfind('\n').map_or(0, |i| i + 1);
             let mut edited = vec![
                 // A step typed in the middle, a line taken out, a literal lengthened.
@@ -454,15 +579,35 @@ mod tests {
                 text.replacen('1', "12345", 1),
                 text.clone(),
             ];
+            // Two unclosed delimiters typed, and a step ending the file.
+            edited.push(format!(
+                "{}  step typed = len(\"ab\n{}",
+                &text[..middle],
+                &text[middle..]
+            ));
+            edited.push(text.replacen("\n}", "\n  step last = [1\n}", 1));
+            edited.push(text.clone());
             let mut db = RootDb::default();
             let file = SourceFile::new(&db, "t.reel".into(), "/tmp".into(), text.as_str().into());
-            let mut old = semantic_tokens(&Ctx::new(&db, file));
-            for next in edited.drain(..) {
+            let mut old = TokenAnswer::of(&Ctx::new(&db, file));
+            assert_eq!(old.encode(), semantic_tokens(&Ctx::new(&db, file)));
+            for (k, next) in edited.drain(..).enumerate() {
                 file.set_text(&mut db).to(next.as_str().into());
-                let new = semantic_tokens(&Ctx::new(&db, file));
-                let edits = delta(&old, &new);
-                assert_eq!(apply(&old, &edits), new);
-                assert!(delta(&new, &new).is_empty());
+                let cx = Ctx::new(&db, file);
+                let new = TokenAnswer::of(&cx);
+                assert_eq!(new.encode(), semantic_tokens(&cx), "{next}");
+                let edits = new.delta_from(&old);
+                assert_eq!(apply(&old.encode(), &edits), new.encode(), "{next}");
+                // A step typed in the middle of a big flow (the first edit): only the tokens of
+                // the segments that changed are sent.
+                let sent: usize = edits
+                    .iter()
+                    .map(|e| e.data.as_ref().map_or(0, Vec::len))
+                    .sum();
+                if k == 0 && next.starts_with("flow big") {
+                    assert!(sent * 10 < new.encode().len(), "{sent} tokens sent");
+                }
+                assert!(new.delta_from(&new).is_empty());
                 old = new;
             }
         }

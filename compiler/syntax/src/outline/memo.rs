@@ -112,6 +112,11 @@ impl OutlineMemo {
         if !reaches {
             return None;
         }
+        // A line before which the scan closed what was left open starts deeper than the
+        // flow's brace: scan from the start.
+        if body.lines[first].closes_open.is_some() {
+            return None;
+        }
         let from = body.lines[first].start as usize;
         let new_window_end = new_end + (window_end - old_end);
 
@@ -128,18 +133,49 @@ impl OutlineMemo {
         });
         scan.scan_to(new_window_end)?;
         // Back where the old scan was at `window_end`: just past a line break, with only the
-        // flow's brace open, nothing closed out of order and no string left unterminated (which
-        // changes how later stray closers are read).
+        // flow's brace open and nothing closed out of order.
         let same_state = scan.pos == new_window_end
             && new_window_end > 0
             && new[new_window_end - 1] == b'\n'
             && scan.line_start
             && scan.stack == [Delim::Brace]
             && !scan.after_item
-            && !scan.unterminated_seen
             && scan.items.is_empty();
+        // What the edit left open (or no longer leaves open) is closed before the next member
+        // line's first word, and so that line's record changes: scan through that word too,
+        // and be back where the old scan was after it.
+        let mut next = next;
+        let mut new_window_end = new_window_end;
+        let open_before = body
+            .lines
+            .get(next)
+            .is_some_and(|l| l.closes_open.is_some());
+        if !same_state || open_before {
+            let line = body.lines.get(next)?;
+            if line.kind != super::LineKind::Member || !scan.line_start || scan.after_item {
+                return None;
+            }
+            let first = Shift::new(old.len(), new.len()).at(line.first) as usize;
+            let word_end = super::word_end(text, first);
+            scan.scan_to(word_end)?;
+            let again = scan.flow.as_ref()?.lines.last().copied();
+            let expected = Line {
+                closes_open: again.and_then(|l| l.closes_open),
+                ..Shift::new(old.len(), new.len()).line(line)
+            };
+            if scan.pos != word_end
+                || scan.stack != [Delim::Brace]
+                || scan.after_item
+                || !scan.items.is_empty()
+                || again != Some(expected)
+            {
+                return None;
+            }
+            next += 1;
+            new_window_end = word_end;
+        }
         let flow = scan.flow.take()?;
-        if !same_state || flow.irregular {
+        if flow.irregular {
             return None;
         }
 
@@ -231,6 +267,7 @@ impl Shift {
             first: self.at(line.first),
             kind: line.kind,
             ends_group: line.ends_group,
+            closes_open: line.closes_open.map(|at| self.at(at)),
         }
     }
 
@@ -254,6 +291,7 @@ impl Shift {
                         },
                         joins_previous: c.joins_previous,
                         ends_group: c.ends_group,
+                        tail: c.tail.map(|at| self.at(at)),
                     })
                     .collect()
             }),
@@ -347,12 +385,24 @@ mod tests {
             ("  step x = 1\n", "  step x = 1\n  step q = 3\n"),
             ("/// doc\n", "// not a doc\n"),
             ("step z = y.v", "step zz = y.v /// trailing"),
+            // What an entry leaves open is closed before the next member line, which is
+            // scanned again with the edit.
+            ("step x = 1\n", "step x = \"1\n"),
+            ("step x = 1\n", "step x = (1\n"),
+            ("step x = 1\n", "step x = f(\"1\n"),
+            ("step x = 1\n", "step x = [{\n"),
         ] {
             assert!(
                 update(FLOW, &FLOW.replacen(from, to, 1)),
                 "{from:?} -> {to:?}"
             );
         }
+        // Closing again what was left open, and editing inside what is left open.
+        let open = FLOW.replacen("step x = 1\n", "step x = f(\"1\n", 1);
+        assert!(update(&open, FLOW));
+        assert!(update(&open, &open.replacen("f(\"1", "f(\"12", 1)));
+        // An edit starting on the line that closed it scans everything.
+        assert!(!update(&open, &open.replacen("step y", "step yy", 1)));
         // The second flow's body, and an insertion at a line's start.
         assert!(update(FLOW, &FLOW.replacen("  step w", "x  step w", 1)));
         // New lines typed at the start of the closing brace's line.
@@ -367,8 +417,6 @@ mod tests {
     fn edits_that_change_the_shape_scan_everything() {
         for (from, to) in [
             ("flow a {", "flow ab {"),
-            ("step x = 1\n", "step x = \"1\n"),
-            ("step x = 1\n", "step x = (1\n"),
             ("v: x\n", "v: x }\n"),
             ("  }\n\n", "  }\n}\n"),
             ("step z = y.v\n}", "step z = y.v\n }"),
