@@ -16,6 +16,7 @@ pub mod hints;
 pub mod ide;
 pub mod lenses;
 pub mod position;
+pub mod prepared;
 pub mod preview;
 pub mod runs;
 pub mod server;
@@ -54,7 +55,10 @@ pub struct Capabilities {
 /// input, which would otherwise end its input stream (see there), and writes its output and
 /// the guard's error replies to stdout whole frame by whole frame.
 pub async fn serve_stdio(given: Capabilities) {
-    let (service, socket) = LspService::new(move |client| server::Backend::new(client, given));
+    let prepared = std::sync::Arc::new(prepared::Prepared::default());
+    let held = prepared.clone();
+    let (service, socket) =
+        LspService::new(move |client| server::Backend::new(client, given).with_prepared(held));
     let (ours, theirs) = tokio::io::duplex(256 * 1024);
     let (server_in, server_out) = tokio::io::split(theirs);
     let (from_server, to_server) = tokio::io::split(ours);
@@ -70,7 +74,7 @@ pub async fn serve_stdio(given: Capabilities) {
             .await;
     };
     // The output ends when the server drops its end of the pipe, after its last message.
-    let output = stdio::relay_output(from_server, tokio::io::stdout(), replies_rx);
+    let output = stdio::relay_output(from_server, tokio::io::stdout(), replies_rx, &prepared);
     let (_, written) = tokio::join!(serve, output);
     if let Err(e) = written {
         eprintln!("reel lsp: cannot write to stdout: {e}");

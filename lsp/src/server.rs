@@ -36,6 +36,7 @@ use crate::ide::completion::{self, ItemKind};
 use crate::ide::{Ctx, edits, hover, names, outline, signature, tokens};
 use crate::lenses;
 use crate::position::Lines;
+use crate::prepared::Prepared;
 use crate::preview::Previews;
 use crate::runs::{Pins, Stores, Views};
 
@@ -150,6 +151,8 @@ pub struct Backend {
     lens_refresh_support: AtomicBool,
     /// What time it is: the server shows ages of runs, and reads no other time.
     clock: Arc<dyn Clock>,
+    /// Where the biggest answers go as ready JSON when the server runs behind the relay.
+    prepared: Option<Arc<Prepared>>,
 }
 
 impl Backend {
@@ -172,6 +175,36 @@ impl Backend {
             launcher: Launcher::new(given.reel_exe, given.reel_home, given.scratch_dir),
             refresh_support: AtomicBool::new(false),
             lens_refresh_support: AtomicBool::new(false),
+            prepared: None,
+        }
+    }
+
+    /// The same server behind the stdio relay, which puts `prepared` answers in place of their
+    /// stand-ins (see [`crate::prepared`]).
+    pub fn with_prepared(mut self, prepared: Arc<Prepared>) -> Self {
+        self.prepared = Some(prepared);
+        self
+    }
+
+    /// `answer` as the server returns it: behind the relay, serialized off the async threads
+    /// and replaced by `stand_in` of its ticket, so tower-lsp-server never builds its tree.
+    async fn prepare<T: serde::Serialize + Send + 'static>(
+        &self,
+        answer: T,
+        stand_in: impl FnOnce(String) -> T,
+    ) -> Result<T> {
+        let Some(prepared) = self.prepared.clone() else {
+            return Ok(answer);
+        };
+        match tokio::task::spawn_blocking(move || prepared.hold(&answer).map_err(|_| answer)).await
+        {
+            Ok(Ok(ticket)) => Ok(stand_in(ticket)),
+            Ok(Err(answer)) => Ok(answer),
+            Err(e) => Err(Error {
+                code: ErrorCode::InternalError,
+                message: format!("the request failed: {e}").into(),
+                data: None,
+            }),
         }
     }
 
@@ -285,6 +318,29 @@ impl Backend {
             .insert(uri.clone(), (id.clone(), data.clone()));
         Ok(Some((id, data)))
     }
+}
+
+/// Full semantic tokens that stand in for a prepared answer: no data, the ticket as result id.
+fn tokens_stand_in(ticket: String) -> SemanticTokensResult {
+    SemanticTokensResult::Tokens(SemanticTokens {
+        result_id: Some(ticket),
+        data: Vec::new(),
+    })
+}
+
+/// Document symbols that stand in for a prepared answer: one symbol named by the ticket.
+fn symbols_stand_in(ticket: String) -> DocumentSymbolResponse {
+    #[allow(deprecated)] // `deprecated` is a field lsp-types still requires
+    DocumentSymbolResponse::Nested(vec![DocumentSymbol {
+        name: ticket,
+        detail: None,
+        kind: SymbolKind::NULL,
+        tags: None,
+        deprecated: None,
+        range: Range::default(),
+        selection_range: Range::default(),
+        children: None,
+    }])
 }
 
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
@@ -542,15 +598,14 @@ impl LanguageServer for Backend {
         &self,
         params: SemanticTokensParams,
     ) -> Result<Option<SemanticTokensResult>> {
-        Ok(self
-            .full_tokens(&params.text_document.uri, None)
-            .await?
-            .map(|(id, data)| {
-                SemanticTokensResult::Tokens(SemanticTokens {
-                    result_id: Some(id),
-                    data: data.encode(),
-                })
-            }))
+        let Some((id, data)) = self.full_tokens(&params.text_document.uri, None).await? else {
+            return Ok(None);
+        };
+        let answer = SemanticTokensResult::Tokens(SemanticTokens {
+            result_id: Some(id),
+            data: data.encode(),
+        });
+        Ok(Some(self.prepare(answer, tokens_stand_in).await?))
     }
 
     async fn semantic_tokens_full_delta(
@@ -574,10 +629,19 @@ impl LanguageServer for Backend {
                 edits: data.delta_from(&old),
             }),
             // Not the result this server kept last: the whole list.
-            None => SemanticTokensFullDeltaResult::Tokens(SemanticTokens {
-                result_id: Some(id),
-                data: data.encode(),
-            }),
+            None => {
+                let answer = SemanticTokensFullDeltaResult::Tokens(SemanticTokens {
+                    result_id: Some(id),
+                    data: data.encode(),
+                });
+                self.prepare(answer, |ticket| match tokens_stand_in(ticket) {
+                    SemanticTokensResult::Tokens(tokens) => {
+                        SemanticTokensFullDeltaResult::Tokens(tokens)
+                    }
+                    SemanticTokensResult::Partial(_) => unreachable!("a stand-in is whole"),
+                })
+                .await?
+            }
         }))
     }
 
@@ -785,10 +849,15 @@ impl LanguageServer for Backend {
         &self,
         params: DocumentSymbolParams,
     ) -> Result<Option<DocumentSymbolResponse>> {
-        self.query(&params.text_document.uri, |cx| {
-            DocumentSymbolResponse::Nested(outline::document_symbols(cx))
-        })
-        .await
+        let Some(answer) = self
+            .query(&params.text_document.uri, |cx| {
+                DocumentSymbolResponse::Nested(outline::document_symbols(cx))
+            })
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(self.prepare(answer, symbols_stand_in).await?))
     }
 
     async fn folding_range(&self, params: FoldingRangeParams) -> Result<Option<Vec<FoldingRange>>> {

@@ -23,6 +23,8 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tower_lsp_server::jsonrpc::{Request, Response};
 
+use crate::prepared::Prepared;
+
 const HEADER: &[u8] = b"Content-Length";
 
 /// What one frame read from the client holds.
@@ -277,11 +279,13 @@ pub async fn guard_input(
 }
 
 /// Copies the server's output to `output` whole frame by whole frame, with the guard's replies
-/// between frames, until the server's output ends.
+/// between frames and `prepared` answers in place of their stand-ins, until the server's output
+/// ends.
 pub async fn relay_output(
     mut server: impl AsyncRead + Unpin,
     mut output: impl AsyncWrite + Unpin,
     mut replies: mpsc::UnboundedReceiver<Value>,
+    prepared: &Prepared,
 ) -> io::Result<()> {
     let mut deframer = Deframer::trusted();
     let mut chunk = vec![0u8; 64 * 1024];
@@ -299,9 +303,10 @@ pub async fn relay_output(
                 }
                 deframer.push(&chunk[..n]);
                 while let Some(frame) = deframer.next_frame() {
-                    // The server writes well-formed frames; each is passed on whole.
+                    // The server writes well-formed frames; each is passed on whole, a
+                    // stand-in with its prepared answer in its place.
                     if let Frame::Message(body) = frame {
-                        write_frame(&mut output, &body).await?;
+                        write_frame(&mut output, &prepared.swap(body)).await?;
                     }
                 }
             }
