@@ -66,6 +66,12 @@ impl Recording {
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
         let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
         let mut idx = Index::default();
+        // A call is at least two events (its start and its result): room for them all at
+        // once rather than a table grown and rehashed a dozen times (up to a bound: the row's
+        // count is not trusted with memory).
+        let calls = usize::try_from(row.next_seq / 2).map_or(0, |n| n.min(1 << 20));
+        idx.calls.reserve(calls);
+        idx.results.reserve(calls);
         let mut length = 0;
         let mut started = None;
         let mut hole = None;
@@ -871,13 +877,16 @@ impl<'a> Replayer<'a> {
             store,
             rec,
             idx: &rec.idx,
-            made: HashSet::default(),
+            made: HashSet::with_capacity_and_hasher(rec.idx.calls.len(), Default::default()),
             numbers: spec.steps.iter().map(|s| rec.idx.find(&s.id)).collect(),
             mode,
             spec,
             setup,
             progress,
-            values: HashMap::default(),
+            values: HashMap::with_capacity_and_hasher(
+                rec.idx.results.len().min(READ_AHEAD * 64),
+                Default::default(),
+            ),
             folded: Folded::default(),
             fold,
             needs_fold: false,
@@ -1552,16 +1561,21 @@ impl<'a> Replayer<'a> {
             Event::SignalReceived { step, index, .. } | Event::CallFailed { step, index, .. } => {
                 self.signal_waits.remove(&(step.clone(), *index));
             }
+            // Only a dry run asks how steps ended (for its verdicts and carried signals).
             Event::StepSucceeded { step, output, .. } => {
                 self.finished.insert(step.clone());
-                self.outcomes
-                    .insert(step.clone(), RecStep::Succeeded(output.clone()));
+                if matches!(self.mode, Mode::Plan(_)) {
+                    self.outcomes
+                        .insert(step.clone(), RecStep::Succeeded(output.clone()));
+                }
             }
             Event::StepSkipped { step, .. } => {
                 self.finished.insert(step.clone());
-                self.outcomes.insert(step.clone(), RecStep::Skipped);
+                if matches!(self.mode, Mode::Plan(_)) {
+                    self.outcomes.insert(step.clone(), RecStep::Skipped);
+                }
             }
-            Event::StepFailed { step, .. } => {
+            Event::StepFailed { step, .. } if matches!(self.mode, Mode::Plan(_)) => {
                 self.outcomes.insert(step.clone(), RecStep::Failed);
             }
             _ => {}
