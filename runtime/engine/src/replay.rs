@@ -792,9 +792,9 @@ struct Replayer<'a> {
     /// The fold of the events this replay's machine recorded: a park or a redrive is resumed
     /// from it, as the recorded run was resumed from its journal.
     folded: Folded,
-    /// Whether `folded` is kept: only when the record was resumed (or a cassette is tested),
-    /// since a replay resumes only where its record did; one that finds it must resume
-    /// anyway is driven again from the start with the fold kept (`Replayer::run`).
+    /// Whether `folded` is kept: in a replay only when the record was resumed, since a
+    /// replay resumes only where its record did; one that finds it must resume anyway is
+    /// driven again from the start with the fold kept (`Replayer::run`).
     fold: bool,
     /// Set when the replay had to resume without its fold kept.
     needs_fold: bool,
@@ -859,7 +859,9 @@ impl<'a> Replayer<'a> {
                 }
             }
         }
-        let fold = rec.idx.resumed || matches!(mode, Mode::Test);
+        // A dry run or a test may park where the record did not (a held call, a cassette in
+        // virtual time): they fold as they go.
+        let fold = rec.idx.resumed || matches!(mode, Mode::Plan(_) | Mode::Test);
         let setup = Setup {
             run_id: rec.run.id.clone(),
             spec: spec.clone(),
