@@ -46,6 +46,15 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
     (out, start.elapsed())
 }
 
+/// How long the calling thread has run on a CPU so far (Linux: `/proc/thread-self/schedstat`;
+/// `None` elsewhere). Unlike a wall-clock time it does not count the time the thread waited
+/// for a core, so it stays comparable on a loaded machine.
+pub fn thread_cpu() -> Option<Duration> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
+    Some(Duration::from_nanos(ns))
+}
+
 /// `d` with a unit that keeps three or four significant digits: `812 µs`, `12.4 ms`, `1.52 s`.
 pub fn show(d: Duration) -> String {
     let ns = d.as_nanos() as f64;
@@ -79,6 +88,22 @@ mod tests {
         assert_eq!(s.median, Duration::from_micros(10_500));
         assert_eq!(s.p95, ms(19));
         assert_eq!(Stats::of(&[ms(3)]).p95, ms(3));
+    }
+
+    #[test]
+    fn the_thread_cpu_time_grows_with_work() {
+        if !cfg!(target_os = "linux") {
+            // Nothing to read: the benchmarks print no CPU time.
+            assert_eq!(thread_cpu(), None);
+            return;
+        }
+        let before = thread_cpu().expect("Linux has /proc/thread-self/schedstat");
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(i));
+        }
+        std::hint::black_box(x);
+        assert!(thread_cpu().expect("still readable") > before);
     }
 
     #[test]

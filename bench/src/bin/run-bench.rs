@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
+use reel_bench::measure::{Stats, thread_cpu};
 use reel_bench::shapes::{foreach_echo, sequential_echo};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
@@ -325,9 +326,18 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
     println!("foreach: one `foreach` of N/2 `echo` calls");
     println!("chain:   N/3 sequential `echo` steps, each reading the one before");
     println!("mixed:   a generated flow of `echo`, `foreach` and pure steps (generate::runnable)");
+    println!("cpu:     the replay thread's CPU time (median), unaffected by waiting for a core");
     println!(
-        "{:<8} {:>8} {:>7} {:>10} {:>12} {:>10} {:>12}",
-        "workload", "events", "steps", "replay", "events/s", "--verify", "events/s"
+        "{:<8} {:>8} {:>7} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12}",
+        "workload",
+        "events",
+        "steps",
+        "replay",
+        "events/s",
+        "--verify",
+        "events/s",
+        "cpu",
+        "events/s"
     );
     let workloads: [(&str, FlowOfEvents); 3] = [
         ("foreach", |events| {
@@ -348,8 +358,10 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         let run = recorded(rt, &dir, &spec);
         let store = SqliteStore::open_read_only(&dir).expect("the store opens to read");
         let mut events = 0;
-        let time = |verify: bool| {
+        let mut cpu = Vec::new();
+        let mut time = |verify: bool| {
             median(args.reps, || {
+                let cpu_began = thread_cpu();
                 let began = Instant::now();
                 let opts = ReplayOptions {
                     verify,
@@ -357,6 +369,11 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
                 };
                 let report = replay(&store, &run, &opts, &NoProgress).expect("the replay runs");
                 let took = began.elapsed();
+                if let (Some(a), Some(b)) = (cpu_began, thread_cpu())
+                    && !verify
+                {
+                    cpu.push(b - a);
+                }
                 assert!(report.divergence.is_none(), "{:?}", report.divergence);
                 assert_eq!(report.status, "succeeded");
                 took
@@ -371,15 +388,18 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
             })
             .expect("the journal reads");
         let rate = |d: Duration| events as f64 / d.as_secs_f64();
+        let cpu = (!cpu.is_empty()).then(|| Stats::of(&cpu).median);
         println!(
-            "{:<8} {:>8} {:>7} {:>10} {:>12.0} {:>10} {:>12.0}",
+            "{:<8} {:>8} {:>7} {:>10} {:>12.0} {:>10} {:>12.0} {:>10} {:>12}",
             workload,
             events,
             spec.steps.len(),
             show(plain),
             rate(plain),
             show(verified),
-            rate(verified)
+            rate(verified),
+            cpu.map_or("-".into(), show),
+            cpu.map_or("-".into(), |c| format!("{:.0}", rate(c)))
         );
     }
 
@@ -402,19 +422,31 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         began.elapsed()
     });
     let corrected = Arc::new(compile(&source));
+    let mut load_cpu = Vec::new();
     let load_time = median(args.reps, || {
+        let cpu = thread_cpu();
         let began = Instant::now();
         Recording::load(&store, &run).expect("the run loads");
-        began.elapsed()
+        let took = began.elapsed();
+        if let (Some(a), Some(b)) = (cpu, thread_cpu()) {
+            load_cpu.push(b - a);
+        }
+        took
     });
     let rec = Recording::load(&store, &run).expect("the run loads");
     let mut plan = None;
+    let mut plan_cpu = Vec::new();
     let plan_time = median(args.reps, || {
+        let cpu = thread_cpu();
         let began = Instant::now();
         plan = Some(
             plan_fork(&store, &rec, corrected.clone(), rec.inputs.clone()).expect("the plan runs"),
         );
-        began.elapsed()
+        let took = began.elapsed();
+        if let (Some(a), Some(b)) = (cpu, thread_cpu()) {
+            plan_cpu.push(b - a);
+        }
+        took
     });
     let plan = plan.expect("a plan");
     let live = plan.steps.iter().filter(|s| !s.reused).count();
@@ -441,6 +473,16 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         "the check (record + compare)",
         show(load_time + plan_time)
     );
+    if !load_cpu.is_empty() && !plan_cpu.is_empty() {
+        let (load, plan) = (Stats::of(&load_cpu).median, Stats::of(&plan_cpu).median);
+        println!(
+            "{:<34} {:>10} (record {} + compare {})",
+            "the check's CPU time (median)",
+            show(load + plan),
+            show(load),
+            show(plan)
+        );
+    }
 }
 
 /// Prints Reel's rates against DBOS's for the two shared workloads.

@@ -321,6 +321,7 @@ impl Driver<'_> {
                 attempt: r.attempt,
                 outcome,
                 reused: None,
+                digest: None,
             }));
         }
         tokio::spawn(async move {
@@ -331,6 +332,7 @@ impl Driver<'_> {
                 attempt: r.attempt,
                 outcome,
                 reused: None,
+                digest: None,
             });
         });
         Ok(None)

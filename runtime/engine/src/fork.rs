@@ -160,6 +160,7 @@ impl Reuse {
                 log: String::new(),
             }),
             reused: Some(from),
+            digest: None,
         }))
     }
 

@@ -66,6 +66,12 @@ impl Recording {
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
         let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
         let mut idx = Index::default();
+        // A call is at least two events (its start and its result): room for them all at
+        // once rather than a table grown and rehashed a dozen times (up to a bound: the row's
+        // count is not trusted with memory).
+        let calls = usize::try_from(row.next_seq / 2).map_or(0, |n| n.min(1 << 20));
+        idx.calls.reserve(calls);
+        idx.results.reserve(calls);
         let mut length = 0;
         let mut started = None;
         let mut hole = None;
@@ -174,8 +180,9 @@ impl Recording {
 /// How many of the record's next results a replay reads along with one it lacks.
 const READ_AHEAD: usize = 512;
 
-/// A call and how the record ended it.
-type CallKey = (String, Option<u32>, u32);
+/// A call: its step's number in the record (`Index::names`), `foreach` index and attempt. A
+/// number rather than the step's name, so that looking a call up allocates nothing.
+type CallKey = (u32, Option<u32>, u32);
 /// A timer or signal wait: step and `foreach` index.
 type WaitKey = (String, Option<u32>);
 
@@ -224,6 +231,10 @@ struct RecFinish {
 /// The record, indexed by what a replay asks.
 #[derive(Clone, Debug, Default)]
 struct Index {
+    /// The step ids the record names, by number.
+    names: Vec<String>,
+    /// Each step id's number.
+    numbers: HashMap<String, u32>,
     calls: HashMap<CallKey, RecCall>,
     /// When each timer fired.
     timers: HashMap<WaitKey, i64>,
@@ -246,9 +257,27 @@ struct Index {
     /// The digest of each successful call's result, in the record's order: what a replay
     /// reads ahead.
     results: Vec<String>,
+    /// Whether the run was ever taken up again (`run_resumed`: after a park or a redrive).
+    resumed: bool,
 }
 
 impl Index {
+    /// The number of step `step`, given one if it has none yet.
+    fn number(&mut self, step: String) -> u32 {
+        if let Some(&n) = self.numbers.get(&step) {
+            return n;
+        }
+        let n = self.names.len() as u32;
+        self.names.push(step.clone());
+        self.numbers.insert(step, n);
+        n
+    }
+
+    /// The number of step `step`, if the record names it.
+    fn find(&self, step: &str) -> Option<u32> {
+        self.numbers.get(step).copied()
+    }
+
     /// Takes in the record's next event.
     fn add(&mut self, seq: u64, at: i64, event: Event) {
         let x = self;
@@ -274,7 +303,8 @@ impl Index {
                 inputs,
                 ..
             } => {
-                let c = x.calls.entry((step, index, attempt)).or_default();
+                let n = x.number(step);
+                let c = x.calls.entry((n, index, attempt)).or_default();
                 c.inputs = Some(inputs);
             }
             Event::CallSucceeded {
@@ -291,7 +321,8 @@ impl Index {
                 ..
             } => {
                 x.results.push(digest.clone());
-                let c = x.calls.entry((step, index, attempt)).or_default();
+                let n = x.number(step);
+                let c = x.calls.entry((n, index, attempt)).or_default();
                 c.result = Some(RecResult::Ok { seq, at, digest });
             }
             Event::CallFailed {
@@ -303,7 +334,10 @@ impl Index {
             } => {
                 if error.code == "signal.timeout" {
                     x.expired.insert((step, index), at);
-                } else if let Some(c) = x.calls.get_mut(&(step, index, attempt)) {
+                } else if let Some(c) = x
+                    .find(&step)
+                    .and_then(|n| x.calls.get_mut(&(n, index, attempt)))
+                {
                     c.result = Some(RecResult::Err { seq, at, error });
                 }
             }
@@ -352,11 +386,13 @@ impl Index {
             }),
             // A run is taken up again after an ending only by a redrive.
             Event::RunResumed { .. } if !x.finishes.is_empty() => {
+                x.resumed = true;
                 let last = x.finishes.last().map_or(0, |f| f.seq);
                 if x.redrives.last().is_none_or(|r| r.0 < last) {
                     x.redrives.push((seq, at));
                 }
             }
+            Event::RunResumed { .. } => x.resumed = true,
             _ => {}
         }
     }
@@ -399,6 +435,9 @@ pub struct ReplayReport {
     pub divergence: Option<Divergence>,
     /// Calls answered from the record.
     pub calls: usize,
+    /// Values the replay canonicalised and hashed (a recorded result is taken with the
+    /// digest the record gives it, never hashed again).
+    pub digests: u64,
 }
 
 /// How to replay.
@@ -455,7 +494,7 @@ pub fn test_against(
 /// Drives `r` to its end and compares the ending (and, when `strict`, the calls never made)
 /// with the record.
 fn finish(mut r: Replayer<'_>, strict: bool) -> Result<ReplayReport, Refusal> {
-    let ending = r.drive()?;
+    let ending = r.run()?;
     let calls = r.answered;
     let mut divergence = r.divergence.take();
     if divergence.is_none() && strict {
@@ -492,6 +531,7 @@ fn finish(mut r: Replayer<'_>, strict: bool) -> Result<ReplayReport, Refusal> {
         error,
         divergence,
         calls,
+        digests: r.digests,
     })
 }
 
@@ -539,22 +579,18 @@ pub fn plan_fork(
     spec: Arc<FlowSpec>,
     inputs: Map<String, Value>,
 ) -> Result<ForkPlan, Refusal> {
-    // Held live calls must not keep a `foreach`'s other elements from being looked at.
-    let mut open = (*spec).clone();
-    for s in &mut open.steps {
-        s.concurrency = u32::MAX;
-    }
     let history = History::new(rec);
     let mut r = Replayer::new(
         store,
         rec,
-        Arc::new(open),
+        spec.clone(),
         Mode::Plan(Box::new(history)),
         &crate::deps::NoProgress,
     );
     r.setup.inputs = inputs;
+    // Held live calls must not keep a `foreach`'s other elements from being looked at.
     r.setup.max_parallel = usize::MAX;
-    r.drive()?;
+    r.run()?;
     Ok(r.verdicts(&spec))
 }
 
@@ -562,7 +598,10 @@ pub fn plan_fork(
 #[derive(Clone, Debug)]
 pub struct History {
     parent: String,
-    calls: HashMap<WaitKey, RecordedCall>,
+    /// The parent's step ids by number, as its record numbers them.
+    numbers: HashMap<String, u32>,
+    /// By step number and `foreach` index.
+    calls: HashMap<(u32, Option<u32>), RecordedCall>,
     signals: HashMap<WaitKey, RecSignal>,
     steps: HashMap<String, RecStep>,
     /// The parent's `sleep` steps: their value is the time they woke, not data.
@@ -600,11 +639,12 @@ impl History {
             .map(|s| (s.id.as_str(), s.tool.as_ref()))
             .collect();
         let mut calls = HashMap::default();
-        for ((step, index, _), c) in &rec.idx.calls {
+        for ((n, index, _), c) in &rec.idx.calls {
             if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
             {
+                let step = &rec.idx.names[*n as usize];
                 calls.insert(
-                    (step.clone(), *index),
+                    (*n, *index),
                     RecordedCall {
                         tool: tools.get(step.as_str()).copied().flatten().cloned(),
                         inputs: inputs.clone(),
@@ -617,6 +657,7 @@ impl History {
         }
         History {
             parent: rec.run.id.clone(),
+            numbers: rec.idx.numbers.clone(),
             calls,
             signals: rec.idx.signals.clone(),
             steps: rec.idx.steps.clone(),
@@ -640,7 +681,7 @@ impl History {
         inputs: &str,
         tool: Option<&str>,
     ) -> Option<(String, ReusedFrom)> {
-        let c = self.calls.get(&(step.to_string(), index))?;
+        let c = self.call(step, index)?;
         (c.inputs == inputs && c.tool.as_deref() == tool).then(|| {
             (
                 c.output.clone(),
@@ -688,7 +729,13 @@ impl History {
     }
 
     fn has(&self, step: &str, index: Option<u32>) -> bool {
-        self.calls.contains_key(&(step.to_string(), index))
+        self.call(step, index).is_some()
+    }
+
+    /// The parent's successful call of `step` and `index`.
+    fn call(&self, step: &str, index: Option<u32>) -> Option<&RecordedCall> {
+        let n = self.numbers.get(step)?;
+        self.calls.get(&(*n, index))
     }
 }
 
@@ -735,6 +782,8 @@ struct Replayer<'a> {
     idx: &'a Index,
     /// The recorded calls this replay made.
     made: HashSet<CallKey>,
+    /// The record's number of each step of `spec` (`None`: the record has no such step).
+    numbers: Vec<Option<u32>>,
     mode: Mode,
     spec: Arc<FlowSpec>,
     setup: Setup,
@@ -743,6 +792,14 @@ struct Replayer<'a> {
     /// The fold of the events this replay's machine recorded: a park or a redrive is resumed
     /// from it, as the recorded run was resumed from its journal.
     folded: Folded,
+    /// Whether `folded` is kept: in a replay only when the record was resumed, since a
+    /// replay resumes only where its record did; one that finds it must resume anyway is
+    /// driven again from the start with the fold kept (`Replayer::run`).
+    fold: bool,
+    /// Set when the replay had to resume without its fold kept.
+    needs_fold: bool,
+    /// Values the machines of this replay canonicalised and hashed.
+    digests: u64,
     /// How many of the record's endings the replay has gone past (a redriven run has one
     /// per redrive before its last).
     ended: usize,
@@ -802,6 +859,9 @@ impl<'a> Replayer<'a> {
                 }
             }
         }
+        // A dry run or a test may park where the record did not (a held call, a cassette in
+        // virtual time): they fold as they go.
+        let fold = rec.idx.resumed || matches!(mode, Mode::Plan(_) | Mode::Test);
         let setup = Setup {
             run_id: rec.run.id.clone(),
             spec: spec.clone(),
@@ -819,13 +879,20 @@ impl<'a> Replayer<'a> {
             store,
             rec,
             idx: &rec.idx,
-            made: HashSet::default(),
+            made: HashSet::with_capacity_and_hasher(rec.idx.calls.len(), Default::default()),
+            numbers: spec.steps.iter().map(|s| rec.idx.find(&s.id)).collect(),
             mode,
             spec,
             setup,
             progress,
-            values: HashMap::default(),
+            values: HashMap::with_capacity_and_hasher(
+                rec.idx.results.len().min(READ_AHEAD * 64),
+                Default::default(),
+            ),
             folded: Folded::default(),
+            fold,
+            needs_fold: false,
+            digests: 0,
             ended: 0,
             cancel_sent: false,
             now: rec.started_at,
@@ -893,34 +960,36 @@ impl<'a> Replayer<'a> {
         Ok(())
     }
 
+    /// The record's key of the call of step `step` (a position in `spec`), if the record has
+    /// the step.
+    fn key(&self, step: usize, index: Option<u32>, attempt: u32) -> Option<CallKey> {
+        Some((self.numbers[step]?, index, attempt))
+    }
+
+    /// The record's key of a call the replay makes, named as an event names it.
+    fn key_of(&self, step: &str, index: Option<u32>, attempt: u32) -> Option<CallKey> {
+        Some((self.idx.find(step)?, index, attempt))
+    }
+
     /// The digests of the recorded results (and failures' causes) that answering `calls` reads.
     fn recorded_results(&self, calls: &[CallStart]) -> Vec<String> {
-        let key = |c: &CallStart| {
-            let step = &self.spec.steps[c.step];
-            let index = step.foreach.as_ref().map(|_| c.index as u32);
-            (step.id.as_str(), index, c.attempt)
-        };
         calls
             .iter()
             .filter_map(|c| {
-                let (id, index, attempt) = key(c);
+                let step = &self.spec.steps[c.step];
+                let index = step.foreach.as_ref().map(|_| c.index as u32);
                 match &self.mode {
                     Mode::Replay(_) | Mode::Test => {
-                        match self
-                            .idx
-                            .calls
-                            .get(&(id.to_string(), index, attempt))?
-                            .result
-                            .as_ref()?
-                        {
+                        let key = self.key(c.step, index, c.attempt)?;
+                        match self.idx.calls.get(&key)?.result.as_ref()? {
                             RecResult::Ok { digest, .. } => Some(digest.clone()),
                             RecResult::Err { error, .. } => error.cause.clone(),
                         }
                     }
                     Mode::Plan(history) => {
-                        let tool = self.spec.steps[c.step].tool.as_deref();
+                        let tool = step.tool.as_deref();
                         history
-                            .reusable(id, index, &c.inputs, tool)
+                            .reusable(&step.id, index, &c.inputs, tool)
                             .map(|(digest, _)| digest)
                     }
                 }
@@ -961,9 +1030,59 @@ impl<'a> Replayer<'a> {
         }
     }
 
+    /// Drives a machine from the start to its end (or to where the record runs out); again,
+    /// with the fold kept, when the first drive had to resume without it.
+    fn run(&mut self) -> Result<Option<Ending>, Refusal> {
+        let ending = self.drive()?;
+        if !self.needs_fold {
+            return Ok(ending);
+        }
+        self.restart();
+        self.drive()
+    }
+
+    /// Forgets what a drive found, to drive again from the start with the fold kept (the
+    /// values read stay: they are the record's, by digest).
+    fn restart(&mut self) {
+        self.made.clear();
+        self.folded = Folded::default();
+        self.fold = true;
+        self.needs_fold = false;
+        self.ended = 0;
+        self.cancel_sent = false;
+        self.now = self.rec.started_at;
+        self.answers.clear();
+        self.answered = 0;
+        self.held.clear();
+        self.timers.clear();
+        self.signal_waits.clear();
+        self.finished.clear();
+        self.divergence = None;
+        self.reused.clear();
+        self.live.clear();
+        self.outcomes.clear();
+    }
+
+    /// A new machine of this replay; a dry run's ignores each step's `concurrency` (see
+    /// [`plan_fork`]).
+    fn machine(&self) -> Machine {
+        let mut m = Machine::new(self.setup.clone());
+        if matches!(self.mode, Mode::Plan(_)) {
+            m.lift_concurrency();
+        }
+        m
+    }
+
     /// Drives a machine from the start to its end (or to where the record runs out).
     fn drive(&mut self) -> Result<Option<Ending>, Refusal> {
-        let mut m = Machine::new(self.setup.clone());
+        let mut m = self.machine();
+        let ending = self.drive_from(&mut m);
+        self.digests += m.digests();
+        ending
+    }
+
+    /// Drives `m`, just made, to its end; a resume or redrive goes on with a new machine.
+    fn drive_from(&mut self, m: &mut Machine) -> Result<Option<Ending>, Refusal> {
         self.now = self.round_time(None, self.rec.started_at);
         m.handle(self.now, Input::Started);
         // A bound against a machine and a record that never agree to end.
@@ -981,7 +1100,9 @@ impl<'a> Replayer<'a> {
                 Command::Append(events) => {
                     for e in events {
                         self.check(&e);
-                        self.folded.push(e.at, e.event);
+                        if self.fold {
+                            self.folded.push(e.at, e.event);
+                        }
                     }
                 }
                 Command::Progress(p) => {
@@ -1093,7 +1214,10 @@ impl<'a> Replayer<'a> {
                         );
                         let ending = Ending::Canceled(error);
                         match self.redriven(&ending) {
-                            Some(m2) => m = m2,
+                            Some(m2) => {
+                                self.digests += m.digests();
+                                *m = m2;
+                            }
                             None => return Ok(Some(ending)),
                         }
                         continue;
@@ -1103,11 +1227,19 @@ impl<'a> Replayer<'a> {
                     let Some(t) = wake else {
                         return Ok(Some(Ending::Waiting));
                     };
+                    if !self.fold {
+                        self.needs_fold = true;
+                        return Ok(None);
+                    }
                     self.now = self.now.max(t);
-                    m = self.resumed("replay");
+                    self.digests += m.digests();
+                    *m = self.resumed("replay");
                 }
                 Command::Finish(ending) => match self.redriven(&ending) {
-                    Some(m2) => m = m2,
+                    Some(m2) => {
+                        self.digests += m.digests();
+                        *m = m2;
+                    }
                     None => return Ok(Some(ending)),
                 },
                 Command::CancelCalls => self.cancel_held(),
@@ -1124,7 +1256,7 @@ impl<'a> Replayer<'a> {
     /// A machine resumed from what this replay recorded so far, as the recorded run was
     /// resumed from its journal.
     fn resumed(&self, reason: &str) -> Machine {
-        let mut m = Machine::new(self.setup.clone());
+        let mut m = self.machine();
         m.handle(
             self.now,
             Input::Resumed {
@@ -1158,6 +1290,10 @@ impl<'a> Replayer<'a> {
         };
         let f = self.recorded_ending(status)?;
         let &(_, at) = self.idx.redrives.iter().find(|r| r.0 > f.seq)?;
+        if !self.fold {
+            self.needs_fold = true;
+            return None;
+        }
         self.ended += 1;
         self.cancel_sent = false;
         self.now = self.now.max(at);
@@ -1186,6 +1322,7 @@ impl<'a> Replayer<'a> {
                         log: String::new(),
                     }),
                     reused: None,
+                    digest: None,
                 },
             }));
         }
@@ -1305,16 +1442,17 @@ impl<'a> Replayer<'a> {
         let index = step.foreach.as_ref().map(|_| c.index as u32);
         match &self.mode {
             Mode::Replay(_) | Mode::Test => {
-                let key = (id.clone(), index, c.attempt);
-                if self.idx.calls.contains_key(&key) {
-                    self.made.insert(key.clone());
+                let key = self.key(c.step, index, c.attempt);
+                let recorded = key.and_then(|k| self.idx.calls.get(&k));
+                if let (Some(k), Some(_)) = (key, recorded) {
+                    self.made.insert(k);
                 }
-                let Some(result) = self.idx.calls.get(&key).and_then(|r| r.result.clone()) else {
+                let Some(result) = recorded.and_then(|r| r.result.clone()) else {
                     if matches!(self.mode, Mode::Test) {
                         self.miss(&id, index, c.attempt, &c.inputs);
                         return Ok(());
                     }
-                    let started = self.idx.calls.contains_key(&key);
+                    let started = recorded.is_some();
                     if started && self.recorded_ending("canceled").is_some() {
                         // The recorded run's process died during this call and the run was
                         // canceled afterwards (`reel cancel` of a run nobody held): the call
@@ -1337,7 +1475,7 @@ impl<'a> Replayer<'a> {
                     self.diverge(Some(&id), index, what, None, replayed);
                     return Ok(());
                 };
-                let (seq, at, outcome) = match result {
+                let (seq, at, outcome, digest) = match result {
                     RecResult::Ok { seq, at, digest } => (
                         seq,
                         at,
@@ -1345,6 +1483,7 @@ impl<'a> Replayer<'a> {
                             value: self.value(&digest)?,
                             log: String::new(),
                         }),
+                        Some(digest),
                     ),
                     RecResult::Err { seq, at, error } => {
                         let cause = match &error.cause {
@@ -1361,6 +1500,7 @@ impl<'a> Replayer<'a> {
                                 cause,
                                 log: String::new(),
                             }),
+                            None,
                         )
                     }
                 };
@@ -1374,16 +1514,14 @@ impl<'a> Replayer<'a> {
                         attempt: c.attempt,
                         outcome,
                         reused: None,
+                        digest,
                     },
                 }));
             }
             Mode::Plan(history) => {
                 match history.reusable(&id, index, &c.inputs, step.tool.as_deref()) {
                     Some((digest, from)) => {
-                        let at = history
-                            .calls
-                            .get(&(id.clone(), index))
-                            .map_or(self.now, |r| r.at);
+                        let at = history.call(&id, index).map_or(self.now, |r| r.at);
                         let value = self.value(&digest)?;
                         *self.reused.entry(id).or_default() += 1;
                         self.answers.push(Reverse(Answer {
@@ -1398,6 +1536,7 @@ impl<'a> Replayer<'a> {
                                     log: String::new(),
                                 }),
                                 reused: Some(from),
+                                digest: Some(digest),
                             },
                         }));
                     }
@@ -1424,16 +1563,21 @@ impl<'a> Replayer<'a> {
             Event::SignalReceived { step, index, .. } | Event::CallFailed { step, index, .. } => {
                 self.signal_waits.remove(&(step.clone(), *index));
             }
+            // Only a dry run asks how steps ended (for its verdicts and carried signals).
             Event::StepSucceeded { step, output, .. } => {
                 self.finished.insert(step.clone());
-                self.outcomes
-                    .insert(step.clone(), RecStep::Succeeded(output.clone()));
+                if matches!(self.mode, Mode::Plan(_)) {
+                    self.outcomes
+                        .insert(step.clone(), RecStep::Succeeded(output.clone()));
+                }
             }
             Event::StepSkipped { step, .. } => {
                 self.finished.insert(step.clone());
-                self.outcomes.insert(step.clone(), RecStep::Skipped);
+                if matches!(self.mode, Mode::Plan(_)) {
+                    self.outcomes.insert(step.clone(), RecStep::Skipped);
+                }
             }
-            Event::StepFailed { step, .. } => {
+            Event::StepFailed { step, .. } if matches!(self.mode, Mode::Plan(_)) => {
                 self.outcomes.insert(step.clone(), RecStep::Failed);
             }
             _ => {}
@@ -1450,9 +1594,8 @@ impl<'a> Replayer<'a> {
                 ..
             } => {
                 let recorded = self
-                    .idx
-                    .calls
-                    .get(&(step.clone(), *index, *attempt))
+                    .key_of(step, *index, *attempt)
+                    .and_then(|k| self.idx.calls.get(&k))
                     .and_then(|c| c.inputs.clone());
                 match recorded {
                     Some(r) if r == *inputs => {}
@@ -1559,17 +1702,20 @@ impl<'a> Replayer<'a> {
                 .find(|s| s.id == id)
                 .and_then(|s| s.tool.clone())
         };
-        let mut near: Vec<(u8, &CallKey, &RecCall)> = self
+        // By step name, `foreach` index and attempt.
+        type Named<'n> = (&'n String, Option<u32>, u32);
+        let mut near: Vec<(u8, Named<'_>, &RecCall)> = self
             .idx
             .calls
             .iter()
             .filter(|(_, c)| c.inputs.is_some())
             .filter_map(|(k, c)| {
+                let k = (&self.idx.names[k.0 as usize], k.1, k.2);
                 let rank = if k.0 == step && k.1 == index {
                     0
                 } else if k.0 == step {
                     1
-                } else if tool.is_some() && tool_of(&k.0) == tool {
+                } else if tool.is_some() && tool_of(k.0.as_str()) == tool {
                     2
                 } else {
                     return None;
@@ -1621,7 +1767,8 @@ impl<'a> Replayer<'a> {
             Some(RecResult::Ok { seq, .. } | RecResult::Err { seq, .. }) => *seq,
             None => 0,
         });
-        let ((step, index, attempt), c) = unmade.first()?;
+        let ((n, index, attempt), c) = unmade.first()?;
+        let step = &self.idx.names[*n as usize];
         Some(Divergence {
             step: Some(step.clone()),
             index: *index,

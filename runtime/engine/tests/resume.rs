@@ -1,5 +1,6 @@
 //! What a resume holds and what a `durable` run costs: a resumed run reads from the store only
 //! the values still to be read, and sequential steps in `durable` mode take one commit each.
+//! And what a replay computes again: no recorded result is hashed a second time.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -7,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use reel_flowspec::FlowSpec;
 use reel_runtime::{
-    EnvSecrets, Environment, ManualClock, NoProgress, RiderConfig, RunDeps, StartRequest, resume,
-    start,
+    EnvSecrets, Environment, ManualClock, NoProgress, ReplayOptions, RiderConfig, RunDeps,
+    StartRequest, replay, resume, start,
 };
 use reel_store::{
     Claim, CleanScope, Cleaned, Durability, EventRow, Flow, Kept, Lease, LogRow, NewEvent, NewRun,
@@ -410,4 +411,40 @@ async fn durable_sequential_steps_take_one_commit_each() {
         batches <= n as u64 + 8,
         "{n} durable steps took {batches} fsync'd commits"
     );
+}
+
+/// A replay hands each recorded result to the core with the digest the record gives it: what
+/// it hashes is each call's inputs and the run's output, however many results it answers
+/// (before, every result and every step's output were hashed again: 3 per step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_hashes_no_recorded_result_again() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
+    for (id, n) in [("r1", 20usize), ("r2", 200)] {
+        let mut source = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
+        for i in 1..n {
+            source.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
+        }
+        source.push_str(&format!("  output s{}\n}}\n", n - 1));
+        let run = start(
+            &deps(sqlite.clone()),
+            &RiderConfig::default(),
+            request(id, compile(&source), Durability::Fast, dir.path()),
+        )
+        .await
+        .expect("the run starts");
+        assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+        for verify in [false, true] {
+            let opts = ReplayOptions {
+                verify,
+                faults: Vec::new(),
+            };
+            let report = replay(sqlite.as_ref(), id, &opts, &NoProgress).expect("it replays");
+            assert_eq!(report.divergence, None);
+            assert_eq!(report.status, "succeeded");
+            assert_eq!(report.output, Some(json!(n - 1)));
+            assert_eq!(report.calls, n);
+            assert_eq!(report.digests, n as u64 + 1, "n = {n}, verify = {verify}");
+        }
+    }
 }

@@ -265,6 +265,11 @@ pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| open_error(path, e))?;
+    // The writer's 64 MiB page cache: a replay looks up every recorded result by its digest,
+    // all over the values index; with SQLite's default of 2 MiB each lookup read its pages
+    // from the file again.
+    conn.execute_batch("PRAGMA cache_size = -65536;")
+        .map_err(|e| open_error(path, e))?;
     conn.set_prepared_statement_cache_capacity(32);
     Ok(conn)
 }

@@ -59,6 +59,11 @@ pub struct Returned {
     pub outcome: Result<ToolOutput, ToolError>,
     /// Set when no tool was called: a fork took this result from its parent's record.
     pub reused: Option<ReusedFrom>,
+    /// The digest the store keeps the result's value under, when the driver read it from
+    /// there (a replay answering from the record): the core records it as it is instead of
+    /// canonicalising and hashing the value again, and asks nobody to keep it. `None` for a
+    /// result a tool just gave.
+    pub digest: Option<String>,
 }
 
 /// Where a reused result was recorded.

@@ -216,6 +216,9 @@ struct StepRt {
     ready_calls: ReadyCalls,
     /// How many of its calls are done (kept by `Machine::set_call`).
     done: usize,
+    /// The digest of its call's result, for a step without `foreach` whose call returned in
+    /// this drive: the step's output is that value, so its digest is not computed again.
+    result_digest: Option<String>,
 }
 
 /// Where the calls of active steps stand, kept up to date by every change of a call's state
@@ -334,6 +337,10 @@ pub struct Machine {
     quarantined: bool,
     /// Iterations of the machine's loops so far (see [`Machine::work`]).
     work: u64,
+    /// Values canonicalised and hashed so far (see [`Machine::digests`]).
+    digests: u64,
+    /// Set for a fork's dry run: no step's `concurrency` holds its calls back.
+    unbounded: bool,
 }
 
 impl Machine {
@@ -367,6 +374,7 @@ impl Machine {
                 in_flight: 0,
                 ready_calls: ReadyCalls::default(),
                 done: 0,
+                result_digest: None,
             })
             .collect();
         for (i, s) in spec.steps.iter().enumerate() {
@@ -410,7 +418,15 @@ impl Machine {
             first_keys: HashMap::new(),
             quarantined: false,
             work: 0,
+            digests: 0,
+            unbounded: false,
         }
+    }
+
+    /// Lifts every step's `concurrency` limit (a fork's dry run, which holds the calls it
+    /// would make live and must still look at the other elements of their `foreach`).
+    pub fn lift_concurrency(&mut self) {
+        self.unbounded = true;
     }
 
     /// Hands over a person's decisions about calls whose outcome is unknown, before `Resumed`
@@ -521,6 +537,13 @@ impl Machine {
     /// does not grow with the flow's size.
     pub fn work(&self) -> u64 {
         self.work
+    }
+
+    /// How many values the machine has canonicalised and hashed so far: a test shows that a
+    /// result handed in with its digest, or a step's output that is its one call's result, is
+    /// not digested again.
+    pub fn digests(&self) -> u64 {
+        self.digests
     }
 
     /// Whether the run has ended, parked or stopped in this process.
@@ -664,6 +687,7 @@ impl Machine {
 
     /// The digest of `value`, which the driver is told to keep.
     fn put(&mut self, value: Value) -> String {
+        self.digests += 1;
         let text = canonical_json(&value);
         let digest = sha256_hex(text.as_bytes());
         self.commands.push_back(Command::PutValue {
@@ -800,6 +824,7 @@ impl Machine {
     /// Call `c` of step `i` is done with `value`: kept in the step's results, and the
     /// `foreach` element it was made for is let go.
     fn call_done(&mut self, i: usize, c: usize, value: &Value) {
+        self.steps[i].result_digest = None;
         let at = self.steps[i].results.push(value);
         if let Some(item) = self.steps[i].items.get_mut(c) {
             *item = Value::Null;
@@ -997,11 +1022,16 @@ impl Machine {
     }
 
     /// Step `i` succeeded with `value`, made of `calls` calls (1 for a step without a tool).
-    fn succeed_step(&mut self, i: usize, value: Value, calls: u32) {
+    /// Step `i` succeeded with `value`; `known` is its digest when the value is already kept
+    /// under it (its one call's result).
+    fn succeed_step(&mut self, i: usize, value: Value, known: Option<String>, calls: u32) {
         let id = self.spec.steps[i].id.clone();
         // Kept in memory only while a step still to finish may read it.
         let kept = (self.steps[i].readers_left > 0).then(|| value.clone());
-        let digest = self.put(value);
+        let digest = match known {
+            Some(d) => d,
+            None => self.put(value),
+        };
         let now = self.now;
         self.set_inactive(i, StepStatus::Succeeded);
         self.steps[i].finished_at = now;
@@ -1132,7 +1162,7 @@ impl Machine {
             };
             match self.eval_at(expr, i, None, &spec.id) {
                 Go::Load(w) => return Go::Load(w),
-                Go::Ok(Ok(v)) => self.succeed_step(i, v, 1),
+                Go::Ok(Ok(v)) => self.succeed_step(i, v, None, 1),
                 Go::Ok(Err(e)) => self.fail_step(i, e),
             }
             return Go::Ok(());
@@ -1384,12 +1414,13 @@ impl Machine {
             })
             .collect();
         drop(results);
-        let value = if self.steps[i].foreach {
-            Value::Array(values)
+        let (value, digest) = if self.steps[i].foreach {
+            (Value::Array(values), None)
         } else {
-            values.pop().unwrap_or(Value::Null)
+            let digest = self.steps[i].result_digest.take();
+            (values.pop().unwrap_or(Value::Null), digest)
         };
-        self.succeed_step(i, value, n.max(1) as u32);
+        self.succeed_step(i, value, digest, n.max(1) as u32);
     }
 
     /// Records the start of every ready call the limits allow; false when it waits for values
@@ -1401,7 +1432,9 @@ impl Machine {
         let active: Vec<usize> = self.sched.active.iter().copied().collect();
         'steps: for i in active {
             self.work += 1;
-            let limit = if self.steps[i].foreach {
+            let limit = if self.unbounded {
+                usize::MAX
+            } else if self.steps[i].foreach {
                 self.spec.steps[i].concurrency.max(1) as usize
             } else {
                 1
@@ -1640,14 +1673,27 @@ impl Machine {
         }
         match r.outcome {
             Ok(out) => {
-                // What a tool returns is recorded; a secret it echoes back is not.
-                let value = if self.setup.secrets.is_empty() {
-                    out.value
-                } else {
-                    scrub_value(&out.value, &self.setup.secrets)
+                let digest = match r.digest {
+                    // Read from the store under its digest: recorded (and scrubbed) already.
+                    Some(d) => {
+                        let at = self.steps[i].results.push(&out.value);
+                        (at, d)
+                    }
+                    None => {
+                        // What a tool returns is recorded; a secret it echoes back is not.
+                        let value = if self.setup.secrets.is_empty() {
+                            out.value
+                        } else {
+                            scrub_value(&out.value, &self.setup.secrets)
+                        };
+                        let at = self.steps[i].results.push(&value);
+                        (at, self.put(value))
+                    }
                 };
-                let at = self.steps[i].results.push(&value);
-                let digest = self.put(value);
+                let (at, digest) = digest;
+                if !self.steps[i].foreach {
+                    self.steps[i].result_digest = Some(digest.clone());
+                }
                 if let Some(from) = r.reused {
                     self.record(Event::CallReused {
                         step: spec.id.clone(),

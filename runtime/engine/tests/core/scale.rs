@@ -15,17 +15,38 @@ use crate::support::compile;
 /// Runs `source` to its end with every call answered at once by its `value` argument; returns
 /// the machine's work and the calls made.
 fn work_per_call(source: &str) -> (u64, u64) {
+    let run = drive(source, false);
+    (run.work, run.calls)
+}
+
+/// What a drive of a flow to its end did.
+struct Driven {
+    /// The machine's work.
+    work: u64,
+    /// The calls made.
+    calls: u64,
+    /// The values the machine canonicalised and hashed.
+    digests: u64,
+    /// Every event it recorded.
+    events: Vec<reel_runtime::core::Stamped>,
+}
+
+/// Runs `source` to its end with every call answered at once by its `value` argument; with
+/// `digested`, each result comes with its digest, as a replay hands in a recorded one.
+fn drive(source: &str, digested: bool) -> Driven {
     let spec = Arc::new(compile(source));
     let inputs = reel_runtime::resolve_inputs(&spec, &Map::new()).expect("valid inputs");
     let mut m = Machine::new(setup(&spec, inputs, false));
     let mut values: HashMap<String, Value> = HashMap::new();
     let mut calls = 0u64;
+    let mut events = Vec::new();
     m.handle(0, Input::Started);
     while let Some(cmd) = m.poll_command() {
         match cmd {
             Command::PutValue { digest, value, .. } => {
                 values.insert(digest, value);
             }
+            Command::Append(mut appended) => events.append(&mut appended),
             Command::LoadValues(digests) => {
                 let loaded = digests.iter().map(|d| values[d].clone()).collect();
                 m.handle(0, Input::ValuesLoaded(loaded));
@@ -34,15 +55,24 @@ fn work_per_call(source: &str) -> (u64, u64) {
                 calls += started.len() as u64;
                 let returned = started
                     .into_iter()
-                    .map(|c| Returned {
-                        step: c.step,
-                        index: c.index,
-                        attempt: c.attempt,
-                        outcome: Ok(ToolOutput {
-                            value: c.call.args.get("value").cloned().unwrap_or(Value::Null),
-                            log: String::new(),
-                        }),
-                        reused: None,
+                    .map(|c| {
+                        let value = c.call.args.get("value").cloned().unwrap_or(Value::Null);
+                        let digest = digested.then(|| {
+                            let d = reel_flowspec::canonical::digest_value(&value);
+                            values.insert(d.clone(), value.clone());
+                            d
+                        });
+                        Returned {
+                            step: c.step,
+                            index: c.index,
+                            attempt: c.attempt,
+                            outcome: Ok(ToolOutput {
+                                value,
+                                log: String::new(),
+                            }),
+                            reused: None,
+                            digest,
+                        }
                     })
                     .collect();
                 m.handle(0, Input::Launched(returned));
@@ -58,7 +88,12 @@ fn work_per_call(source: &str) -> (u64, u64) {
             _ => {}
         }
     }
-    (m.work(), calls)
+    Driven {
+        work: m.work(),
+        calls,
+        digests: m.digests(),
+        events,
+    }
 }
 
 fn sequential(n: usize) -> String {
@@ -103,5 +138,34 @@ fn a_foreach_costs_the_same_per_call_at_any_width() {
     assert!(
         large <= small * 1.2 && large < 20.0,
         "work per call grew from {small:.1} (1,000 wide) to {large:.1} (30,000 wide)"
+    );
+}
+
+#[test]
+fn a_result_is_digested_once_and_a_recorded_one_not_at_all() {
+    let n = 200;
+    // Live: each call's inputs and result; a step's output is its one call's result, whose
+    // digest is taken as it is; then the run's output.
+    let live = drive(&sequential(n), false);
+    assert_eq!(live.calls, n as u64);
+    assert_eq!(live.digests, 2 * n as u64 + 1);
+    // Results handed in with their digests (a replay's): only the inputs and the output.
+    let replayed = drive(&sequential(n), true);
+    assert_eq!(replayed.digests, n as u64 + 1);
+    // And the journal is the same, digest for digest.
+    assert_eq!(
+        format!("{:?}", live.events),
+        format!("{:?}", replayed.events)
+    );
+
+    // A `foreach`: its calls' inputs and results, its list, the output; no result again when
+    // handed in with its digest.
+    let wide = drive(&fan_out(n), false);
+    assert_eq!(wide.digests, 2 * n as u64 + 2);
+    let wide_replayed = drive(&fan_out(n), true);
+    assert_eq!(wide_replayed.digests, n as u64 + 2);
+    assert_eq!(
+        format!("{:?}", wide.events),
+        format!("{:?}", wide_replayed.events)
     );
 }

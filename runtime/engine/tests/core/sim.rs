@@ -274,6 +274,7 @@ impl Sim {
                             attempt: c.attempt,
                             outcome,
                             reused: None,
+                            digest: None,
                         };
                         if after == 0 {
                             at_once.push(r);
