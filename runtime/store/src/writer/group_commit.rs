@@ -241,7 +241,7 @@ impl Writer {
     /// need not also write the file's new size to the filesystem's journal. Fast commits are
     /// not synced, so they leave the background checkpointer alone. A checkpoint that cannot
     /// copy everything (a reader holds an old snapshot, the background one is mid-copy) is
-    /// tried again at the next durable commit.
+    /// tried again 16 durable commits later.
     fn restart_wal(&mut self) {
         self.durable_commits += 1;
         if self.durable_commits < RESTART_EVERY {
@@ -258,9 +258,9 @@ impl Writer {
                 ))
             })
             .is_ok_and(|(busy, log, copied)| busy == 0 && log == copied);
-        if done {
-            self.durable_commits = 0;
-        }
+        // A checkpoint that could not copy everything (a reader holds an old snapshot) is
+        // tried again a few commits later rather than at every commit.
+        self.durable_commits = if done { 0 } else { RESTART_EVERY - 16 };
     }
 
     /// Runs the batch's commands in one transaction. The outer error fails the whole batch;
