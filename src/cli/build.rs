@@ -76,5 +76,8 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         }
         _ => print_stdout(&json)?,
     }
+    // The process ends here: freeing every query's memo one by one took an eighth of a
+    // 10,000-step build, and the system takes the memory back at once.
+    std::mem::forget(db);
     Ok(Status::Success)
 }

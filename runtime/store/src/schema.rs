@@ -201,8 +201,7 @@ pub(crate) fn create_database(path: &Path) -> Result<(), StoreError> {
     ));
     let built = (|| {
         drop(private::create_new_file(&tmp).map_err(|e| open_error(&tmp, e))?);
-        // Closing the connection checkpoints the write-ahead log into the file.
-        drop(open_writer(&tmp)?);
+        build_schema(&tmp)?;
         fs::File::open(&tmp)
             .and_then(|f| f.sync_all())
             .map_err(|e| open_error(&tmp, e))?;
@@ -225,6 +224,39 @@ pub(crate) fn create_database(path: &Path) -> Result<(), StoreError> {
         let _ = fs::remove_file(name);
     }
     built
+}
+
+/// Writes the schema into the new, empty database file at `path` and leaves it in WAL mode,
+/// without syncing anything: the caller syncs the file once, whole, before linking it into
+/// place, and until then it is a temporary file nobody takes for a store, so a crash while it
+/// is built loses nothing. (Built as the writer's connection would build it, a new store cost
+/// ten syncs, a sixth of a 1,000-step `reel run` on a fresh store.) The result is the same file:
+/// the same schema, in WAL mode.
+fn build_schema(path: &Path) -> Result<(), StoreError> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    let mode = |conn: &Connection, mode: &str| -> Result<String, StoreError> {
+        conn.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0))
+            .map_err(|e| open_error(path, e))
+    };
+    mode(&conn, "OFF")?;
+    conn.execute_batch("PRAGMA synchronous = OFF;")
+        .map_err(|e| open_error(path, e))?;
+    migrate(&mut conn).map_err(|e| match e {
+        Migrate::Sqlite(e) => open_error(path, e),
+        Migrate::Refused(message) => open_error(path, message),
+    })?;
+    let wal = mode(&conn, "WAL")?;
+    if !wal.eq_ignore_ascii_case("wal") {
+        return Err(open_error(
+            path,
+            format!("the database cannot use write-ahead logging (journal mode is {wal})"),
+        ));
+    }
+    // Closing the only connection leaves nothing in the write-ahead log and removes it.
+    conn.close().map_err(|(_, e)| open_error(path, e))
 }
 
 /// Opens (creating if needed) the writer's connection, in WAL mode, and migrates the schema.
@@ -397,6 +429,32 @@ mod tests {
         let reader = open_reader(&path).unwrap();
         let err = check_version(&reader, &path).unwrap_err();
         assert!(err.to_string().contains("upgrade reel"), "{err}");
+    }
+
+    #[test]
+    fn a_new_database_has_the_schema_in_wal_mode() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reel.db");
+        create_database(&path).unwrap();
+        let bytes = fs::read(&path).unwrap();
+        // The header's read and write versions are 2 in WAL mode.
+        assert_eq!(&bytes[18..20], &[2, 2]);
+        let left: Vec<String> = fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(left, vec!["reel.db".to_string()]);
+        let reader = open_reader(&path).unwrap();
+        check_version(&reader, &path).unwrap();
+        let tables: i64 = reader
+            .query_row(
+                "SELECT COUNT(*) FROM sqlite_schema WHERE type IN ('table', 'view')",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        // runs, journal, vals, specs, signals, logs, meta and the four views.
+        assert_eq!(tables, 11);
     }
 
     #[test]

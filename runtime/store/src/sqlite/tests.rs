@@ -408,3 +408,46 @@ fn a_long_journal_streams_quickly() {
     assert_eq!(count, total);
     println!("read {total} journal rows in {:?}", started.elapsed());
 }
+
+/// The WAL header's checkpoint sequence number: SQLite adds one each time a write starts the
+/// WAL over at its beginning.
+fn wal_restarts(dir: &TempDir) -> u32 {
+    let header = std::fs::read(dir.path().join(".reel/reel.db-wal")).unwrap();
+    u32::from_be_bytes(header[12..16].try_into().unwrap())
+}
+
+#[test]
+fn durable_commits_reuse_the_wal_rather_than_growing_it() {
+    let (dir, store) = store();
+    let lease = store
+        .create_run(
+            NewRun {
+                durability: Durability::Durable,
+                ..new_run("r")
+            },
+            &me(),
+            60_000,
+        )
+        .unwrap();
+    let restarts = wal_restarts(&dir);
+    let rounds = 5 * crate::writer::RESTART_EVERY;
+    for n in 0..u64::from(rounds) {
+        store.put_value(&json!({ "value": n })).unwrap();
+        store.append(&lease, vec![event("e", n)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+    }
+    // Each round is one durable commit of a few pages (the run's row, the journal's last
+    // page, the value's row and index entry). Without the writer's checkpoints the WAL would
+    // hold every round's frames; with them it holds at most about two intervals' worth.
+    let wal = std::fs::metadata(dir.path().join(".reel/reel.db-wal"))
+        .unwrap()
+        .len();
+    let most = u64::from(2 * crate::writer::RESTART_EVERY + 64) * 8 * (4096 + 24);
+    assert!(wal <= most, "the WAL grew to {wal} bytes (at most {most})");
+    assert!(
+        wal_restarts(&dir) >= restarts + 3,
+        "the WAL started over {} times in {rounds} durable commits",
+        wal_restarts(&dir) - restarts
+    );
+    assert_eq!(journal(&store, "r").unwrap().len(), rounds as usize);
+}

@@ -28,6 +28,9 @@ const MAX_BATCH_BYTES: usize = 8 << 20;
 const LINGER: Duration = Duration::from_millis(2);
 /// How many commits go by between two looks at the WAL's size.
 const WAL_CHECK_EVERY: u32 = 64;
+/// How many durable commits go by before the writer checkpoints the WAL itself, so that the
+/// next commit starts the WAL over from its beginning (see [`Writer::restart_wal`]).
+pub(crate) const RESTART_EVERY: u32 = 256;
 /// How often `BEGIN IMMEDIATE` is retried when another process keeps the write lock for
 /// longer than the busy timeout; nothing has been written at that point, so waiting is safe.
 const BEGIN_ATTEMPTS: u32 = 6;
@@ -56,6 +59,7 @@ pub(crate) fn spawn(
                 full_sync: false,
                 checkpointer,
                 commits: 0,
+                durable_commits: 0,
                 clock,
                 values_removed: None,
                 blobs,
@@ -96,6 +100,8 @@ pub(super) struct Writer {
     checkpointer: Checkpointer,
     /// Commits since the WAL's size was last looked at.
     commits: u32,
+    /// Durable commits since the writer last had the WAL wholly checkpointed.
+    durable_commits: u32,
     /// Lease expiries and signal times (wall-clock by nature: they are compared across
     /// processes), from the clock the store was opened with.
     pub(super) clock: Arc<dyn Clock>,
@@ -174,7 +180,7 @@ impl Writer {
                 if cfg!(debug_assertions) && batch.iter().any(Cmd::journals) {
                     crate::crash::reached(crate::crash::CrashPoint::AfterCommit);
                 }
-                self.after_commit();
+                self.after_commit(durable);
                 {
                     let mut pending = lock(&self.shared.pending);
                     for cmd in batch.iter() {
@@ -209,7 +215,10 @@ impl Writer {
         }
     }
 
-    fn after_commit(&mut self) {
+    fn after_commit(&mut self, durable: bool) {
+        if durable {
+            self.restart_wal();
+        }
         self.checkpointer.nudge();
         self.commits += 1;
         if self.commits >= WAL_CHECK_EVERY {
@@ -221,6 +230,37 @@ impl Writer {
                     .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
             }
         }
+    }
+
+    /// Every [`RESTART_EVERY`] durable commits, checkpoints the WAL on the writer's own
+    /// connection, between two of its transactions, so that every frame is copied back and the
+    /// next commit starts the WAL over at its beginning (SQLite restarts the WAL only when a
+    /// write transaction begins with nothing left to copy back, which the background
+    /// checkpointer never sees while commits follow each other). A durable commit then
+    /// overwrites blocks the WAL file already has, rather than growing the file, so its sync
+    /// need not also write the file's new size to the filesystem's journal. Fast commits are
+    /// not synced, so they leave the background checkpointer alone. A checkpoint that cannot
+    /// copy everything (a reader holds an old snapshot, the background one is mid-copy) is
+    /// tried again 16 durable commits later.
+    fn restart_wal(&mut self) {
+        self.durable_commits += 1;
+        if self.durable_commits < RESTART_EVERY {
+            return;
+        }
+        // (busy, frames in the WAL, frames checkpointed)
+        let done = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })
+            .is_ok_and(|(busy, log, copied)| busy == 0 && log == copied);
+        // A checkpoint that could not copy everything (a reader holds an old snapshot) is
+        // tried again a few commits later rather than at every commit.
+        self.durable_commits = if done { 0 } else { RESTART_EVERY - 16 };
     }
 
     /// Runs the batch's commands in one transaction. The outer error fails the whole batch;

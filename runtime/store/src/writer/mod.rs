@@ -39,6 +39,8 @@ use crate::api::{Durability, Kept, StoreError};
 
 pub(crate) use clean::{VALUES_REMOVED, digests_in, pages};
 pub(crate) use command::{ClaimOut, Cmd, Reply, Row, Tag, Update, ValueText};
+#[cfg(test)]
+pub(crate) use group_commit::RESTART_EVERY;
 pub(crate) use group_commit::{CHANNEL_CAPACITY, spawn};
 
 /// Locks a mutex, going on when another thread panicked while holding it: every structure
