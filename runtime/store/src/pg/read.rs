@@ -21,8 +21,10 @@ use super::conn::{Connector, pg};
 use crate::api::{EventRow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError};
 use crate::writer::{lock, parse_durability};
 
-/// How many reader threads (and so connections, opened on first use) a store keeps.
-const READERS: usize = 3;
+/// How many reader threads (and so connections, opened on first use) a store keeps: a worker
+/// resuming many runs at once reads each run's row, flow, journal and values, one round trip
+/// each, and more connections keep more of those in flight.
+const READERS: usize = 6;
 /// How many journal rows one page of a read holds.
 pub(crate) const PAGE: i64 = 1000;
 
