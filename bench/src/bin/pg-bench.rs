@@ -41,6 +41,10 @@ struct Args {
     /// A Python with `dbos` installed, to run `bench/dbos/bench.py` on the same server.
     #[arg(long)]
     python: Option<PathBuf>,
+    /// DBOS's figures from an earlier `bench/dbos/bench.py --database-url` run on the same
+    /// server (its JSON output), instead of running it again with `--python`.
+    #[arg(long, conflicts_with = "python")]
+    dbos: Option<PathBuf>,
     /// Worker counts.
     #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
     workers: Vec<usize>,
@@ -91,15 +95,23 @@ fn main() {
          of {} steps; signal: from the signal to its run's next step, workers idle",
         args.steps, args.steps, args.runs, args.short_steps
     );
-    let dbos = args.python.as_ref().and_then(|python| {
-        let url = dbos_url(&args.url, &database(&args.url, "dbos"));
-        match run_dbos(python, &url, &args) {
-            Ok(v) => Some(v),
-            Err(e) => {
-                eprintln!("DBOS could not run: {e}");
-                None
+    let saved = args.dbos.as_ref().map(|file| {
+        let text = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
+        serde_json::from_str::<Value>(text.lines().last().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{} is not bench.py's JSON: {e}", file.display()))
+    });
+    let dbos = saved.or_else(|| {
+        args.python.as_ref().and_then(|python| {
+            let url = dbos_url(&args.url, &database(&args.url, "dbos"));
+            match run_dbos(python, &url, &args) {
+                Ok(v) => Some(v),
+                Err(e) => {
+                    eprintln!("DBOS could not run: {e}");
+                    None
+                }
             }
-        }
+        })
     });
     let mut rows = Vec::new();
     for mode in &args.modes {
@@ -246,12 +258,14 @@ fn start_runs(
     })
 }
 
-/// Sends `go` to each run (from a few threads) and waits until all have ended; the time in ms
-/// from the first signal to the last run's end as the store recorded it.
+/// Sends `go` to each run (from up to 32 threads, as many senders would: each signal is
+/// committed durably before `send_signal` returns, and the store commits the signals that
+/// wait together at once) and waits until all have ended; the time in ms from the first signal
+/// to the last run's end as the store recorded it.
 fn signal_and_wait(store: &dyn Store, ids: &[String]) -> i64 {
     let began = now_ms();
     std::thread::scope(|s| {
-        for chunk in ids.chunks(ids.len().div_ceil(8)) {
+        for chunk in ids.chunks(ids.len().div_ceil(32)) {
             s.spawn(move || {
                 for id in chunk {
                     store

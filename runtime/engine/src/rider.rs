@@ -293,19 +293,23 @@ async fn resume_run(
             return Err(refusal);
         }
     };
-    let lease = match held {
+    let (lease, current) = match held {
         Some(held) => {
             reel_store::crash::reached(reel_store::crash::CrashPoint::Takeover);
-            // The row was read after the claim, which made a waiting run `running`.
+            // The row was read after the claim, which made a waiting run `running`: it is the
+            // run as the claim left it, so it is not read again.
+            let current = Some(row.clone());
             row.status = held.was;
-            held.lease
+            (held.lease, current)
         }
-        None => claim(deps, cfg, &row).await?,
+        None => {
+            let lease = claim(deps, cfg, &row).await?;
+            (lease, store.run(&row.id)?)
+        }
     };
     // Another process may have ended the run before this claim (two workers saw it due; the
     // other finished it and let it go; `reel cancel` ended it): what it recorded stands, and
     // the run is neither resumed again nor, unless a person asked, redriven.
-    let current = store.run(&row.id)?;
     if (!row.status.is_ended() || !may_redrive)
         && let Some(now) = current.clone()
         && now.status.is_ended()

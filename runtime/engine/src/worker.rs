@@ -83,82 +83,100 @@ pub async fn work(
     let mut active: HashSet<String> = HashSet::new();
     let mut refused: HashMap<String, Refused> = HashMap::new();
     let mut summary = WorkerSummary::default();
+    // Whether to look at the store this time round: at the start, when woken or the nap is
+    // over, and when a finished run may have left work behind. A run that ended leaves none,
+    // so a worker driving many short runs does not query the store once per run it ends.
+    let mut look = true;
+    // Whether the last look filled every free place (more runs may be due than it took).
+    let mut filled = false;
+    // When the worker looks again without being woken (ms since the epoch).
+    let mut look_at = deps.clock.now_ms();
     loop {
         if deps.shutdown.is_cancelled() {
             break;
         }
         while let Some(done) = tasks.try_join_next() {
-            finished(done, &mut active, &mut refused, deps.clock.now_ms());
+            look |= finished(done, &mut active, &mut refused, deps.clock.now_ms()) || filled;
         }
-        let now = deps.clock.now_ms();
-        let room = worker.concurrency.saturating_sub(active.len());
-        // The runs it drives and those it waits out are not claimed again; the store hands
-        // each due run to one claimer, however many workers ask at once.
-        let claimed = if room > 0 {
-            let skip: HashSet<String> = active
-                .iter()
-                .cloned()
-                .chain(
-                    refused
-                        .iter()
-                        .filter(|(_, r)| r.retry_at > now)
-                        .map(|(run, _)| run.clone()),
-                )
-                .collect();
-            let (owner, lease_ms) = (deps.owner.clone(), cfg.lease_ms);
-            blocking(deps.store.clone(), move |s| {
-                s.claim_due(now, &owner, lease_ms, room, &skip)
-            })
-            .await?
-        } else {
-            Vec::new()
-        };
-        let started = claimed.len();
-        for claim in claimed {
-            let run = claim.lease.run.clone();
-            active.insert(run.clone());
-            let deps = deps.clone();
-            let cfg = cfg.clone();
-            let on_event = on_event.clone();
-            tasks.spawn(async move {
-                let result = resume_claimed(&deps, &cfg, claim).await;
-                // Only a refusal that a later try might get past is waited out; a live
-                // holder is just busy.
-                let why = match &result {
-                    Err(Refusal::Held { .. }) | Ok(_) => None,
-                    Err(e) => Some(e.to_string()),
-                };
-                on_event(WorkerEvent {
-                    run: run.clone(),
-                    result,
-                });
-                (run, why)
-            });
-        }
-        if worker.until_idle && active.is_empty() && started == 0 {
-            let left: Vec<String> = deps
-                .store
-                .list_runs(&reel_store::RunFilter::default())?
-                .into_iter()
-                .filter(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
-                .map(|r| r.id)
-                .collect();
-            if left.iter().all(|id| refused.contains_key(id)) {
-                summary.stuck = left
-                    .into_iter()
-                    .filter_map(|id| refused.remove(&id).map(|r| (id, r.why)))
+        if look {
+            look = false;
+            let now = deps.clock.now_ms();
+            let room = worker.concurrency.saturating_sub(active.len());
+            // The runs it drives and those it waits out are not claimed again; the store
+            // hands each due run to one claimer, however many workers ask at once.
+            let claimed = if room > 0 {
+                let skip: HashSet<String> = active
+                    .iter()
+                    .cloned()
+                    .chain(
+                        refused
+                            .iter()
+                            .filter(|(_, r)| r.retry_at > now)
+                            .map(|(run, _)| run.clone()),
+                    )
                     .collect();
-                break;
+                let (owner, lease_ms) = (deps.owner.clone(), cfg.lease_ms);
+                blocking(deps.store.clone(), move |s| {
+                    s.claim_due(now, &owner, lease_ms, room, &skip)
+                })
+                .await?
+            } else {
+                Vec::new()
+            };
+            let started = claimed.len();
+            filled = room == 0 || started >= room;
+            for claim in claimed {
+                let run = claim.lease.run.clone();
+                active.insert(run.clone());
+                let deps = deps.clone();
+                let cfg = cfg.clone();
+                let on_event = on_event.clone();
+                tasks.spawn(async move {
+                    let result = resume_claimed(&deps, &cfg, claim).await;
+                    // Only a refusal that a later try might get past is waited out; a live
+                    // holder is just busy.
+                    let why = match &result {
+                        Err(Refusal::Held { .. }) | Ok(_) => None,
+                        Err(e) => Some(e.to_string()),
+                    };
+                    // A run that ended has nothing left for a worker; one that parked or
+                    // stopped otherwise may be due again at once.
+                    let ended = matches!(&result, Ok(outcome) if outcome.status.is_ended());
+                    on_event(WorkerEvent {
+                        run: run.clone(),
+                        result,
+                    });
+                    Finished { run, why, ended }
+                });
             }
+            if worker.until_idle && active.is_empty() && started == 0 {
+                let left: Vec<String> = deps
+                    .store
+                    .list_runs(&reel_store::RunFilter::default())?
+                    .into_iter()
+                    .filter(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
+                    .map(|r| r.id)
+                    .collect();
+                if left.iter().all(|id| refused.contains_key(id)) {
+                    summary.stuck = left
+                        .into_iter()
+                        .filter_map(|id| refused.remove(&id).map(|r| (id, r.why)))
+                        .collect();
+                    break;
+                }
+            }
+            // Idle until the next poll, or until the earliest timer is due if that comes
+            // first.
+            let now = deps.clock.now_ms();
+            let poll = i64::try_from(worker.poll.as_millis()).unwrap_or(i64::MAX);
+            look_at = match deps.store.next_due()?.filter(|due| *due > now) {
+                Some(due) => due.min(now.saturating_add(poll)),
+                None => now.saturating_add(poll),
+            };
         }
-        // Idle until the next poll, or until the earliest timer is due if that comes first.
-        let now = deps.clock.now_ms();
-        let nap = match deps.store.next_due()?.filter(|due| *due > now) {
-            Some(due) => worker
-                .poll
-                .min(Duration::from_millis(u64::try_from(due - now).unwrap_or(0))),
-            None => worker.poll,
-        };
+        let nap = Duration::from_millis(
+            u64::try_from(look_at.saturating_sub(deps.clock.now_ms())).unwrap_or(0),
+        );
         let shutdown = deps.shutdown.clone();
         let wake = worker.wake.clone();
         let woken = async move {
@@ -168,11 +186,13 @@ pub async fn work(
             }
         };
         tokio::select! {
-            _ = woken => {}
+            _ = woken => look = true,
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                finished(done, &mut active, &mut refused, deps.clock.now_ms());
+                look |= finished(done, &mut active, &mut refused, deps.clock.now_ms()) || filled;
+                // With nothing left to drive, a worker that stops when idle looks at once.
+                look |= worker.until_idle && active.is_empty();
             }
-            _ = tokio::time::sleep(nap) => {}
+            _ = tokio::time::sleep(nap) => look = true,
             _ = shutdown.cancelled() => break,
         }
     }
@@ -182,17 +202,30 @@ pub async fn work(
     Ok(summary)
 }
 
-/// Books a finished task: the run is no longer active, and a refusal is waited out.
+/// What a task that drove a run hands back.
+struct Finished {
+    /// The run.
+    run: String,
+    /// Why it was refused, when a later try may get past the refusal.
+    why: Option<String>,
+    /// Whether the run ended (succeeded, failed or was canceled).
+    ended: bool,
+}
+
+/// Books a finished task: the run is no longer active, and a refusal is waited out. True
+/// when the worker should look at the store again: the run did not end (it may be due again
+/// at once: a signal came while it was held), or the task failed.
 fn finished(
-    done: Result<(String, Option<String>), tokio::task::JoinError>,
+    done: Result<Finished, tokio::task::JoinError>,
     active: &mut HashSet<String>,
     refused: &mut HashMap<String, Refused>,
     now: i64,
-) {
-    let Ok((run, why)) = done else {
-        return;
+) -> bool {
+    let Ok(Finished { run, why, ended }) = done else {
+        return true;
     };
     active.remove(&run);
+    let again = !ended;
     match why {
         None => {
             refused.remove(&run);
@@ -212,4 +245,5 @@ fn finished(
             );
         }
     }
+    again
 }

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use postgres::Client;
 
 use super::conn::pg;
-use super::read::owner_at;
+use super::read::{Prepared, owner_at};
 use crate::api::{DueClaim, Owner, RunStatus, StoreError};
 use crate::clock::Clock;
 use crate::writer::parse_durability;
@@ -85,7 +85,7 @@ pub(crate) fn claim_expired(
         due = due(3),
     );
     let rows = client
-        .query(
+        .query_prepared(
             &sql,
             &[
                 &lease_now,
@@ -140,7 +140,7 @@ pub(crate) fn dead_here(
         due = due(3),
     );
     let rows = client
-        .query(&sql, &[&host, &skip, &timers_now])
+        .query_prepared(&sql, &[&host, &skip, &timers_now])
         .map_err(|e| pg(&e))?;
     let mut dead = Vec::new();
     for r in &rows {
@@ -171,7 +171,7 @@ pub(crate) fn next_due(
         now = lease_time(1),
     );
     let row = client
-        .query_one(&sql, &[&clock.and_then(lease_now)])
+        .query_one_prepared(&sql, &[&clock.and_then(lease_now)])
         .map_err(|e| pg(&e))?;
     let timer: Option<i64> = row.try_get(0).map_err(|e| pg(&e))?;
     let left: Option<i64> = row.try_get(1).map_err(|e| pg(&e))?;

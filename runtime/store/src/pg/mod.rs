@@ -60,6 +60,9 @@ pub struct PgStore {
     writer: Option<JoinHandle<()>>,
     /// Held while an append takes its sequence numbers and enqueues.
     append_order: Mutex<()>,
+    /// Statements the store sent to the server (its writer's, in committed batches, and its
+    /// readers'), each one round trip.
+    trips: Arc<AtomicU64>,
     /// The store's clock: timers' time, and leases' when it does not tell the real time;
     /// `None` when read-only (leases are then judged by the database's clock).
     clock: Option<Arc<dyn Clock>>,
@@ -85,18 +88,21 @@ impl PgStore {
         let reader_conn = connector.connect()?;
         let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());
+        let trips = Arc::new(AtomicU64::new(0));
         let writer = writer::spawn(
             writer_conn,
             connector.clone(),
             rx,
             Arc::clone(&shared),
             Arc::clone(&clock),
+            Arc::clone(&trips),
         )?;
         Ok(PgStore {
             shown: connector.shown().to_string(),
             connector: connector.clone(),
             shared,
-            readers: Readers::start(&connector, reader_conn)?,
+            readers: Readers::start(&connector, reader_conn, &trips)?,
+            trips,
             tx: Some(tx),
             writer: Some(writer),
             append_order: Mutex::new(()),
@@ -115,11 +121,13 @@ impl PgStore {
         let connector = conn::Connector::new(url, auth)?;
         let mut client = connector.connect()?;
         schema::check_version(&mut client, &connector)?;
+        let trips = Arc::new(AtomicU64::new(0));
         Ok(PgStore {
             shown: connector.shown().to_string(),
             connector: connector.clone(),
             shared: Arc::new(Shared::default()),
-            readers: Readers::start(&connector, client)?,
+            readers: Readers::start(&connector, client, &trips)?,
+            trips,
             tx: None,
             writer: None,
             append_order: Mutex::new(()),
@@ -144,6 +152,14 @@ impl PgStore {
             commands: self.shared.commands.load(Ordering::Relaxed),
             full_syncs: self.shared.full_syncs.load(Ordering::Relaxed),
         }
+    }
+
+    /// How many statements the store has sent to the server so far, each one round trip: its
+    /// writer's in committed batches (`BEGIN` and `COMMIT` included) and its readers' (the
+    /// preparing of a statement, once per connection, included); not those of `query`.
+    /// Tests count with it that a step's cost does not grow with the run's length.
+    pub fn round_trips(&self) -> u64 {
+        self.trips.load(Ordering::Relaxed)
     }
 
     /// The time leases are judged by, as `claim.rs` takes it.

@@ -6,20 +6,25 @@
 //! as writes are handed to the writer thread. A journal is read in pages, and each page's rows
 //! are handed to the caller's callback on the caller's thread.
 
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use postgres::types::FromSql;
-use postgres::{Client, Row};
+use postgres::types::{FromSql, ToSql};
+use postgres::{Client, Row, Statement};
 use serde_json::Value;
 
 use super::conn::{Connector, pg};
 use crate::api::{EventRow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError};
 use crate::writer::{lock, parse_durability};
 
-/// How many reader threads (and so connections, opened on first use) a store keeps.
-const READERS: usize = 3;
+/// How many reader threads (and so connections, opened on first use) a store keeps: a worker
+/// resuming many runs at once reads each run's row, flow, journal and values, one round trip
+/// each, and more connections keep more of those in flight.
+const READERS: usize = 6;
 /// How many journal rows one page of a read holds.
 pub(crate) const PAGE: i64 = 1000;
 
@@ -33,7 +38,11 @@ pub(crate) struct Readers {
 
 impl Readers {
     /// Starts the reader threads; `first` is a connection already open, for the first of them.
-    pub(crate) fn start(connector: &Connector, first: Client) -> Result<Readers, StoreError> {
+    pub(crate) fn start(
+        connector: &Connector,
+        first: Client,
+        sent: &Arc<AtomicU64>,
+    ) -> Result<Readers, StoreError> {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let mut threads = Vec::new();
@@ -42,9 +51,10 @@ impl Readers {
             let rx = Arc::clone(&rx);
             let connector = connector.clone();
             let client = first.take();
+            let sent = Arc::clone(sent);
             let thread = std::thread::Builder::new()
                 .name(format!("reel-store-pg-reader-{i}"))
-                .spawn(move || serve(&rx, client, &connector))
+                .spawn(move || serve(&rx, client, &connector, sent))
                 .map_err(|e| StoreError::Io {
                     path: "reel-store-pg-reader".to_string(),
                     message: e.to_string(),
@@ -67,7 +77,15 @@ impl Readers {
             let result = match client {
                 Some(c) if !c.is_closed() => f(c),
                 _ => match connector.connect() {
-                    Ok(c) => f(client.insert(c)),
+                    Ok(c) => {
+                        // The statements prepared on the old connection are gone with it.
+                        STATEMENTS.with(|s| {
+                            if let Some(cache) = s.borrow_mut().as_mut() {
+                                cache.clear();
+                            }
+                        });
+                        f(client.insert(c))
+                    }
                     Err(e) => Err(e),
                 },
             };
@@ -90,13 +108,116 @@ impl Readers {
     }
 }
 
-fn serve(rx: &Mutex<Receiver<Job>>, mut client: Option<Client>, connector: &Connector) {
+fn serve(
+    rx: &Mutex<Receiver<Job>>,
+    mut client: Option<Client>,
+    connector: &Connector,
+    sent: Arc<AtomicU64>,
+) {
+    STATEMENTS.with(|s| *s.borrow_mut() = Some(HashMap::new()));
+    SENT.with(|s| *s.borrow_mut() = Some(sent));
     loop {
         let job = match lock(rx).recv() {
             Ok(job) => job,
             Err(_) => return,
         };
         job(&mut client, connector);
+    }
+}
+
+thread_local! {
+    /// A reader thread's statements, prepared once on its connection and kept by their SQL:
+    /// a statement sent as text costs two round trips (prepare, then execute), a prepared one
+    /// one. `None` on threads that are not readers (their statements are sent as text).
+    static STATEMENTS: RefCell<Option<HashMap<String, Statement>>> = const { RefCell::new(None) };
+    /// The store's count of statements its readers sent, on a reader thread.
+    static SENT: RefCell<Option<Arc<AtomicU64>>> = const { RefCell::new(None) };
+}
+
+/// Counts one statement sent by a reader thread.
+fn count(n: u64) {
+    SENT.with(|s| {
+        if let Some(sent) = s.borrow().as_ref() {
+            sent.fetch_add(n, Ordering::Relaxed);
+        }
+    });
+}
+
+/// Statements from the reader's cache: the read functions' fixed SQL, prepared once per
+/// connection.
+pub(crate) trait Prepared {
+    /// `sql` prepared on this connection (once, on a reader thread).
+    fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error>;
+
+    /// [`Client::query`] with the statement prepared once.
+    fn query_prepared(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error>;
+
+    /// [`Client::query_opt`] with the statement prepared once.
+    fn query_opt_prepared(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error>;
+
+    /// [`Client::query_one`] with the statement prepared once.
+    fn query_one_prepared(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error>;
+}
+
+impl Prepared for Client {
+    fn prepared(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
+        let known = STATEMENTS.with(|s| s.borrow().as_ref().map(|c| c.get(sql).cloned()));
+        match known {
+            Some(Some(statement)) => Ok(statement),
+            Some(None) => {
+                count(1);
+                let statement = self.prepare(sql)?;
+                STATEMENTS.with(|s| {
+                    if let Some(cache) = s.borrow_mut().as_mut() {
+                        cache.insert(sql.to_string(), statement.clone());
+                    }
+                });
+                Ok(statement)
+            }
+            None => self.prepare(sql),
+        }
+    }
+
+    fn query_prepared(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<Row>, postgres::Error> {
+        let statement = self.prepared(sql)?;
+        count(1);
+        self.query(&statement, params)
+    }
+
+    fn query_opt_prepared(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<Row>, postgres::Error> {
+        let statement = self.prepared(sql)?;
+        count(1);
+        self.query_opt(&statement, params)
+    }
+
+    fn query_one_prepared(
+        &mut self,
+        sql: &str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Row, postgres::Error> {
+        let statement = self.prepared(sql)?;
+        count(1);
+        self.query_one(&statement, params)
     }
 }
 
@@ -177,7 +298,7 @@ fn run_from(r: &Row) -> Result<RunRow, StoreError> {
 /// A run by id.
 pub(crate) fn run(client: &mut Client, id: &str) -> Result<Option<RunRow>, StoreError> {
     client
-        .query_opt(
+        .query_opt_prepared(
             &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = $1"),
             &[&id],
         )
@@ -190,7 +311,7 @@ pub(crate) fn run(client: &mut Client, id: &str) -> Result<Option<RunRow>, Store
 pub(crate) fn find_runs(client: &mut Client, prefix: &str) -> Result<Vec<String>, StoreError> {
     let upper = format!("{prefix}\u{10FFFF}");
     let rows = client
-        .query(
+        .query_prepared(
             "SELECT id FROM runs WHERE id >= $1 AND id < $2 ORDER BY id",
             &[&prefix, &upper],
         )
@@ -214,7 +335,7 @@ pub(crate) fn list_runs(
         .limit
         .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
     let rows = client
-        .query(
+        .query_prepared(
             &format!(
                 "SELECT {RUN_COLUMNS} FROM runs
                  WHERE ($1::text IS NULL OR status = $1)
@@ -236,7 +357,7 @@ pub(crate) fn list_runs(
 /// A run's journal length, or `None` when there is no such run.
 pub(crate) fn next_seq(client: &mut Client, run: &str) -> Result<Option<u64>, StoreError> {
     client
-        .query_opt("SELECT next_seq FROM runs WHERE id = $1", &[&run])
+        .query_opt_prepared("SELECT next_seq FROM runs WHERE id = $1", &[&run])
         .map_err(|e| pg(&e))?
         .map(|r| unsigned(get(&r, 0)?, "next_seq"))
         .transpose()
@@ -253,7 +374,7 @@ pub(crate) fn journal_page(
     end: i64,
 ) -> Result<Vec<PageRow>, StoreError> {
     let rows = client
-        .query(
+        .query_prepared(
             "SELECT seq, at, kind, step, idx, attempt, data FROM journal
              WHERE run = $1 AND seq >= $2 AND seq < $3 ORDER BY seq LIMIT $4",
             &[&run, &from, &end, &PAGE],
@@ -293,7 +414,7 @@ pub(crate) fn succeeded_steps(
     run: &str,
 ) -> Result<std::collections::HashSet<String>, StoreError> {
     let rows = client
-        .query(
+        .query_prepared(
             "SELECT step FROM journal
              WHERE run = $1 AND kind = 'step_succeeded' AND step IS NOT NULL",
             &[&run],
@@ -305,7 +426,7 @@ pub(crate) fn succeeded_steps(
 /// What a run's tools printed, in order.
 pub(crate) fn logs(client: &mut Client, run: &str) -> Result<Vec<LogRow>, StoreError> {
     let rows = client
-        .query(
+        .query_prepared(
             "SELECT run, step, idx, attempt, at, text FROM logs WHERE run = $1 ORDER BY id",
             &[&run],
         )
@@ -331,7 +452,7 @@ pub(crate) fn pending_signals(
     run: &str,
 ) -> Result<Vec<SignalRow>, StoreError> {
     let rows = client
-        .query(
+        .query_prepared(
             "SELECT run, seq, name, payload_digest, sent_at, consumed_by FROM signals
              WHERE run = $1 AND consumed_by IS NULL ORDER BY seq",
             &[&run],
@@ -366,7 +487,7 @@ pub(crate) fn due_runs(
         return Ok(due);
     }
     let waiting = client
-        .query(
+        .query_prepared(
             "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
              FROM runs
              WHERE status = 'waiting'
@@ -382,7 +503,7 @@ pub(crate) fn due_runs(
     // Leases are judged by the database's clock unless the store's clock is one of its own
     // (`claim.rs`).
     let lease_clock: i64 = client
-        .query_one(
+        .query_one_prepared(
             &format!("SELECT {}", super::claim::lease_time(1)),
             &[&lease_now],
         )
@@ -390,7 +511,7 @@ pub(crate) fn due_runs(
         .get(0);
     let host = Owner::this_process().host;
     let running = client
-        .query(
+        .query_prepared(
             "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
              FROM runs
              WHERE status = 'running'
@@ -418,7 +539,7 @@ pub(crate) fn due_runs(
 /// A value's stored JSON text.
 pub(crate) fn value_text(client: &mut Client, digest: &str) -> Result<Option<String>, StoreError> {
     client
-        .query_opt("SELECT json FROM vals WHERE digest = $1", &[&digest])
+        .query_opt_prepared("SELECT json FROM vals WHERE digest = $1", &[&digest])
         .map_err(|e| pg(&e))?
         .map(|r| get(&r, 0))
         .transpose()
@@ -427,7 +548,7 @@ pub(crate) fn value_text(client: &mut Client, digest: &str) -> Result<Option<Str
 /// A FlowSpec's JSON by digest.
 pub(crate) fn spec(client: &mut Client, digest: &str) -> Result<Option<String>, StoreError> {
     client
-        .query_opt("SELECT json FROM specs WHERE digest = $1", &[&digest])
+        .query_opt_prepared("SELECT json FROM specs WHERE digest = $1", &[&digest])
         .map_err(|e| pg(&e))?
         .map(|r| get(&r, 0))
         .transpose()

@@ -13,12 +13,12 @@
 //! run) are found as "no row matched", before the command's first write, and fail it alone.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use postgres::{Client, Statement, Transaction};
+use postgres::{Client, Statement};
 
 use super::claim::{lease_now, lease_time};
 use super::conn::{Connector, pg};
@@ -96,14 +96,18 @@ fn int(n: u64) -> i64 {
 /// The statements the writer runs, prepared once per connection.
 struct Statements {
     value: Statement,
+    values: Statement,
     spec: Statement,
-    fence_append: Statement,
-    insert_journal: Statement,
+    append: Statement,
+    append_many: Statement,
     update: Statement,
     log: Statement,
     consume: Statement,
     release: Statement,
     why_not: Statement,
+    renew: Statement,
+    signal_mark: Statement,
+    signal_insert: Statement,
 }
 
 impl Statements {
@@ -113,16 +117,44 @@ impl Statements {
                 "INSERT INTO vals (digest, json, size) VALUES ($1, $2, $3)
                  ON CONFLICT (digest) DO NOTHING",
             )?,
+            values: client.prepare(
+                "INSERT INTO vals (digest, json, size)
+                 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+                 ON CONFLICT (digest) DO NOTHING",
+            )?,
             spec: client.prepare(
                 "INSERT INTO specs (digest, json) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
             )?,
-            fence_append: client.prepare(
-                "UPDATE runs SET next_seq = $1 WHERE id = $2 AND lease_token = $3 AND next_seq = $4",
+            // Fencing and continuity, and the rows, in one statement: the rows go in only when
+            // the row-locking update of the run matched (under READ COMMITTED it waits for a
+            // concurrent claim to commit and then re-reads the row).
+            append: client.prepare(
+                "WITH fenced AS (
+                    UPDATE runs SET next_seq = $4 WHERE id = $1 AND lease_token = $2
+                        AND next_seq = $3
+                    RETURNING id)
+                 INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+                 SELECT fenced.id, u.* FROM fenced, unnest($5::bigint[], $6::bigint[],
+                    $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[]) AS u",
             )?,
-            insert_journal: client.prepare(
-                "INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
-                 SELECT $1, * FROM unnest($2::bigint[], $3::bigint[], $4::text[], $5::text[],
-                    $6::bigint[], $7::bigint[], $8::text[])",
+            // The same for the appends of many runs at once (each run once, its rows
+            // following on from its `next_seq`): the runs whose rows went in.
+            append_many: client.prepare(
+                "WITH input AS (
+                    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
+                        AS i(run, token, first, next)),
+                 fenced AS (
+                    UPDATE runs SET next_seq = input.next FROM input
+                    WHERE runs.id = input.run AND runs.lease_token = input.token
+                        AND runs.next_seq = input.first
+                    RETURNING runs.id),
+                 written AS (
+                    INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+                    SELECT u.* FROM unnest($5::text[], $6::bigint[], $7::bigint[], $8::text[],
+                        $9::text[], $10::bigint[], $11::bigint[], $12::text[])
+                        AS u(run, seq, at, kind, step, idx, attempt, data)
+                    WHERE u.run IN (SELECT id FROM fenced))
+                 SELECT id FROM fenced",
             )?,
             update: client.prepare(
                 "UPDATE runs SET
@@ -165,6 +197,23 @@ impl Statements {
                    AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)",
             )?,
             why_not: client.prepare("SELECT lease_token, next_seq FROM runs WHERE id = $1")?,
+            renew: client.prepare(&format!(
+                "UPDATE runs SET lease_expires_at = {} + $4
+                 WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
+                lease_time(3)
+            ))?,
+            // Marking the run first locks its row: two senders to one run number their
+            // signals one after the other (the numbering statement, after the lock, sees the
+            // other's signal committed).
+            signal_mark: client.prepare("UPDATE runs SET signal_pending = TRUE WHERE id = $1")?,
+            // Listening workers are told when the batch commits.
+            signal_insert: client.prepare(&format!(
+                "WITH sent AS (
+                    INSERT INTO signals (run, seq, name, payload_digest, sent_at)
+                    SELECT $1, COALESCE(MAX(seq) + 1, 0), $2, $3, $4 FROM signals WHERE run = $1
+                    RETURNING seq)
+                 SELECT seq, pg_notify('{DUE_CHANNEL}', $1) FROM sent"
+            ))?,
         })
     }
 }
@@ -176,6 +225,7 @@ pub(crate) fn spawn(
     rx: Receiver<Cmd>,
     shared: Arc<Shared>,
     clock: Arc<dyn Clock>,
+    trips: Arc<AtomicU64>,
 ) -> Result<JoinHandle<()>, StoreError> {
     let mut client = client;
     let statements = Statements::prepare(&mut client).map_err(|e| connector.error(&e))?;
@@ -190,6 +240,7 @@ pub(crate) fn spawn(
                 carry: Vec::new(),
                 clock,
                 values_removed: None,
+                trips,
             }
             .run();
         })
@@ -211,6 +262,8 @@ pub(super) struct Writer {
     pub(super) clock: Arc<dyn Clock>,
     /// How many cleans had removed values when this writer last looked.
     values_removed: Option<i64>,
+    /// Statements sent in committed batches (the store's count of round trips).
+    trips: Arc<AtomicU64>,
 }
 
 impl Writer {
@@ -353,18 +406,12 @@ impl Writer {
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<(), Lost> {
         let shared = Arc::clone(&self.shared);
+        let shared_trips = Arc::clone(&self.trips);
         let clock = Arc::clone(&self.clock);
         let mut values_removed = self.values_removed;
         let (client, statements) = self.connection()?;
-        let mut tx = client.transaction().map_err(|e| lost(&e))?;
-        // `fast` keeps its meaning: a commit does not wait for the server's disk (a crash of
-        // the server may lose the last moments, a crash of reel loses nothing committed).
-        tx.batch_execute(if durable {
-            "SET LOCAL synchronous_commit = on"
-        } else {
-            "SET LOCAL synchronous_commit = off"
-        })
-        .map_err(|e| lost(&e))?;
+        let cleaning = batch.iter().any(|c| matches!(c, Cmd::Clean { .. }));
+        let (tx, answers) = Tx::begin(client, &opening(durable, cleaning)).map_err(|e| lost(&e))?;
         {
             let mut run = Batch {
                 tx,
@@ -373,22 +420,189 @@ impl Writer {
                 clock: &*clock,
                 removed: values_removed,
             };
-            run.hold_values(batch.iter().any(|c| matches!(c, Cmd::Clean { .. })))?;
-            run.notice_removed_values()?;
-            for cmd in batch.iter_mut() {
-                results.push(run.run_in_batch(cmd)?);
+            run.notice_removed_values(&answers)?;
+            run.write_values(batch)?;
+            let mut at = 0;
+            while at < batch.len() {
+                let end = appends_from(batch, at);
+                if end > at {
+                    run.append_together(&batch[at..end], results)?;
+                    at = end;
+                } else {
+                    results.push(run.run_in_batch(&mut batch[at])?);
+                    at += 1;
+                }
             }
             values_removed = run.removed;
-            run.tx.commit().map_err(|e| lost(&e))?;
+            let sent = run.tx.commit().map_err(|e| lost(&e))?;
+            shared_trips.fetch_add(sent, Ordering::Relaxed);
         }
         self.values_removed = values_removed;
         Ok(())
     }
 }
 
+/// A batch's transaction, begun in the same round trip as its first statements, counting the
+/// statements it sends (each one round trip to the server: the writer's statements are
+/// prepared once, or sent together as one simple query). Dropped before its commit, it rolls
+/// back.
+pub(super) struct Tx<'t> {
+    client: &'t mut Client,
+    /// Statements sent so far.
+    sent: u64,
+    /// Whether it is still to be committed or rolled back.
+    open: bool,
+}
+
+impl<'t> Tx<'t> {
+    /// Begins a transaction on `client` with the statements of `sql` in it, sent as one
+    /// simple query (each statement with a snapshot of its own); their answers.
+    fn begin(
+        client: &'t mut Client,
+        sql: &str,
+    ) -> Result<(Tx<'t>, Vec<postgres::SimpleQueryMessage>), postgres::Error> {
+        let tx = Tx {
+            client,
+            sent: 1,
+            open: true,
+        };
+        let answers = tx.client.simple_query(&format!("BEGIN; {sql}"))?;
+        Ok((tx, answers))
+    }
+
+    /// [`Client::execute`] in the transaction, counted.
+    pub(super) fn execute<T: ?Sized + postgres::ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<u64, postgres::Error> {
+        self.sent += 1;
+        self.client.execute(statement, params)
+    }
+
+    /// [`Client::query`] in the transaction, counted.
+    pub(super) fn query<T: ?Sized + postgres::ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Vec<postgres::Row>, postgres::Error> {
+        self.sent += 1;
+        self.client.query(statement, params)
+    }
+
+    /// [`Client::query_one`] in the transaction, counted.
+    pub(super) fn query_one<T: ?Sized + postgres::ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<postgres::Row, postgres::Error> {
+        self.sent += 1;
+        self.client.query_one(statement, params)
+    }
+
+    /// [`Client::query_opt`] in the transaction, counted.
+    pub(super) fn query_opt<T: ?Sized + postgres::ToStatement>(
+        &mut self,
+        statement: &T,
+        params: &[&(dyn postgres::types::ToSql + Sync)],
+    ) -> Result<Option<postgres::Row>, postgres::Error> {
+        self.sent += 1;
+        self.client.query_opt(statement, params)
+    }
+
+    /// Commits; how many statements the transaction sent, `COMMIT` included.
+    fn commit(mut self) -> Result<u64, postgres::Error> {
+        self.open = false;
+        self.client.batch_execute("COMMIT")?;
+        Ok(self.sent + 1)
+    }
+}
+
+impl Drop for Tx<'_> {
+    fn drop(&mut self) {
+        if self.open && !self.client.is_closed() {
+            // Best effort: a connection that broke has no transaction left to roll back.
+            let _ = self.client.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+/// The statements that open a batch, after its `BEGIN` and in the same round trip: how the
+/// commit waits for the disk, the values' lock, and the count of cleans that removed values.
+///
+/// `fast` keeps its meaning: a commit does not wait for the server's disk (a crash of the
+/// server may lose the last moments, a crash of reel loses nothing committed). A batch that
+/// may name values takes the values' lock shared, a clean takes it alone, each until its
+/// commit; so a clean never removes a value between a writer's look at the count of cleans
+/// and the commit of the rows that name it, which PostgreSQL's many writers would otherwise
+/// allow (see [`Kept`]). The count is read by the statement after the lock's, so in a snapshot
+/// taken once no clean can commit until this batch has.
+fn opening(durable: bool, cleaning: bool) -> String {
+    format!(
+        "SET LOCAL synchronous_commit = {commit};
+         SELECT {lock}({VALUES_LOCK});
+         SELECT COALESCE((SELECT value FROM meta WHERE key = '{key}'), 0)",
+        commit = if durable { "on" } else { "off" },
+        lock = if cleaning {
+            "pg_advisory_xact_lock"
+        } else {
+            "pg_advisory_xact_lock_shared"
+        },
+        key = crate::writer::VALUES_REMOVED,
+    )
+}
+
+/// Where the stretch of commands from `at` that [`Batch::append_together`] writes in one
+/// statement ends (`at` when there is none): appends of two or more, with the values and syncs
+/// between them (which write nothing in order), while each run's appends follow on from each
+/// other. Any other command ends it, so every write keeps its place in the batch.
+fn appends_from(batch: &[Cmd], at: usize) -> usize {
+    let mut next_of: Vec<(&str, u64, u64)> = Vec::new();
+    let (mut end, mut appends) = (at, 0);
+    for cmd in &batch[at..] {
+        match cmd {
+            Cmd::Append {
+                tag,
+                first_seq,
+                rows,
+                ..
+            } => {
+                let next = first_seq + rows.len() as u64;
+                match next_of.iter_mut().find(|(run, _, _)| *run == tag.run) {
+                    Some(known) if known.1 == tag.token && known.2 == *first_seq => known.2 = next,
+                    Some(_) => break,
+                    None => next_of.push((&tag.run, tag.token, next)),
+                }
+                appends += 1;
+            }
+            Cmd::Value { .. } | Cmd::Sync { .. } => {}
+            _ => break,
+        }
+        end += 1;
+    }
+    if appends >= 2 { end } else { at }
+}
+
+/// The arrays of [`Batch::append_together`]'s statement: one entry per run, and one per row.
+#[derive(Default)]
+struct Appends<'a> {
+    runs: Vec<&'a str>,
+    tokens: Vec<i64>,
+    firsts: Vec<i64>,
+    nexts: Vec<i64>,
+    row_runs: Vec<&'a str>,
+    seqs: Vec<i64>,
+    at: Vec<i64>,
+    kind: Vec<&'a str>,
+    step: Vec<Option<&'a str>>,
+    idx: Vec<Option<i64>>,
+    attempt: Vec<Option<i64>>,
+    data: Vec<&'a str>,
+}
+
 /// One batch's transaction and what its commands need.
 pub(super) struct Batch<'a, 't> {
-    pub(super) tx: Transaction<'t>,
+    pub(super) tx: Tx<'t>,
     st: &'a Statements,
     pub(super) shared: &'a Shared,
     pub(super) clock: &'a dyn Clock,
@@ -397,35 +611,56 @@ pub(super) struct Batch<'a, 't> {
 }
 
 impl Batch<'_, '_> {
-    /// Orders this batch with every clean: a batch that may name values takes the values'
-    /// lock shared, a clean takes it alone, each until its commit. So a clean never removes a
-    /// value between a writer's look at the count of cleans and the commit of the rows that
-    /// name it, which PostgreSQL's many writers would otherwise allow (see [`Kept`]).
-    fn hold_values(&mut self, cleaning: bool) -> Result<(), Lost> {
-        let sql = if cleaning {
-            "SELECT pg_advisory_xact_lock($1)"
-        } else {
-            "SELECT pg_advisory_xact_lock_shared($1)"
-        };
-        self.tx
-            .execute(sql, &[&VALUES_LOCK])
-            .map_err(|e| lost(&e))?;
+    /// Forgets the digests this process remembers as stored when a clean (of any process)
+    /// removed values since the last look, from the count the batch's opening read.
+    fn notice_removed_values(
+        &mut self,
+        answers: &[postgres::SimpleQueryMessage],
+    ) -> Result<(), Lost> {
+        let now = answers
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                postgres::SimpleQueryMessage::Row(row) => row.get(0),
+                _ => None,
+            })
+            .and_then(|text| text.parse::<i64>().ok())
+            .ok_or_else(|| {
+                Lost::from(StoreError::Postgres(
+                    "the count of removed values does not read".to_string(),
+                ))
+            })?;
+        self.shared.notice_removed_values(now, &mut self.removed);
         Ok(())
     }
 
-    /// Forgets the digests this process remembers as stored when a clean (of any process)
-    /// removed values since the last look. Read after [`Self::hold_values`], so in a snapshot
-    /// taken once no clean can commit until this batch has.
-    pub(super) fn notice_removed_values(&mut self) -> Result<(), Lost> {
-        let now: i64 = self
-            .tx
-            .query_one(
-                "SELECT COALESCE((SELECT value FROM meta WHERE key = $1), 0)",
-                &[&crate::writer::VALUES_REMOVED],
-            )
-            .map_err(|e| lost(&e))?
-            .get(0);
-        self.shared.notice_removed_values(now, &mut self.removed);
+    /// Writes every value of the batch in one statement, sorted by digest (two processes'
+    /// batches that store the same values then wait for each other in one order, never in a
+    /// cycle); the value commands themselves then have nothing left to do.
+    fn write_values(&mut self, batch: &[Cmd]) -> Result<(), Lost> {
+        let mut values: Vec<(&str, &str, i64)> = Vec::new();
+        for cmd in batch {
+            if let Cmd::Value { digest, text, size } = cmd {
+                let ValueText::Inline(text) = text else {
+                    return Err(StoreError::Postgres(format!(
+                        "value {digest} was not handed over whole"
+                    ))
+                    .into());
+                };
+                values.push((digest, text, *size));
+            }
+        }
+        if values.is_empty() {
+            return Ok(());
+        }
+        values.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        values.dedup_by(|a, b| a.0 == b.0);
+        let digests: Vec<&str> = values.iter().map(|v| v.0).collect();
+        let texts: Vec<&str> = values.iter().map(|v| v.1).collect();
+        let sizes: Vec<i64> = values.iter().map(|v| v.2).collect();
+        self.tx
+            .execute(&self.st.values, &[&digests, &texts, &sizes])
+            .map_err(|e| lost(&e))?;
         Ok(())
     }
 
@@ -447,22 +682,125 @@ impl Batch<'_, '_> {
         Ok(())
     }
 
+    /// Runs a stretch of the batch that [`appends_from`] found: its appends in one statement,
+    /// then the answers of its commands in their order, as [`Self::run_in_batch`] would give
+    /// them one by one (an append refused poisons its run, and a later sync of that run in the
+    /// stretch reports it).
+    fn append_together(
+        &mut self,
+        stretch: &[Cmd],
+        results: &mut Vec<Result<(), StoreError>>,
+    ) -> Result<(), Lost> {
+        // The runs whose appends go in, each with its rows in order (already-poisoned runs
+        // write nothing, as one by one).
+        let mut groups: Vec<(&Tag, u64, Vec<&Row>)> = Vec::new();
+        for cmd in stretch {
+            if let Cmd::Append {
+                tag,
+                first_seq,
+                rows,
+                ..
+            } = cmd
+            {
+                if self.shared.poisoned(&tag.run, tag.token).is_some() {
+                    continue;
+                }
+                match groups.iter_mut().find(|g| g.0.run == tag.run) {
+                    Some(group) => group.2.extend(rows.iter()),
+                    None => groups.push((tag, *first_seq, rows.iter().collect())),
+                }
+            }
+        }
+        let mut params = Appends::default();
+        for (tag, first, rows) in &groups {
+            let next = first + rows.len() as u64;
+            params.runs.push(tag.run.as_str());
+            params.tokens.push(int(tag.token));
+            params.firsts.push(int(*first));
+            params.nexts.push(int(next));
+            for (seq, row) in (*first..next).zip(rows) {
+                params.row_runs.push(tag.run.as_str());
+                params.seqs.push(int(seq));
+                params.at.push(row.at);
+                params.kind.push(row.kind.as_str());
+                params.step.push(row.step.as_deref());
+                params.idx.push(row.index.map(i64::from));
+                params.attempt.push(row.attempt.map(i64::from));
+                params.data.push(row.data.as_str());
+            }
+        }
+        let written: std::collections::HashSet<String> = if groups.is_empty() {
+            std::collections::HashSet::new()
+        } else {
+            self.tx
+                .query(
+                    &self.st.append_many,
+                    &[
+                        &params.runs,
+                        &params.tokens,
+                        &params.firsts,
+                        &params.nexts,
+                        &params.row_runs,
+                        &params.seqs,
+                        &params.at,
+                        &params.kind,
+                        &params.step,
+                        &params.idx,
+                        &params.attempt,
+                        &params.data,
+                    ],
+                )
+                .map_err(|e| lost(&e))?
+                .iter()
+                .map(|r| r.get::<_, String>(0))
+                .collect()
+        };
+        for cmd in stretch {
+            let result = match cmd {
+                Cmd::Append {
+                    tag,
+                    first_seq,
+                    kept,
+                    ..
+                } => {
+                    let outcome = match self.shared.poisoned(&tag.run, tag.token) {
+                        Some(e) => Err(Fail::Command(e)),
+                        None if written.contains(&tag.run) => self.keep(kept),
+                        None => self
+                            .why_not(&tag.run, tag.token, |found| StoreError::Continuity {
+                                run: tag.run.clone(),
+                                expected: *first_seq,
+                                found,
+                            })
+                            .and_then(|e| Err(Fail::Command(e))),
+                    };
+                    match outcome {
+                        Ok(()) => Ok(()),
+                        Err(Fail::Batch(e)) => return Err(e),
+                        Err(Fail::Command(e)) => {
+                            self.shared.poison(&tag.run, tag.token, e.clone());
+                            Err(e)
+                        }
+                    }
+                }
+                Cmd::Sync { tag, .. } => match self.shared.poisoned(&tag.run, tag.token) {
+                    Some(e) => Err(e),
+                    None => Ok(()),
+                },
+                // Written with the batch's other values, before its first command.
+                _ => Ok(()),
+            };
+            results.push(result);
+        }
+        Ok(())
+    }
+
     /// Runs one command unless its run is poisoned: `Ok(outcome)` for the command alone, `Err`
     /// when the transaction is lost.
     fn run_in_batch(&mut self, cmd: &mut Cmd) -> Result<Result<(), StoreError>, Lost> {
         match cmd {
-            Cmd::Value { digest, text, size } => {
-                let ValueText::Inline(text) = text else {
-                    return Err(StoreError::Postgres(format!(
-                        "value {digest} was not handed over whole"
-                    ))
-                    .into());
-                };
-                self.tx
-                    .execute(&self.st.value, &[&*digest, &&**text, &*size])
-                    .map_err(|e| lost(&e))?;
-                return Ok(Ok(()));
-            }
+            // Written with the batch's other values, before its first command.
+            Cmd::Value { .. } => return Ok(Ok(())),
             Cmd::Sync { tag, .. } => {
                 return Ok(match self.shared.poisoned(&tag.run, tag.token) {
                     Some(e) => Err(e),
@@ -611,11 +949,7 @@ impl Batch<'_, '_> {
                 let changed = self
                     .tx
                     .execute(
-                        &format!(
-                            "UPDATE runs SET lease_expires_at = {} + $4
-                             WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
-                            lease_time(3)
-                        ),
+                        &self.st.renew,
                         &[
                             &tag.run,
                             &int(tag.token),
@@ -682,16 +1016,38 @@ impl Batch<'_, '_> {
     }
 
     fn append(&mut self, tag: &Tag, first_seq: u64, rows: &[Row]) -> Result<(), Fail> {
+        if rows.is_empty() {
+            return Ok(());
+        }
         let next = first_seq + rows.len() as u64;
-        // Fencing and continuity in one row-locking statement.
-        let changed = self
+        let seqs: Vec<i64> = (first_seq..next).map(int).collect();
+        let at: Vec<i64> = rows.iter().map(|r| r.at).collect();
+        let kind: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
+        let step: Vec<Option<&str>> = rows.iter().map(|r| r.step.as_deref()).collect();
+        let idx: Vec<Option<i64>> = rows.iter().map(|r| r.index.map(i64::from)).collect();
+        let attempt: Vec<Option<i64>> = rows.iter().map(|r| r.attempt.map(i64::from)).collect();
+        let data: Vec<&str> = rows.iter().map(|r| r.data.as_str()).collect();
+        // Fencing and continuity in the same row-locking statement as the rows.
+        let inserted = self
             .tx
             .execute(
-                &self.st.fence_append,
-                &[&int(next), &tag.run, &int(tag.token), &int(first_seq)],
+                &self.st.append,
+                &[
+                    &tag.run,
+                    &int(tag.token),
+                    &int(first_seq),
+                    &int(next),
+                    &seqs,
+                    &at,
+                    &kind,
+                    &step,
+                    &idx,
+                    &attempt,
+                    &data,
+                ],
             )
             .map_err(batch)?;
-        if changed == 0 {
+        if inserted == 0 {
             return Err(Fail::Command(self.why_not(
                 &tag.run,
                 tag.token,
@@ -702,19 +1058,6 @@ impl Batch<'_, '_> {
                 },
             )?));
         }
-        let seqs: Vec<i64> = (first_seq..next).map(int).collect();
-        let at: Vec<i64> = rows.iter().map(|r| r.at).collect();
-        let kind: Vec<&str> = rows.iter().map(|r| r.kind.as_str()).collect();
-        let step: Vec<Option<&str>> = rows.iter().map(|r| r.step.as_deref()).collect();
-        let idx: Vec<Option<i64>> = rows.iter().map(|r| r.index.map(i64::from)).collect();
-        let attempt: Vec<Option<i64>> = rows.iter().map(|r| r.attempt.map(i64::from)).collect();
-        let data: Vec<&str> = rows.iter().map(|r| r.data.as_str()).collect();
-        self.tx
-            .execute(
-                &self.st.insert_journal,
-                &[&tag.run, &seqs, &at, &kind, &step, &idx, &attempt, &data],
-            )
-            .map_err(batch)?;
         Ok(())
     }
 
@@ -851,14 +1194,9 @@ impl Batch<'_, '_> {
     }
 
     fn signal(&mut self, run: &str, name: &str, digest: &str) -> Result<u64, Fail> {
-        // Marking the run first locks its row: two senders to one run number their signals
-        // one after the other.
         let marked = self
             .tx
-            .execute(
-                "UPDATE runs SET signal_pending = TRUE WHERE id = $1",
-                &[&run],
-            )
+            .execute(&self.st.signal_mark, &[&run])
             .map_err(batch)?;
         if marked == 0 {
             return Err(Fail::Command(StoreError::NotFound(run.to_string())));
@@ -866,19 +1204,11 @@ impl Batch<'_, '_> {
         let seq: i64 = self
             .tx
             .query_one(
-                "SELECT COALESCE(MAX(seq) + 1, 0) FROM signals WHERE run = $1",
-                &[&run],
+                &self.st.signal_insert,
+                &[&run, &name, &digest, &self.clock.now_ms()],
             )
             .map_err(batch)?
             .get(0);
-        self.tx
-            .execute(
-                "INSERT INTO signals (run, seq, name, payload_digest, sent_at)
-                 VALUES ($1, $2, $3, $4, $5)",
-                &[&run, &seq, &name, &digest, &self.clock.now_ms()],
-            )
-            .map_err(batch)?;
-        self.notify_due(run)?;
         Ok(u64::try_from(seq).unwrap_or(0))
     }
 

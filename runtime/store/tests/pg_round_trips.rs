@@ -1,0 +1,208 @@
+//! Counts, not timings: the statements (each one round trip to the server) the PostgreSQL
+//! store sends for a step, and that they do not grow with the run's length.
+//!
+//! A durable step is a value, an event naming it and a sync: one transaction of four
+//! statements: `BEGIN` with the batch's opening in one simple query, the batch's values in one
+//! statement, the fenced append in one, and `COMMIT`. A batch split by a slow moment (the
+//! writer waits 2 ms for company) costs two more, so the bound is on the average over many
+//! steps.
+//!
+//! Needs `REEL_TEST_POSTGRES_URL` (`scripts/test.sh` sets it); without it the tests fail,
+//! saying so.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use reel_flowspec::canonical::sha256_hex;
+use reel_store::{Durability, ManualClock, NewEvent, NewRun, Owner, PgStore, Store, StoreRead};
+use serde_json::json;
+
+/// A fresh database on the test server; its URL.
+// edge: the test server's address is the environment the test script set up.
+#[allow(clippy::disallowed_methods)]
+fn database() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "REEL_TEST_POSTGRES_URL is not set: the PostgreSQL store tests need a server. Run \
+             the tests with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
+        )
+    });
+    let name = format!(
+        "reel_trips_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::SeqCst)
+    );
+    let mut admin = ::postgres::Client::connect(&base, ::postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
+    admin
+        .batch_execute(&format!("CREATE DATABASE {name}"))
+        .unwrap();
+    let (server, _db) = base
+        .split_once('?')
+        .map_or(base.as_str(), |(b, _)| b)
+        .rsplit_once('/')
+        .expect("a database in the URL");
+    let query = base.split_once('?').map(|(_, q)| format!("?{q}"));
+    format!("{server}/{name}{}", query.unwrap_or_default())
+}
+
+fn open() -> PgStore {
+    PgStore::open(&database(), Arc::new(ManualClock::at(1_700_000_000_000))).unwrap()
+}
+
+fn new_run(id: &str) -> NewRun {
+    NewRun {
+        first_events: Vec::new(),
+        id: id.to_string(),
+        flow: "steps".to_string(),
+        flow_digest: "f".repeat(64),
+        source: None,
+        source_abs: None,
+        cwd: "/".to_string(),
+        parent: None,
+        keep_for_ms: None,
+        durability: Durability::Durable,
+        created_at: 1_000,
+        kept: Vec::new(),
+    }
+}
+
+/// The statements `steps` durable steps of one run cost, after `before` steps of it.
+fn durable_steps(store: &PgStore, id: &str, before: u64, steps: u64) -> u64 {
+    let lease = store
+        .create_run(new_run(id), &Owner::this_process(), 60_000)
+        .unwrap();
+    let step = |n: u64| {
+        let text = format!("{{\"n\":{n}}}");
+        let kept = store
+            .put_canonical(&sha256_hex(text.as_bytes()), text)
+            .unwrap();
+        let event = NewEvent {
+            at: 5_000,
+            kind: "call_returned".to_string(),
+            step: Some(format!("s{n}")),
+            index: None,
+            attempt: Some(1),
+            data: json!({ "n": n }),
+        };
+        store.append_kept(&lease, vec![event], vec![kept]).unwrap();
+        store.sync(&lease).0.blocking_recv().unwrap().unwrap();
+    };
+    (0..before).for_each(step);
+    let start = store.round_trips();
+    (before..before + steps).for_each(step);
+    store.round_trips() - start
+}
+
+#[test]
+fn a_durable_step_costs_four_statements_however_long_the_run() {
+    let store = open();
+    let short = durable_steps(&store, "short", 0, 50);
+    let long = durable_steps(&store, "long", 1_000, 200);
+    // Four a step, and two more for the odd batch split by a slow moment.
+    for (steps, sent) in [(50, short), (200, long)] {
+        assert!(sent >= 4 * steps, "{sent} statements for {steps} steps");
+        assert!(
+            sent < 5 * steps,
+            "{sent} statements for {steps} steps: 5 or more a step on average"
+        );
+    }
+}
+
+#[test]
+fn a_read_is_one_statement_once_prepared() {
+    let store = open();
+    store
+        .create_run(new_run("r"), &Owner::this_process(), 60_000)
+        .unwrap();
+    // Each reader connection prepares the statement once.
+    store.run("r").unwrap();
+    let start = store.round_trips();
+    for _ in 0..100 {
+        assert!(store.run("r").unwrap().is_some());
+    }
+    let sent = store.round_trips() - start;
+    // One statement a read, and at most one preparing on each of the six reader connections.
+    assert!(
+        (100..=106).contains(&sent),
+        "{sent} statements for 100 reads"
+    );
+}
+
+#[test]
+fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
+    let clock = Arc::new(ManualClock::at(1_700_000_000_000));
+    let store = PgStore::open(&database(), clock.clone()).unwrap();
+    let me = Owner::this_process();
+    let mut leases: Vec<_> = (0..20)
+        .map(|i| {
+            let mut run = new_run(&format!("r{i}"));
+            run.durability = Durability::Fast;
+            store.create_run(run, &me, 60_000).unwrap()
+        })
+        .collect();
+    // Run r0's lease is taken over by another holder: its old lease must write nothing.
+    clock.advance(120_000);
+    let other = Owner {
+        id: format!("{}-other", me.id),
+        ..me.clone()
+    };
+    let reel_store::Claim::Claimed(_taken) = store.claim_run("r0", &other, 60_000).unwrap() else {
+        panic!("an expired lease is taken over");
+    };
+    for lease in &mut leases[1..] {
+        // The others' leases were renewed in time (their clock is the store's).
+        store.renew(lease, 60_000).unwrap();
+    }
+    let event = |n: u64| NewEvent {
+        at: 5_000,
+        kind: "call_returned".to_string(),
+        step: Some(format!("s{n}")),
+        index: None,
+        attempt: Some(1),
+        data: json!({ "n": n }),
+    };
+    let start = store.round_trips();
+    for (n, lease) in leases.iter().enumerate() {
+        store
+            .append_kept(
+                lease,
+                vec![event(n as u64), event(n as u64 + 100)],
+                Vec::new(),
+            )
+            .unwrap();
+    }
+    let tickets: Vec<_> = leases.iter().map(|l| store.sync(l)).collect();
+    let outcomes: Vec<_> = tickets
+        .into_iter()
+        .map(|t| t.0.blocking_recv().unwrap())
+        .collect();
+    let sent = store.round_trips() - start;
+    assert!(
+        matches!(outcomes[0], Err(reel_store::StoreError::LeaseLost { .. })),
+        "{:?}",
+        outcomes[0]
+    );
+    assert!(outcomes[1..].iter().all(Result::is_ok), "{outcomes:?}");
+    // One statement for the appends of 20 runs (not 20), with the batch's opening and commit
+    // (and those of a second batch or two when the syncs come after a slow moment); the
+    // refused run costs one more, to tell why.
+    assert!(sent < 12, "{sent} statements for 20 runs' appends");
+    let mut lengths = Vec::new();
+    for i in 0..20 {
+        let mut n = 0;
+        store
+            .read_journal(&format!("r{i}"), 0, &mut |_| {
+                n += 1;
+                reel_store::Flow::Continue
+            })
+            .unwrap();
+        lengths.push(n);
+    }
+    assert_eq!(
+        lengths[0], 0,
+        "the run whose lease was taken over got no row"
+    );
+    assert!(lengths[1..].iter().all(|&n| n == 2), "{lengths:?}");
+}
