@@ -9,7 +9,7 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use reel_store::{
@@ -19,11 +19,10 @@ use reel_store::{
 };
 use serde_json::json;
 
+mod test_server;
+
 /// The time the tests' clock stands at.
 const T0: i64 = 1_700_000_000_000;
-
-/// The variable naming the test server (see `scripts/postgres-for-tests.sh`).
-const PG_URL: &str = "REEL_TEST_POSTGRES_URL";
 
 /// A store implementation under test: opens stores on one database, and reaches into that
 /// database directly to damage it.
@@ -93,34 +92,9 @@ struct Postgres {
 
 impl Postgres {
     /// A fresh database on the test server, for one test.
-    // edge: the test server's address is the environment the test script set up.
-    #[allow(clippy::disallowed_methods)]
     fn new() -> Postgres {
-        static COUNTER: AtomicU64 = AtomicU64::new(0);
-        let base = std::env::var(PG_URL).unwrap_or_else(|_| {
-            panic!(
-                "{PG_URL} is not set: the PostgreSQL store tests need a server. Run the tests \
-                 with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
-            )
-        });
-        let name = format!(
-            "reel_{}_{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
-        let mut admin = ::postgres::Client::connect(&base, ::postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot reach the test server at {PG_URL}: {e}"));
-        admin
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .unwrap();
-        let (server, _db) = base
-            .split_once('?')
-            .map_or(base.as_str(), |(b, _)| b)
-            .rsplit_once('/')
-            .expect("a database in the URL");
-        let query = base.split_once('?').map(|(_, q)| format!("?{q}"));
         Postgres {
-            url: format!("{server}/{name}{}", query.unwrap_or_default()),
+            url: test_server::fresh_database("reel"),
             clock: Arc::new(ManualClock::at(T0)),
         }
     }

@@ -11,44 +11,19 @@
 //! saying so.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use reel_flowspec::canonical::sha256_hex;
 use reel_store::{Durability, ManualClock, NewEvent, NewRun, Owner, PgStore, Store, StoreRead};
 use serde_json::json;
 
-/// A fresh database on the test server; its URL.
-// edge: the test server's address is the environment the test script set up.
-#[allow(clippy::disallowed_methods)]
-fn database() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "REEL_TEST_POSTGRES_URL is not set: the PostgreSQL store tests need a server. Run \
-             the tests with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
-        )
-    });
-    let name = format!(
-        "reel_trips_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    );
-    let mut admin = ::postgres::Client::connect(&base, ::postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    let (server, _db) = base
-        .split_once('?')
-        .map_or(base.as_str(), |(b, _)| b)
-        .rsplit_once('/')
-        .expect("a database in the URL");
-    let query = base.split_once('?').map(|(_, q)| format!("?{q}"));
-    format!("{server}/{name}{}", query.unwrap_or_default())
-}
+mod test_server;
 
 fn open() -> PgStore {
-    PgStore::open(&database(), Arc::new(ManualClock::at(1_700_000_000_000))).unwrap()
+    PgStore::open(
+        &test_server::fresh_database("reel_trips"),
+        Arc::new(ManualClock::at(1_700_000_000_000)),
+    )
+    .unwrap()
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -133,7 +108,7 @@ fn a_read_is_one_statement_once_prepared() {
 #[test]
 fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
-    let store = PgStore::open(&database(), clock.clone()).unwrap();
+    let store = PgStore::open(&test_server::fresh_database("reel_trips"), clock.clone()).unwrap();
     let me = Owner::this_process();
     let mut leases: Vec<_> = (0..20)
         .map(|i| {
