@@ -52,6 +52,33 @@ pub struct Generated {
     pub type_edit: Edit,
 }
 
+/// The step the typing measurements type key by key (`lsp-bench --only typing`,
+/// `check-bench --only typing`).
+pub const TYPED_STEP: &str = "  step typed = len(\"abcdef\") + 1";
+
+impl Generated {
+    /// Where the typing measurements type [`TYPED_STEP`]: the start of the blank line before the
+    /// literal edit's step, in the middle of the flow, between two steps.
+    pub fn typing_point(&self) -> usize {
+        self.text[..self.literal_edit.at]
+            .rfind("\n\n")
+            .expect("steps are separated by blank lines")
+            + 1
+    }
+
+    /// The text after the first `keys` characters of [`TYPED_STEP`] were typed.
+    pub fn typed(&self, keys: usize) -> String {
+        let at = self.typing_point();
+        let end = TYPED_STEP
+            .char_indices()
+            .nth(keys)
+            .map_or(TYPED_STEP.len(), |(i, _)| i);
+        let mut t = self.text.clone();
+        t.insert_str(at, &TYPED_STEP[..end]);
+        t
+    }
+}
+
 /// The shape of a step's value, which decides the expressions that read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Shape {

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use reel_bench::generate::{Edit, FLOW_NAME, Generated, generate};
+use reel_bench::generate::{Edit, FLOW_NAME, Generated, TYPED_STEP, generate};
 use reel_bench::measure::{Stats, ratio, show, timed};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
@@ -51,6 +51,10 @@ enum Phase {
     Literal,
     /// The type-changing edit, incrementally.
     Typed,
+    /// A new step typed key by key in the middle of the flow (what `lsp-bench --only typing`
+    /// types): each key's `set_text` + `file_diagnostics`, as the language server checks a key
+    /// before it answers anything; with `--explain`, the queries the slowest keys re-executed.
+    Typing,
 }
 
 /// The figures of one flow size.
@@ -193,6 +197,7 @@ fn only(g: &Generated, args: &Args, phase: Phase) {
         }
         Phase::Literal => incremental(&text, &g.literal_edit, args.edits).0,
         Phase::Typed => incremental(&text, &g.type_edit, args.edits).0,
+        Phase::Typing => typing(g, args),
     };
     println!(
         "{phase:?}, {} steps: median {}, p95 {} ({} samples)",
@@ -201,6 +206,74 @@ fn only(g: &Generated, args: &Args, phase: Phase) {
         show(stats.p95),
         stats.count
     );
+}
+
+/// Types [`TYPED_STEP`] key by key into a warm database, timing each key's check; repeated until
+/// `--budget` seconds are spent (each round starts again from the untouched flow). With
+/// `--explain`, on a database that counts executions, and prints the slowest keys' queries.
+fn typing(g: &Generated, args: &Args) -> Stats {
+    if args.explain {
+        let (db, log) = CountingDb::new();
+        typing_on(db, Some(log), g, args)
+    } else {
+        typing_on(RootDb::default(), None, g, args)
+    }
+}
+
+fn typing_on<D: reel_compiler::Db>(
+    mut db: D,
+    log: Option<Log>,
+    g: &Generated,
+    args: &Args,
+) -> Stats {
+    let keys = TYPED_STEP.chars().count();
+    let texts: Vec<Arc<str>> = (0..=keys).map(|k| Arc::from(g.typed(k))).collect();
+    let file = new_file(&db, &texts[0]);
+    file_diagnostics(&db, file);
+    let mut samples = Vec::new();
+    let mut worst: Vec<(Duration, usize, BTreeMap<String, usize>)> = Vec::new();
+    let start = Instant::now();
+    while samples.is_empty() || start.elapsed().as_secs_f64() < args.budget {
+        for (k, text) in texts.iter().enumerate().skip(1) {
+            if let Some(log) = &log {
+                log.lock().expect("log").clear();
+            }
+            let t = Instant::now();
+            file.set_text(&mut db).to(text.clone());
+            file_diagnostics(&db, file);
+            let took = t.elapsed();
+            samples.push(took);
+            if let Some(log) = &log {
+                worst.push((took, k, log.lock().expect("log").clone()));
+            }
+        }
+        file.set_text(&mut db).to(texts[0].clone());
+        file_diagnostics(&db, file);
+    }
+    // The slowest round of each key, in key order, with the queries that ran most.
+    let mut slowest: BTreeMap<usize, (Duration, BTreeMap<String, usize>)> = BTreeMap::new();
+    for (took, k, queries) in worst {
+        if slowest.get(&k).is_none_or(|(t, _)| *t < took) {
+            slowest.insert(k, (took, queries));
+        }
+    }
+    for (k, (took, queries)) in &slowest {
+        let typed: String = TYPED_STEP.chars().take(*k).collect();
+        let mut by_count: Vec<_> = queries.iter().collect();
+        by_count.sort_by_key(|q| std::cmp::Reverse(*q.1));
+        let top: Vec<String> = by_count
+            .iter()
+            .take(4)
+            .map(|(q, n)| format!("{n} {q}"))
+            .collect();
+        println!(
+            "  key {k:>2} {:<36} {:>10}  {}",
+            format!("{typed:?}"),
+            show(*took),
+            top.join(", ")
+        );
+    }
+    Stats::of(&samples)
 }
 
 /// `build_flow` after a full check: lowering and sealing only.

@@ -26,7 +26,7 @@ use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use reel_bench::generate::{Edit, generate};
+use reel_bench::generate::{Edit, TYPED_STEP as TYPED, generate};
 use reel_bench::measure::{Stats, show};
 use reel_lsp::wire::{read_frame, write_message};
 use serde_json::{Value, json};
@@ -308,9 +308,6 @@ fn row(what: &str, s: &Stats) {
     );
 }
 
-/// The step typed key by key in the typing measurement.
-const TYPED: &str = "  step typed = len(\"abcdef\") + 1";
-
 /// One request of the mix: its row name, method and parameters.
 type Request = (&'static str, &'static str, Value);
 
@@ -430,10 +427,7 @@ fn typing(reel: &Path, steps: usize, key: Duration, alone: usize) {
     server.open(&uri, &text);
     server.diagnostics(&uri, 1);
     // The new step goes on a blank line in the middle of the flow, between two steps.
-    let blank = text[..generated.literal_edit.at]
-        .rfind("\n\n")
-        .expect("steps are separated by blank lines")
-        + 1;
+    let blank = generated.typing_point();
     let line = text[..blank].matches('\n').count();
     let visible = json!({ "start": { "line": line.saturating_sub(30), "character": 0 },
                           "end": { "line": line + 30, "character": 0 } });
@@ -510,11 +504,7 @@ fn typing(reel: &Path, steps: usize, key: Duration, alone: usize) {
         .count();
     let keys = TYPED.chars().count();
     // Each request alone, on the quiet file with the typed step in it.
-    let typed_text = {
-        let mut t = text.clone();
-        t.insert_str(blank, TYPED);
-        t
-    };
+    let typed_text = generated.typed(TYPED.chars().count());
     let alone_tallies = each_alone(&mut server, &uri, &typed_text, blank, &visible, alone);
     println!(
         "### {steps} steps ({:.0} KiB): last key → its diagnostics {}; {} publishes for {} keys, {stale} of an older version after the last key\n",

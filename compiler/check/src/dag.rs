@@ -11,28 +11,15 @@ pub struct Dag {
     pub in_cycle: BTreeSet<String>,
 }
 
-/// Finds the cycles of `edges` (step → the steps it depends on), each reported once.
+/// Finds the cycles of a graph of `names.len()` steps, `adj[i]` the indices of the steps step
+/// `i` depends on, each cycle reported once.
 ///
 /// Tarjan's algorithm gives the strongly connected components; each one with more than one
 /// step, or a step that depends on itself, is a cycle. The steps of a component are listed in
-/// the order of one walk around it, so the message can name each edge.
-pub fn find_cycles(edges: &BTreeMap<String, Vec<String>>) -> Dag {
-    let names: Vec<&String> = edges.keys().collect();
-    let index_of: BTreeMap<&str, usize> = names
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.as_str(), i))
-        .collect();
-    let adj: Vec<Vec<usize>> = names
-        .iter()
-        .map(|n| {
-            edges[*n]
-                .iter()
-                .filter_map(|d| index_of.get(d.as_str()).copied())
-                .collect()
-        })
-        .collect();
-    let sccs = tarjan(&adj);
+/// the order of one walk around it, from its first name in alphabetical order, so the message
+/// can name each edge and does not depend on where the steps are written.
+pub fn find_cycles(names: &[&str], adj: &[Vec<usize>]) -> Dag {
+    let sccs = tarjan(adj);
     let mut dag = Dag::default();
     for scc in sccs {
         let self_loop = scc.len() == 1 && adj[scc[0]].contains(&scc[0]);
@@ -40,13 +27,16 @@ pub fn find_cycles(edges: &BTreeMap<String, Vec<String>>) -> Dag {
             continue;
         }
         let members: BTreeSet<usize> = scc.iter().copied().collect();
-        let start = *members.iter().next().expect("a component is never empty");
-        let cycle = walk_cycle(&adj, &members, start);
+        let start = *scc
+            .iter()
+            .min_by_key(|&&i| names[i])
+            .expect("a component is never empty");
+        let cycle = walk_cycle(adj, &members, start);
         for &i in &scc {
-            dag.in_cycle.insert(names[i].clone());
+            dag.in_cycle.insert(names[i].to_string());
         }
         dag.cycles
-            .push(cycle.into_iter().map(|i| names[i].clone()).collect());
+            .push(cycle.into_iter().map(|i| names[i].to_string()).collect());
     }
     dag.cycles.sort();
     dag
@@ -136,23 +126,29 @@ fn tarjan(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
 mod tests {
     use super::*;
 
-    fn graph(edges: &[(&str, &[&str])]) -> BTreeMap<String, Vec<String>> {
-        edges
+    /// The graph of `edges` (a step and the steps it depends on) as names and indices.
+    fn cycles(edges: &[(&str, &[&str])]) -> Dag {
+        let names: Vec<&str> = edges.iter().map(|(n, _)| *n).collect();
+        let adj: Vec<Vec<usize>> = edges
             .iter()
-            .map(|(n, ds)| (n.to_string(), ds.iter().map(|d| d.to_string()).collect()))
-            .collect()
+            .map(|(_, ds)| {
+                ds.iter()
+                    .filter_map(|d| names.iter().position(|n| n == d))
+                    .collect()
+            })
+            .collect();
+        find_cycles(&names, &adj)
     }
 
     #[test]
     fn finds_each_cycle_once_in_walk_order() {
-        let g = graph(&[
-            ("a", &["b"]),
-            ("b", &["c"]),
-            ("c", &["a"]),
+        let dag = cycles(&[
             ("d", &["a"]),
+            ("c", &["a"]),
+            ("b", &["c"]),
+            ("a", &["b"]),
             ("e", &["e"]),
         ]);
-        let dag = find_cycles(&g);
         assert_eq!(dag.cycles, vec![vec!["a", "b", "c"], vec!["e"]]);
         assert!(!dag.in_cycle.contains("d"));
     }
@@ -160,15 +156,16 @@ mod tests {
     #[test]
     fn a_long_chain_does_not_overflow() {
         let names: Vec<String> = (0..100_000).map(|i| format!("s{i}")).collect();
-        let mut g = BTreeMap::new();
-        for i in 0..names.len() {
-            let deps = if i + 1 < names.len() {
-                vec![names[i + 1].clone()]
-            } else {
-                vec![]
-            };
-            g.insert(names[i].clone(), deps);
-        }
-        assert!(find_cycles(&g).cycles.is_empty());
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let adj: Vec<Vec<usize>> = (0..names.len())
+            .map(|i| {
+                if i + 1 < names.len() {
+                    vec![i + 1]
+                } else {
+                    vec![]
+                }
+            })
+            .collect();
+        assert!(find_cycles(&names, &adj).cycles.is_empty());
     }
 }

@@ -536,9 +536,13 @@ impl<'a> Scanner<'a> {
                     // left open, and the member starts a chunk as any other. The group ending
                     // before it is lexed up to this word to close them as the file does, which
                     // also checks that the lexer agrees (it does not after a `.`).
-                    Some(Entry::Member)
-                        if self.flow.is_some() && !self.doc_lines_above(self.line_begin) =>
-                    {
+                    Some(Entry::Member) if self.flow.is_some() => {
+                        // Its doc comments were read with the block open, so not recorded; they
+                        // are the member's all the same (docs attach by position), so its chunk
+                        // starts at them.
+                        if self.doc_lines_above(self.line_begin) {
+                            self.record_lines_above();
+                        }
                         self.stack.truncate(1);
                         closed_open = true;
                     }
@@ -629,6 +633,41 @@ impl<'a> Scanner<'a> {
             end = start.saturating_sub(1);
         }
         false
+    }
+
+    /// Records the comment and blank lines right above the current line (a member line before
+    /// which delimiters left open are closed), which the scan read with those delimiters open
+    /// and so did not record: as if nothing had been open, so the member's chunk starts at its
+    /// doc comments and the chunk before ends at its own last line.
+    fn record_lines_above(&mut self) {
+        let mut above = Vec::new();
+        let mut end = self.line_begin.saturating_sub(1);
+        while end > 0 {
+            let start = self.src[..end].rfind('\n').map_or(0, |n| n + 1);
+            let text = &self.src[start..end];
+            let body = text.trim_start_matches([' ', '\t', '\r']);
+            let first = end - body.len();
+            let kind = if body.is_empty() {
+                // A blank line is recorded at its line break, as the scan records it.
+                (LineKind::Blank, end)
+            } else if body.starts_with("//") {
+                let doc = body.starts_with("///") && !body.starts_with("////");
+                (LineKind::Comment(doc), first)
+            } else {
+                break;
+            };
+            above.push(Line {
+                start: start as u32,
+                first: kind.1 as u32,
+                kind: kind.0,
+                ends_group: false,
+                closes_open: None,
+            });
+            end = start.saturating_sub(1);
+        }
+        if let Some(f) = &mut self.flow {
+            f.lines.extend(above.into_iter().rev());
+        }
     }
 
     /// `flow NAME {` or `tool NAME {` at `at`, as the lexer recognises a declaration: its
@@ -818,12 +857,8 @@ fn chunks_of(lines: &[Line], close_line: u32, close: u32, trailing_docs: &[u32])
         };
         let joins_previous =
             first.start > 0 && trailing_docs.binary_search(&(first.start - 1)).is_ok();
-        // The next member's line closes what this chunk left open (no doc comment above it:
-        // the scan does not split there).
-        let tail = heads
-            .get(k + 1)
-            .filter(|&&h| starts[k + 1] == h)
-            .and_then(|&h| lines[h].closes_open);
+        // The next member's line closes what this chunk left open (past its doc comments).
+        let tail = heads.get(k + 1).and_then(|&h| lines[h].closes_open);
         chunks.push(ChunkSpan {
             start,
             end,

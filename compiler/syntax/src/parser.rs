@@ -84,13 +84,18 @@ pub struct GroupParse {
 /// lexer closes them before that word as it does in the file; the word itself is not parsed.
 pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
     let (mut lexed, balanced) = crate::lexer::lex_body(src);
+    // The line break before the next member's line: the lexer puts the closers at (or before)
+    // it, past the comment and blank lines between (the next member's doc comments among them).
     let tail = match end {
-        ChunkEnd::Newline(at) if src.len() > at as usize => Some(at as usize),
+        ChunkEnd::Newline(at) if src.len() > at as usize => Some(
+            src.rfind('\n')
+                .filter(|&n| n >= at as usize)
+                .unwrap_or(at as usize),
+        ),
         _ => None,
     };
     if let Some(at) = tail {
-        // The closers stand at (or before) the line break; the line break and the word are
-        // the next group's.
+        // The line break and the word are the next group's.
         lexed.tokens.retain(|(_, s)| s.end as usize <= at);
     }
     let open_end = !crate::lexer::ends_entry(&lexed.tokens);

@@ -287,11 +287,23 @@ proptest! {
 
 /// A flow of `n` steps with `broken` as the member line in the middle.
 fn big_flow(n: usize, broken: &str) -> String {
+    flow_of(n, broken, false)
+}
+
+/// A flow of `n` steps with `broken` as the member line in the middle; with `docs`, a doc
+/// comment above each step (and a plain comment above some), as generated flows have.
+fn flow_of(n: usize, broken: &str, docs: bool) -> String {
     let mut src = String::from("flow big {\n  input n: int = 1\n");
     for i in 0..n {
         if i == n / 2 {
             src.push_str(broken);
             src.push('\n');
+        }
+        if docs {
+            if i % 3 == 0 {
+                src.push_str("  // plain\n");
+            }
+            src.push_str(&format!("  /// Step {i}.\n  ///\n  /// More about it.\n"));
         }
         src.push_str(&format!("  step step_{i} = len(\"value {i}\") + input.n\n"));
         if i % 7 == 0 {
@@ -352,15 +364,50 @@ fn a_delimiter_left_open_mid_flow_is_split_and_reported_as_in_the_file() {
     insta::assert_snapshot!(all);
 }
 
+/// The same before a member with doc comments above it: the delimiter is closed at the member's
+/// line, past its doc comments, which stay the member's; the flow is still split.
+#[test]
+fn a_delimiter_left_open_before_a_documented_member_is_split_as_in_the_file() {
+    for broken in [
+        "  step typed = len(",
+        "  step typed = len(\"abc",
+        "  step typed = [1, 2",
+        "  step typed = echo { value: 1",
+        "  step typed = \"abc ${input.n",
+        "  step typed = f([{ a: (1",
+    ] {
+        for blank in ["", "\n", "\n  // between\n\n"] {
+            let src = flow_of(300, &format!("{broken}{blank}"), true);
+            same(&src);
+            let o = outline(&src);
+            assert!(!o.whole, "{broken:?} {blank:?}");
+            let chunks = o.items[0].body.as_ref().expect("the body is split");
+            assert!(
+                chunks.iter().any(|c| c.tail.is_some()),
+                "{broken:?} {blank:?}"
+            );
+            let mut memo = OutlineMemo::scan(Arc::from(flow_of(300, "  step typed = 1", true)));
+            memo = memo.update(Arc::from(src.as_str()));
+            assert_eq!(memo.outline(), &o, "{broken:?} {blank:?}");
+        }
+    }
+}
+
 /// Typing a step key by key in the middle of a big flow, through the keys that leave `(` and `"`
 /// open, parses again only the group the key is in: every other group's text, and so its parse,
-/// is the one kept from the key before.
+/// is the one kept from the key before; with doc comments above the steps or without.
 #[test]
 fn a_key_typed_inside_an_open_delimiter_reparses_only_its_group() {
+    for docs in [false, true] {
+        typed_inside_an_open_delimiter(docs);
+    }
+}
+
+fn typed_inside_an_open_delimiter(docs: bool) {
     use reel_syntax::outline::lay_out_flow;
     use std::collections::HashMap;
     let typed = "  step typed = len(\"abcdef\") + 1";
-    let before = big_flow(1000, "  step first = 1");
+    let before = flow_of(1000, "  step first = 1", docs);
     let at = before.find("  step first = 1").unwrap() + "  step first = 1\n".len();
     let mut kept: HashMap<(String, reel_syntax::ChunkEnd), ()> = HashMap::new();
     let parses = |src: &str, kept: &mut HashMap<_, ()>| {

@@ -23,8 +23,9 @@ use crate::tools::{UserTool, check_tool};
 use super::layout::{Shared, file_layout};
 use super::members::{
     FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, flow_members,
-    step_syntax,
+    step_place, step_syntax,
 };
+use super::shards::{shard_of, signature_shard};
 
 /// The flow's declarations, checked from its members' heads: an edit inside a step's body does
 /// not re-run it.
@@ -116,24 +117,34 @@ pub fn step_dependencies<'db>(db: &'db dyn Db, step: StepId<'db>) -> Vec<(String
 }
 
 /// The flow's step graph and its cycles. Built before any type is inferred, from what each
-/// group's steps mention: an edit that keeps every step's references does not re-run it.
+/// group's steps mention: an edit that keeps every step's references does not re-run it. It
+/// re-runs on most keys typed into a step, so it works on indices into the signature's steps and
+/// borrows every name: no name is copied unless it is on a cycle.
 #[salsa::tracked(returns(ref))]
 pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
     let sig = flow_signature(db, flow);
-    let is_step = |n: &str| sig.step(n).is_some();
-    let mut edges = BTreeMap::new();
+    let index = |n: &str| sig.step_index.get(n).copied();
+    let names: Vec<&str> = sig.steps.iter().map(|s| s.name.as_str()).collect();
+    let mut adj: Vec<Option<Vec<usize>>> = vec![None; names.len()];
     for &group in flow_groups(db, flow) {
         for m in group.mentions(db).iter() {
             // The first step of each name is the one in the graph (a duplicate is an error).
-            if !is_step(&m.name) || edges.contains_key(&m.name) {
+            let Some(i) = index(&m.name) else { continue };
+            if adj[i].is_some() {
                 continue;
             }
-            let names = m.names.iter().filter(|n| is_step(n));
-            let after = m.after.iter().filter(|n| is_step(n) && **n != m.name);
-            edges.insert(m.name.clone(), names.chain(after).cloned().collect());
+            let after = m.after.iter().filter(|n| **n != m.name);
+            adj[i] = Some(
+                m.names
+                    .iter()
+                    .chain(after)
+                    .filter_map(|n| index(n))
+                    .collect(),
+            );
         }
     }
-    find_cycles(&edges)
+    let adj: Vec<Vec<usize>> = adj.into_iter().map(Option::unwrap_or_default).collect();
+    find_cycles(&names, &adj)
 }
 
 /// The full check of one step (relative spans). It reads its group's `steps`, which an edit of
@@ -173,13 +184,13 @@ fn suggests_names(code: Code) -> bool {
 
 /// The part of the flow's signature that one step's names look up: the inputs, secrets, env
 /// names, steps and broken members named like an identifier the step writes (a plain name, or
-/// a name after `.`). A step checked
-/// against it gets the check the whole signature gives unless it reports an unknown name (see
-/// [`step_check`]); it is re-run when the flow's names change (a step typed elsewhere, a member
-/// that does not parse yet) but equal, so the step is not checked again.
+/// a name after `.`). A step checked against it gets the check the whole signature gives unless
+/// it reports an unknown name (see [`step_check`]). It reads the signature's shards of those
+/// names only (see [`signature_shard`]): a name typed elsewhere in the flow re-runs it only when
+/// that name shares a shard with one of this step's, and then it comes out equal.
 #[salsa::tracked(returns(ref))]
 pub fn step_signature<'db>(db: &'db dyn Db, step: StepId<'db>) -> FlowSignature {
-    let sig = flow_signature(db, step.flow(db));
+    let flow = step.flow(db);
     let mut out = FlowSignature::default();
     let Some(syntax) = step_syntax(db, step) else {
         return out;
@@ -199,6 +210,7 @@ pub fn step_signature<'db>(db: &'db dyn Db, step: StepId<'db>) -> FlowSignature 
     names.sort_unstable();
     names.dedup();
     for name in names {
+        let sig = signature_shard(db, flow, shard_of(name));
         if let Some(ty) = sig.input(name) {
             out.inputs.push((name.to_string(), ty.clone()));
         }
@@ -432,26 +444,28 @@ impl Uses {
 }
 
 /// The report of one group's steps: the steps the signature holds (the first of each name,
-/// reserved names left out), checked.
+/// reserved names and names an input or secret took before left out), checked. It reads each
+/// step's place and its name's shard of the signature rather than the flow's tables, so a name
+/// typed in another group does not re-run it.
 #[salsa::tracked(returns(ref))]
 pub fn group_report<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> GroupReport {
     let flow = group.flow(db);
-    let sig = flow_signature(db, flow);
-    let members = flow_members(db, flow);
     let mut out = GroupReport::default();
     for (index, m) in group.source(db).members().iter().enumerate() {
         let Member::Step(s) = m else { continue };
-        if sig.step(&s.name.name).is_none() {
-            continue;
-        }
-        let Some(&id) = members.ids.get(&s.name.name) else {
-            continue;
-        };
+        let name = s.name.name.as_str();
+        let id = StepId::new(db, flow, name);
         let here = MemberAt {
             group,
             index: index as u32,
         };
-        if members.steps.get(&id) != Some(&here) {
+        if step_place(db, id) != Some(here) {
+            continue;
+        }
+        if signature_shard(db, flow, shard_of(name))
+            .step(name)
+            .is_none()
+        {
             continue;
         }
         if let Some(check) = step_check(db, id) {

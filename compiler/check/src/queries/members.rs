@@ -11,6 +11,7 @@ use crate::db::{Db, SourceFile};
 use crate::declarations::MemberHead;
 
 use super::layout::{FlowLayout, GroupMembers, Shared, StepMentions, file_layout};
+use super::shards::{member_shard, shard_of};
 
 /// A flow, by file and name.
 #[salsa::interned(debug, revisions = usize::MAX)]
@@ -174,12 +175,17 @@ pub fn flow_members<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowMembers<'db>
     out
 }
 
-/// Where a flow's step `step` (the first of its name) is: re-run when any member is added,
-/// removed or renamed, but equal unless this step moved to another group or index, so what
-/// reads a step's syntax does not depend on the whole member table.
+/// Where a flow's step `step` (the first of its name) is: re-run when a step of its name's shard
+/// is added, removed, renamed or moved (see [`member_shard`]), and equal unless this step moved
+/// to another group or index, so what reads a step's syntax does not depend on the whole member
+/// table.
 #[salsa::tracked(returns(copy))]
 pub fn step_place<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<MemberAt<'db>> {
-    flow_members(db, step.flow(db)).steps.get(&step).copied()
+    // A shard holds a few dozen steps of a 10,000-step flow: a scan is enough.
+    member_shard(db, step.flow(db), shard_of(step.name(db)))
+        .iter()
+        .find(|(id, _)| *id == step)
+        .map(|&(_, at)| at)
 }
 
 /// The syntax of a flow's step `step` (the first of its name), spans relative to its own start.

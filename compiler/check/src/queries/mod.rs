@@ -8,13 +8,17 @@
 //!   every stretch of text an edit did not touch.
 //! - [`members`]: the interned ids of flows and steps, and each flow's members as the groups
 //!   they were parsed in, with the table that finds a step's group.
+//! - [`shards`]: the flow's names split by a hash of the name, so that a per-step query reads
+//!   the names it looks up without depending on every name of the flow.
 //! - [`checks`]: the checking queries over those groups: declarations, the DAG, step and output
 //!   checks, unused-name warnings and every diagnostic of a file.
 
 pub mod checks;
 pub mod layout;
 pub mod members;
+pub mod shards;
 
 pub use checks::*;
 pub use layout::*;
 pub use members::*;
+pub use shards::*;

@@ -206,7 +206,7 @@ fn a_step_typed_key_by_key_rechecks_its_group_not_the_flow() {
     let n = 500;
     let before = long_flow(n, "abc", "");
     let at = before.find("  /// step 300\n").unwrap();
-    let typed = "  step typed = s10 + 2\n";
+    let typed = "  step typed = len(\"abc\") + s10 + 2\n";
     let (mut db, log) = RootDb::with_execution_log();
     let file = SourceFile::new(&db, "f.reel".into(), "/".into(), Arc::from(before.as_str()));
     assert!(file_diagnostics(&db, file).is_empty());
@@ -217,6 +217,14 @@ fn a_step_typed_key_by_key_rechecks_its_group_not_the_flow() {
         file.set_text(&mut db).to(Arc::from(text.as_str()));
         let _ = file_diagnostics(&db, file);
         let log = log.lock().unwrap();
+        // Whatever the key changed (a new name, a broken member's names, a reference), the
+        // per-step queries that look names up run for the steps whose names share a shard with
+        // a changed one, not for every step; the flow is never parsed whole.
+        for query in ["step_signature", "step_place", "group_report", "step_check"] {
+            let runs = count(&log, query);
+            assert!(runs <= n / 5, "{:?} ran {query} {runs} times", &typed[..i]);
+        }
+        assert_eq!(count(&log, "piece_parse"), 0, "{:?}", &typed[..i]);
         if count(&log, "group_parse") == 1 {
             one_group += 1;
             let checks = count(&log, "step_check");
