@@ -131,7 +131,8 @@ fn incremental(text: &Arc<str>, edit: &Edit, edits: usize) -> (Stats, usize) {
     (Stats::of(&samples), edited_diagnostics)
 }
 
-/// A database that counts the queries it executes (not those it reuses), for `--explain`.
+/// A database that counts the queries it executes and, as `verified NAME`, the memos it checks
+/// and reuses, for `--explain`.
 #[salsa::db]
 #[derive(Clone)]
 struct CountingDb {
@@ -156,12 +157,17 @@ impl CountingDb {
         let log = Log::default();
         let sink = log.clone();
         let storage = salsa::Storage::new(Some(Box::new(move |event: salsa::Event| {
-            if let salsa::EventKind::WillExecute { database_key } = event.kind {
-                let name = format!("{database_key:?}");
-                let name = name.split('(').next().unwrap_or_default().to_string();
-                if let Ok(mut log) = sink.lock() {
-                    *log.entry(name).or_default() += 1;
+            let (database_key, verb) = match event.kind {
+                salsa::EventKind::WillExecute { database_key } => (database_key, ""),
+                salsa::EventKind::DidValidateMemoizedValue { database_key } => {
+                    (database_key, "verified ")
                 }
+                _ => return,
+            };
+            let name = format!("{database_key:?}");
+            let name = name.split('(').next().unwrap_or_default();
+            if let Ok(mut log) = sink.lock() {
+                *log.entry(format!("{verb}{name}")).or_default() += 1;
             }
         })));
         (
@@ -263,7 +269,7 @@ fn typing_on<D: reel_compiler::Db>(
         by_count.sort_by_key(|q| std::cmp::Reverse(*q.1));
         let top: Vec<String> = by_count
             .iter()
-            .take(4)
+            .take(7)
             .map(|(q, n)| format!("{n} {q}"))
             .collect();
         println!(

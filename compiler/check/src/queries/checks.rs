@@ -149,7 +149,9 @@ pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
 
 /// The full check of one step (relative spans). It reads its group's `steps`, which an edit of
 /// any of the group's steps changes: the steps of the edited group are checked again (a few), an
-/// edit that only moves them (a blank line, a comment, a longer step above) checks none.
+/// edit that only moves them (a blank line, a comment, a longer step above) checks none. It reads
+/// the flow's names through the shards of the names it writes (see [`step_signature`]), so a
+/// name typed elsewhere checks it again only when the two share a shard.
 #[salsa::tracked(returns(ref))]
 pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> {
     let syntax = step_syntax(db, step)?;
@@ -159,7 +161,7 @@ pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> 
         user_tools(db, file).get(name).map(|t| t.contract.clone())
     };
     let types = |name: &str| dep_type(db, flow, name);
-    let check = check_step(syntax, step_signature(db, step), &tools, &types);
+    let check = check_step(syntax, &step_signature(db, flow, syntax), &tools, &types);
     // An unknown name's help suggests among every name of the flow: only then is the whole
     // signature read (and the step checked again when any of the flow's names changes).
     if check.diagnostics.iter().any(|d| suggests_names(d.code)) {
@@ -185,16 +187,11 @@ fn suggests_names(code: Code) -> bool {
 /// The part of the flow's signature that one step's names look up: the inputs, secrets, env
 /// names, steps and broken members named like an identifier the step writes (a plain name, or
 /// a name after `.`). A step checked against it gets the check the whole signature gives unless
-/// it reports an unknown name (see [`step_check`]). It reads the signature's shards of those
-/// names only (see [`signature_shard`]): a name typed elsewhere in the flow re-runs it only when
-/// that name shares a shard with one of this step's, and then it comes out equal.
-#[salsa::tracked(returns(ref))]
-pub fn step_signature<'db>(db: &'db dyn Db, step: StepId<'db>) -> FlowSignature {
-    let flow = step.flow(db);
+/// it reports an unknown name (see [`step_check`]). Not a query of its own (one memo fewer per
+/// step for every edit to verify): it reads the signature's shards of those names only (see
+/// [`signature_shard`]).
+fn step_signature<'db>(db: &'db dyn Db, flow: FlowId<'db>, syntax: &ast::Step) -> FlowSignature {
     let mut out = FlowSignature::default();
-    let Some(syntax) = step_syntax(db, step) else {
-        return out;
-    };
     let mut names = Vec::new();
     let exprs: Vec<&ast::Expr> = match &syntax.body {
         ast::StepBody::Expr(e) => vec![e],
@@ -231,15 +228,16 @@ pub fn step_signature<'db>(db: &'db dyn Db, step: StepId<'db>) -> FlowSignature 
 }
 
 /// The type of step `name` as the expressions that read it see it. Read from its check rather
-/// than from `step_type`: one memo fewer per step for every edit to verify, and an edit that
-/// re-runs a check to an equal result stops there all the same.
+/// than from `step_type`, and the cycles from the flow's graph rather than from `step_in_cycle`:
+/// fewer memos per step for every edit to verify. The graph is re-run by most keys but equal
+/// unless a cycle came or went, and then every check that reads another step may change anyway.
 fn dep_type<'db>(db: &'db dyn Db, flow: FlowId<'db>, name: &str) -> Type {
+    if flow_dag(db, flow).in_cycle.contains(name) {
+        return Type::Error;
+    }
     // By id and per-step queries, not the flow's tables: a step added elsewhere changes those,
     // and must not check again every step that reads another.
     let id = StepId::new(db, flow, name);
-    if step_in_cycle(db, id) {
-        return Type::Error;
-    }
     step_check(db, id)
         .as_ref()
         .map_or(Type::Error, |c| c.ty.clone())
