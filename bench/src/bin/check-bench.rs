@@ -265,11 +265,18 @@ fn typing_on<D: reel_compiler::Db>(
     }
     for (k, (took, queries)) in &slowest {
         let typed: String = TYPED_STEP.chars().take(*k).collect();
+        // What ran, most first, then the biggest counts of what was verified.
         let mut by_count: Vec<_> = queries.iter().collect();
-        by_count.sort_by_key(|q| std::cmp::Reverse(*q.1));
+        by_count.sort_by_key(|q| (q.0.starts_with("verified "), std::cmp::Reverse(*q.1)));
         let top: Vec<String> = by_count
             .iter()
-            .take(7)
+            .filter(|(q, _)| !q.starts_with("verified "))
+            .chain(
+                by_count
+                    .iter()
+                    .filter(|(q, _)| q.starts_with("verified "))
+                    .take(4),
+            )
             .map(|(q, n)| format!("{n} {q}"))
             .collect();
         println!(

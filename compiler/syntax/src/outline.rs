@@ -536,6 +536,9 @@ impl<'a> Scanner<'a> {
                     // left open, and the member starts a chunk as any other. The group ending
                     // before it is lexed up to this word to close them as the file does, which
                     // also checks that the lexer agrees (it does not after a `.`).
+                    // After a `.` the lexer reads the word as a field's name and closes
+                    // nothing: the item may end elsewhere than this scan says.
+                    Some(Entry::Member) if self.may_follow_a_dot(self.line_begin) => return None,
                     Some(Entry::Member) if self.flow.is_some() => {
                         // Its doc comments were read with the block open, so not recorded; they
                         // are the member's all the same (docs attach by position), so its chunk
@@ -629,6 +632,22 @@ impl<'a> Scanner<'a> {
             }
             if !(text.is_empty() || text.starts_with("//")) {
                 return false;
+            }
+            end = start.saturating_sub(1);
+        }
+        false
+    }
+
+    /// Whether the token before the line starting at `line` may be a `.` (or `?.`): the last
+    /// code line above it ends with one, or has a `//` in it, which may start a comment after one
+    /// (or be inside a string: then this answers yes, and the caller parses more at once).
+    fn may_follow_a_dot(&self, line: usize) -> bool {
+        let mut end = line.saturating_sub(1);
+        while end > 0 {
+            let start = self.src[..end].rfind('\n').map_or(0, |n| n + 1);
+            let text = self.src[start..end].trim();
+            if !(text.is_empty() || text.starts_with("//")) {
+                return text.ends_with('.') || text.contains("//");
             }
             end = start.saturating_sub(1);
         }

@@ -83,7 +83,7 @@ pub struct GroupParse {
 /// first word (the outline's tail): the group's last entry left delimiters open, and the
 /// lexer closes them before that word as it does in the file; the word itself is not parsed.
 pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
-    let (mut lexed, balanced) = crate::lexer::lex_body(src);
+    let (mut lexed, mut balanced) = crate::lexer::lex_body(src);
     // The line break before the next member's line: the lexer puts the closers at (or before)
     // it, past the comment and blank lines between (the next member's doc comments among them).
     let tail = match end {
@@ -95,7 +95,21 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
         _ => None,
     };
     if let Some(at) = tail {
-        // The line break and the word are the next group's.
+        // The line break and the word are the next group's. A closer past the line break means
+        // the lexer did not take the word for a member's (after a `.` it is a field name) and
+        // closed what was open at the end instead: the file does not split here.
+        let closed_late = lexed.tokens.iter().any(|(t, s)| {
+            s.end as usize > at
+                && matches!(
+                    t,
+                    Token::RBrace
+                        | Token::RBracket
+                        | Token::RParen
+                        | Token::InterpClose
+                        | Token::StrEnd
+                )
+        });
+        balanced &= !closed_late;
         lexed.tokens.retain(|(_, s)| s.end as usize <= at);
     }
     let open_end = !crate::lexer::ends_entry(&lexed.tokens);

@@ -122,6 +122,8 @@ fn fixed_cases() {
         // A `key:` line closes a `${` left open; the `}` after it closes the block.
         "flow a {\n  step x = f {\n    v: \"${a\n    w: 1 }\"\n  }\n  step y = 2\n}\n",
         "flow a {\n  step x = f {\n    v: g(a\n    w: 1 }\n  step y = 2\n}\n",
+        // A line of junk that leaves `{(` open before a member line (found by proptest).
+        "flow a {\n  step s = 1\n  {(.\n  step t = 2\n}\n",
     ];
     for c in cases {
         same(c);

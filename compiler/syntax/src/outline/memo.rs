@@ -113,8 +113,9 @@ impl OutlineMemo {
             return None;
         }
         // A line before which the scan closed what was left open starts deeper than the
-        // flow's brace: scan from the start.
-        if body.lines[first].closes_open.is_some() {
+        // flow's brace, and so do the comment lines above it it recorded then: scan from the
+        // start.
+        if member_line_at(&body.lines, first).is_some_and(|h| body.lines[h].closes_open.is_some()) {
             return None;
         }
         let from = body.lines[first].start as usize;
@@ -144,14 +145,15 @@ impl OutlineMemo {
         // What the edit left open (or no longer leaves open) is closed before the next member
         // line's first word, and so that line's record changes: scan through that word too,
         // and be back where the old scan was after it.
+        // That line is the first after the window that is not a comment or blank line: the
+        // comment lines between are its doc comments, recorded with it.
         let mut next = next;
         let mut new_window_end = new_window_end;
-        let open_before = body
-            .lines
-            .get(next)
-            .is_some_and(|l| l.closes_open.is_some());
+        let head = member_line_at(&body.lines, next);
+        let open_before = head.is_some_and(|h| body.lines[h].closes_open.is_some());
         if !same_state || open_before {
-            let line = body.lines.get(next)?;
+            let h = head?;
+            let line = body.lines.get(h)?;
             if line.kind != super::LineKind::Member || !scan.line_start || scan.after_item {
                 return None;
             }
@@ -171,7 +173,7 @@ impl OutlineMemo {
             {
                 return None;
             }
-            next += 1;
+            next = h + 1;
             new_window_end = word_end;
         }
         let flow = scan.flow.take()?;
@@ -434,4 +436,14 @@ mod tests {
         assert!(!update("flow a {\n", FLOW));
         assert!(!update(FLOW, "flow a {\n"));
     }
+}
+
+/// The first line at or after `at` that is not a comment or blank line (a member or code line).
+fn member_line_at(lines: &[Line], at: usize) -> Option<usize> {
+    (at..lines.len()).find(|&i| {
+        !matches!(
+            lines[i].kind,
+            super::LineKind::Blank | super::LineKind::Comment(_)
+        )
+    })
 }
