@@ -237,8 +237,8 @@ struct RecFinish {
 struct Index {
     /// The step ids the record names, by number.
     names: Vec<String>,
-    /// Each step id's number.
-    numbers: HashMap<String, u32>,
+    /// Each step id's number (shared with a fork's [`History`]).
+    numbers: Arc<HashMap<String, u32>>,
     calls: HashMap<CallKey, RecCall>,
     /// When each timer fired.
     timers: HashMap<WaitKey, i64>,
@@ -246,8 +246,8 @@ struct Index {
     signals: HashMap<WaitKey, RecSignal>,
     /// When each signal wait failed for its deadline.
     expired: HashMap<WaitKey, i64>,
-    /// Each step's last outcome, by number.
-    steps: Vec<Option<RecStep>>,
+    /// Each step's last outcome, by number (shared with a fork's [`History`]).
+    steps: Arc<Vec<Option<RecStep>>>,
     /// By number: whether the record says the step failed at some point.
     failed: Vec<bool>,
     /// By number: when the step's first event happened (its activation).
@@ -270,8 +270,8 @@ impl Index {
         let mut idx = Index::default();
         let n = spec.steps.len();
         idx.names.reserve(n);
-        idx.numbers.reserve(n);
-        idx.steps.reserve(n);
+        Arc::make_mut(&mut idx.numbers).reserve(n);
+        Arc::make_mut(&mut idx.steps).reserve(n);
         idx.failed.reserve(n);
         idx.first_at.reserve(n);
         idx.done_seq.reserve(n);
@@ -288,8 +288,8 @@ impl Index {
         }
         let n = self.names.len() as u32;
         self.names.push(step.to_string());
-        self.numbers.insert(step.to_string(), n);
-        self.steps.push(None);
+        Arc::make_mut(&mut self.numbers).insert(step.to_string(), n);
+        Arc::make_mut(&mut self.steps).push(None);
         self.failed.push(false);
         self.first_at.push(None);
         self.done_seq.push(None);
@@ -401,15 +401,15 @@ impl Index {
             Event::StepSucceeded { step, output, .. } => {
                 let n = x.number(&step) as usize;
                 x.done_seq[n] = Some(seq);
-                x.steps[n] = Some(RecStep::Succeeded(output));
+                Arc::make_mut(&mut x.steps)[n] = Some(RecStep::Succeeded(output));
             }
             Event::StepSkipped { step, .. } => {
                 let n = x.number(&step) as usize;
-                x.steps[n] = Some(RecStep::Skipped);
+                Arc::make_mut(&mut x.steps)[n] = Some(RecStep::Skipped);
             }
             Event::StepFailed { step, .. } => {
                 let n = x.number(&step) as usize;
-                x.steps[n] = Some(RecStep::Failed);
+                Arc::make_mut(&mut x.steps)[n] = Some(RecStep::Failed);
                 x.failed[n] = true;
             }
             Event::RunFinished {
@@ -638,12 +638,12 @@ pub fn plan_fork(
 pub struct History {
     parent: String,
     /// The parent's step ids by number, as its record numbers them.
-    numbers: HashMap<String, u32>,
+    numbers: Arc<HashMap<String, u32>>,
     /// By step number and `foreach` index.
     calls: HashMap<(u32, Option<u32>), RecordedCall>,
     signals: HashMap<WaitKey, RecSignal>,
     /// How each step last ended, by number.
-    steps: Vec<Option<RecStep>>,
+    steps: Arc<Vec<Option<RecStep>>>,
     /// The parent's `sleep` steps: their value is the time they woke, not data.
     timers: HashSet<String>,
 }
@@ -672,21 +672,16 @@ pub struct CarriedSignal {
 impl History {
     /// The successful calls and received signals of `rec`, by step and `foreach` index.
     pub fn new(rec: &Recording) -> History {
-        let tools: HashMap<&str, Option<&String>> = rec
-            .spec
-            .steps
-            .iter()
-            .map(|s| (s.id.as_str(), s.tool.as_ref()))
-            .collect();
-        let mut calls = HashMap::default();
+        let mut calls = HashMap::with_capacity_and_hasher(rec.idx.calls.len(), Default::default());
         for ((n, index, _), c) in &rec.idx.calls {
             if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
             {
-                let step = &rec.idx.names[*n as usize];
+                // A step's number is its place in the recorded flow (`Index`).
+                let tool = rec.spec.steps.get(*n as usize).and_then(|s| s.tool.clone());
                 calls.insert(
                     (*n, *index),
                     RecordedCall {
-                        tool: tools.get(step.as_str()).copied().flatten().cloned(),
+                        tool,
                         inputs: inputs.clone(),
                         output: digest.clone(),
                         seq: *seq,
