@@ -181,7 +181,7 @@ impl Recording {
 /// How many of the record's next results a replay reads along with one it lacks.
 const READ_AHEAD: usize = 512;
 
-/// A call: its step's number in the record (`Index::names`), `foreach` index and attempt. A
+/// A call: its step's number in the record (`Index::numbers`), `foreach` index and attempt. A
 /// number rather than the step's name, so that looking a call up allocates nothing.
 type CallKey = (u32, Option<u32>, u32);
 /// A timer or signal wait: step and `foreach` index.
@@ -235,8 +235,6 @@ struct RecFinish {
 /// keyed by its name: filling, reading and dropping the index costs a few vectors.
 #[derive(Clone, Debug, Default)]
 struct Index {
-    /// The step ids the record names, by number.
-    names: Vec<String>,
     /// Each step id's number (shared with a fork's [`History`]).
     numbers: Arc<HashMap<String, u32>>,
     calls: HashMap<CallKey, RecCall>,
@@ -269,7 +267,6 @@ impl Index {
     fn new(spec: &FlowSpec) -> Index {
         let mut idx = Index::default();
         let n = spec.steps.len();
-        idx.names.reserve(n);
         Arc::make_mut(&mut idx.numbers).reserve(n);
         Arc::make_mut(&mut idx.steps).reserve(n);
         idx.failed.reserve(n);
@@ -286,14 +283,23 @@ impl Index {
         if let Some(&n) = self.numbers.get(step) {
             return n;
         }
-        let n = self.names.len() as u32;
-        self.names.push(step.to_string());
+        let n = self.numbers.len() as u32;
         Arc::make_mut(&mut self.numbers).insert(step.to_string(), n);
         Arc::make_mut(&mut self.steps).push(None);
         self.failed.push(false);
         self.first_at.push(None);
         self.done_seq.push(None);
         n
+    }
+
+    /// The step ids by number: for messages only (the index keeps each name once, in
+    /// `numbers`).
+    fn names(&self) -> Vec<&str> {
+        let mut names = vec![""; self.numbers.len()];
+        for (name, &n) in self.numbers.iter() {
+            names[n as usize] = name;
+        }
+        names
     }
 
     /// The number of step `step`, if the record names it.
@@ -1801,19 +1807,20 @@ impl<'a> Replayer<'a> {
                 .and_then(|s| s.tool.clone())
         };
         // By step name, `foreach` index and attempt.
-        type Named<'n> = (&'n String, Option<u32>, u32);
+        type Named<'n> = (&'n str, Option<u32>, u32);
+        let names = self.idx.names();
         let mut near: Vec<(u8, Named<'_>, &RecCall)> = self
             .idx
             .calls
             .iter()
             .filter(|(_, c)| c.inputs.is_some())
             .filter_map(|(k, c)| {
-                let k = (&self.idx.names[k.0 as usize], k.1, k.2);
+                let k = (names[k.0 as usize], k.1, k.2);
                 let rank = if k.0 == step && k.1 == index {
                     0
                 } else if k.0 == step {
                     1
-                } else if tool.is_some() && tool_of(k.0.as_str()) == tool {
+                } else if tool.is_some() && tool_of(k.0) == tool {
                     2
                 } else {
                     return None;
@@ -1866,16 +1873,16 @@ impl<'a> Replayer<'a> {
             None => 0,
         });
         let ((n, index, attempt), c) = unmade.first()?;
-        let step = &self.idx.names[*n as usize];
+        let step = self.idx.names()[*n as usize].to_string();
         Some(Divergence {
-            step: Some(step.clone()),
+            span: self.span(&step),
+            step: Some(step),
             index: *index,
             what: if matches!(self.mode, Mode::Test) {
                 format!("the cassette has a call (attempt {attempt}) that the flow never makes")
             } else {
                 format!("the record has a call (attempt {attempt}) that the replay never made")
             },
-            span: self.span(step),
             recorded: c.inputs.as_deref().and_then(|d| self.shown(d)),
             replayed: None,
         })
