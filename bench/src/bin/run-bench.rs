@@ -63,7 +63,8 @@ struct Args {
     #[arg(long, default_value_t = 10_000)]
     flow_steps: usize,
     /// Leaves the stores in place (their directory is printed), to profile a resume of them
-    /// with `run-bench resume-child STORE RUN` afterwards.
+    /// with `run-bench resume-child STORE RUN` (or a replay with `replay-child STORE RUN`)
+    /// afterwards.
     #[arg(long)]
     keep: bool,
     /// The resume workloads to measure.
@@ -74,6 +75,9 @@ struct Args {
     command: Option<Cmd>,
 }
 
+// The variants name the subcommands (`spec-child`, `resume-child`, `replay-child`): each is
+// a child process the benchmark, or a person profiling, starts.
+#[allow(clippy::enum_variant_names)]
 #[derive(Subcommand)]
 enum Cmd {
     /// Only reads and parses RUN's FlowSpec, as a resume does first, and prints
@@ -91,6 +95,21 @@ enum Cmd {
         /// The run.
         run: String,
     },
+    /// Replays RUN of the store STORE `--reps` times, as `--only replay` does, and prints each
+    /// replay's wall and CPU time: a process that does nothing else, to profile or to count
+    /// instructions of (`valgrind --tool=callgrind --toggle-collect='reel_runtime::replay::*'`).
+    ReplayChild {
+        /// The store directory.
+        store: PathBuf,
+        /// The run.
+        run: String,
+        /// Replays to make.
+        #[arg(long, default_value_t = 1)]
+        reps: usize,
+        /// Replays with `--verify`.
+        #[arg(long)]
+        verify: bool,
+    },
 }
 
 fn main() {
@@ -98,6 +117,12 @@ fn main() {
     match &args.command {
         Some(Cmd::ResumeChild { store, run }) => return resume_child(store, run),
         Some(Cmd::SpecChild { store, run }) => return spec_child(store, run),
+        Some(Cmd::ReplayChild {
+            store,
+            run,
+            reps,
+            verify,
+        }) => return replay_child(store, run, *reps, *verify),
         None => {}
     }
     let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -363,6 +388,9 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         let dir = root.join(format!("replay-{workload}"));
         let spec = Arc::new(compile(&make(args.replay_events)));
         let run = recorded(rt, &dir, &spec);
+        if args.keep {
+            println!("({workload}: run {run} in {})", dir.display());
+        }
         let store = SqliteStore::open_read_only(&dir).expect("the store opens to read");
         let mut events = 0;
         let mut cpu = Vec::new();
@@ -589,6 +617,30 @@ fn in_child(which: &str, store: &Path, run: &str) -> Value {
 
 /// The child: opens the store, resumes the run (which reads its journal, rebuilds its state
 /// and parks it again), and reports the time and this process's peak resident memory.
+fn replay_child(dir: &Path, run: &str, reps: usize, verify: bool) {
+    let store = SqliteStore::open_read_only(dir).expect("the store opens to read");
+    for _ in 0..reps {
+        let cpu = thread_cpu();
+        let began = Instant::now();
+        let opts = ReplayOptions {
+            verify,
+            faults: Vec::new(),
+        };
+        let report = replay(&store, run, &opts, &NoProgress).expect("the replay runs");
+        let took = began.elapsed();
+        assert!(report.divergence.is_none(), "{:?}", report.divergence);
+        let cpu = cpu.zip(thread_cpu()).map(|(a, b)| b - a);
+        println!(
+            "{{\"ms\": {:.1}, \"cpu_ms\": {}}}",
+            took.as_secs_f64() * 1000.0,
+            cpu.map_or("null".into(), |c| format!(
+                "{:.1}",
+                c.as_secs_f64() * 1000.0
+            ))
+        );
+    }
+}
+
 fn resume_child(dir: &Path, run: &str) {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

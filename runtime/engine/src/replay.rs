@@ -12,6 +12,7 @@
 //! ([`plan_fork`]): a call the fork would reuse is answered from the record, a call it would
 //! make live is held (nothing downstream of it can be known), and each step gets a verdict.
 
+use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
@@ -65,7 +66,7 @@ impl Recording {
             .run(run)?
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
         let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
-        let mut idx = Index::default();
+        let mut idx = Index::new(&spec);
         // A call is at least two events (its start and its result): room for them all at
         // once rather than a table grown and rehashed a dozen times (up to a bound: the row's
         // count is not trusted with memory).
@@ -159,7 +160,7 @@ impl Recording {
                 message: "the journal does not begin with run_started".into(),
             }));
         };
-        let mut idx = Index::default();
+        let mut idx = Index::new(&spec);
         let length = events.len() as u64;
         for (seq, (at, event)) in events.into_iter().enumerate() {
             idx.add(seq as u64, at, event);
@@ -180,7 +181,7 @@ impl Recording {
 /// How many of the record's next results a replay reads along with one it lacks.
 const READ_AHEAD: usize = 512;
 
-/// A call: its step's number in the record (`Index::names`), `foreach` index and attempt. A
+/// A call: its step's number in the record (`Index::numbers`), `foreach` index and attempt. A
 /// number rather than the step's name, so that looking a call up allocates nothing.
 type CallKey = (u32, Option<u32>, u32);
 /// A timer or signal wait: step and `foreach` index.
@@ -228,13 +229,14 @@ struct RecFinish {
     error: Option<RunError>,
 }
 
-/// The record, indexed by what a replay asks.
+/// The record, indexed by what a replay asks. Steps are numbered by their place in the
+/// recorded flow (a name the flow lacks, which only a damaged record holds, after them), so
+/// that what is kept of each step is a place in a vector rather than an entry of a table
+/// keyed by its name: filling, reading and dropping the index costs a few vectors.
 #[derive(Clone, Debug, Default)]
 struct Index {
-    /// The step ids the record names, by number.
-    names: Vec<String>,
-    /// Each step id's number.
-    numbers: HashMap<String, u32>,
+    /// Each step id's number (shared with a fork's [`History`]).
+    numbers: Arc<HashMap<String, u32>>,
     calls: HashMap<CallKey, RecCall>,
     /// When each timer fired.
     timers: HashMap<WaitKey, i64>,
@@ -242,35 +244,62 @@ struct Index {
     signals: HashMap<WaitKey, RecSignal>,
     /// When each signal wait failed for its deadline.
     expired: HashMap<WaitKey, i64>,
-    /// Each step's last outcome.
-    steps: HashMap<String, RecStep>,
-    /// Steps the record says failed at some point.
-    failed: HashSet<String>,
-    /// When each step's first event happened (its activation).
-    first_at: HashMap<String, i64>,
-    /// The sequence number of each step's `step_succeeded`.
-    done_seq: HashMap<String, u64>,
+    /// Each step's last outcome, by number (shared with a fork's [`History`]).
+    steps: Arc<Vec<Option<RecStep>>>,
+    /// By number: whether the record says the step failed at some point.
+    failed: Vec<bool>,
+    /// By number: when the step's first event happened (its activation).
+    first_at: Vec<Option<i64>>,
+    /// By number: the sequence number of the step's `step_succeeded`.
+    done_seq: Vec<Option<u64>>,
     /// Each time the run ended, in order (the last is how it ends now).
     finishes: Vec<RecFinish>,
     /// Each redrive after an ending: its sequence number and time.
     redrives: Vec<(u64, i64)>,
-    /// The digest of each successful call's result, in the record's order: what a replay
-    /// reads ahead.
-    results: Vec<String>,
+    /// Each successful call, in the record's order: whose results a replay reads ahead.
+    results: Vec<CallKey>,
     /// Whether the run was ever taken up again (`run_resumed`: after a park or a redrive).
     resumed: bool,
 }
 
 impl Index {
+    /// An index of a record of `spec`, its steps numbered in the flow's order.
+    fn new(spec: &FlowSpec) -> Index {
+        let mut idx = Index::default();
+        let n = spec.steps.len();
+        Arc::make_mut(&mut idx.numbers).reserve(n);
+        Arc::make_mut(&mut idx.steps).reserve(n);
+        idx.failed.reserve(n);
+        idx.first_at.reserve(n);
+        idx.done_seq.reserve(n);
+        for s in &spec.steps {
+            idx.number(&s.id);
+        }
+        idx
+    }
+
     /// The number of step `step`, given one if it has none yet.
-    fn number(&mut self, step: String) -> u32 {
-        if let Some(&n) = self.numbers.get(&step) {
+    fn number(&mut self, step: &str) -> u32 {
+        if let Some(&n) = self.numbers.get(step) {
             return n;
         }
-        let n = self.names.len() as u32;
-        self.names.push(step.clone());
-        self.numbers.insert(step, n);
+        let n = self.numbers.len() as u32;
+        Arc::make_mut(&mut self.numbers).insert(step.to_string(), n);
+        Arc::make_mut(&mut self.steps).push(None);
+        self.failed.push(false);
+        self.first_at.push(None);
+        self.done_seq.push(None);
         n
+    }
+
+    /// The step ids by number: for messages only (the index keeps each name once, in
+    /// `numbers`).
+    fn names(&self) -> Vec<&str> {
+        let mut names = vec![""; self.numbers.len()];
+        for (name, &n) in self.numbers.iter() {
+            names[n as usize] = name;
+        }
+        names
     }
 
     /// The number of step `step`, if the record names it.
@@ -278,22 +307,35 @@ impl Index {
         self.numbers.get(step).copied()
     }
 
+    /// How step `step` last ended in the record, if it did.
+    fn outcome(&self, step: &str) -> Option<&RecStep> {
+        self.steps[self.find(step)? as usize].as_ref()
+    }
+
+    /// The digest of the recorded result of call `key`, if it succeeded.
+    fn result_digest(&self, key: &CallKey) -> Option<&str> {
+        match self.calls.get(key)?.result.as_ref()? {
+            RecResult::Ok { digest, .. } => Some(digest),
+            RecResult::Err { .. } => None,
+        }
+    }
+
     /// Takes in the record's next event.
     fn add(&mut self, seq: u64, at: i64, event: Event) {
         let x = self;
-        let step = match &event {
+        let first = match &event {
             Event::StepStarted { step, .. }
             | Event::StepSucceeded { step, .. }
             | Event::StepSkipped { step, .. }
             | Event::StepFailed { step, .. }
             | Event::TimerStarted { step, .. }
-            | Event::SignalAwaited { step, .. } => Some(step),
+            | Event::SignalAwaited { step, .. } => Some(x.number(step) as usize),
             _ => None,
         };
-        if let Some(s) = step
-            && !x.first_at.contains_key(s)
+        if let Some(n) = first
+            && x.first_at[n].is_none()
         {
-            x.first_at.insert(s.clone(), at);
+            x.first_at[n] = Some(at);
         }
         match event {
             Event::StepStarted {
@@ -303,7 +345,7 @@ impl Index {
                 inputs,
                 ..
             } => {
-                let n = x.number(step);
+                let n = x.number(&step);
                 let c = x.calls.entry((n, index, attempt)).or_default();
                 c.inputs = Some(inputs);
             }
@@ -320,9 +362,9 @@ impl Index {
                 result: digest,
                 ..
             } => {
-                x.results.push(digest.clone());
-                let n = x.number(step);
-                let c = x.calls.entry((n, index, attempt)).or_default();
+                let key = (x.number(&step), index, attempt);
+                x.results.push(key);
+                let c = x.calls.entry(key).or_default();
                 c.result = Some(RecResult::Ok { seq, at, digest });
             }
             Event::CallFailed {
@@ -363,15 +405,18 @@ impl Index {
                 );
             }
             Event::StepSucceeded { step, output, .. } => {
-                x.done_seq.insert(step.clone(), seq);
-                x.steps.insert(step, RecStep::Succeeded(output));
+                let n = x.number(&step) as usize;
+                x.done_seq[n] = Some(seq);
+                Arc::make_mut(&mut x.steps)[n] = Some(RecStep::Succeeded(output));
             }
             Event::StepSkipped { step, .. } => {
-                x.steps.insert(step, RecStep::Skipped);
+                let n = x.number(&step) as usize;
+                Arc::make_mut(&mut x.steps)[n] = Some(RecStep::Skipped);
             }
             Event::StepFailed { step, .. } => {
-                x.steps.insert(step.clone(), RecStep::Failed);
-                x.failed.insert(step);
+                let n = x.number(&step) as usize;
+                Arc::make_mut(&mut x.steps)[n] = Some(RecStep::Failed);
+                x.failed[n] = true;
             }
             Event::RunFinished {
                 status,
@@ -599,11 +644,12 @@ pub fn plan_fork(
 pub struct History {
     parent: String,
     /// The parent's step ids by number, as its record numbers them.
-    numbers: HashMap<String, u32>,
+    numbers: Arc<HashMap<String, u32>>,
     /// By step number and `foreach` index.
     calls: HashMap<(u32, Option<u32>), RecordedCall>,
     signals: HashMap<WaitKey, RecSignal>,
-    steps: HashMap<String, RecStep>,
+    /// How each step last ended, by number.
+    steps: Arc<Vec<Option<RecStep>>>,
     /// The parent's `sleep` steps: their value is the time they woke, not data.
     timers: HashSet<String>,
 }
@@ -632,21 +678,16 @@ pub struct CarriedSignal {
 impl History {
     /// The successful calls and received signals of `rec`, by step and `foreach` index.
     pub fn new(rec: &Recording) -> History {
-        let tools: HashMap<&str, Option<&String>> = rec
-            .spec
-            .steps
-            .iter()
-            .map(|s| (s.id.as_str(), s.tool.as_ref()))
-            .collect();
-        let mut calls = HashMap::default();
+        let mut calls = HashMap::with_capacity_and_hasher(rec.idx.calls.len(), Default::default());
         for ((n, index, _), c) in &rec.idx.calls {
             if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
             {
-                let step = &rec.idx.names[*n as usize];
+                // A step's number is its place in the recorded flow (`Index`).
+                let tool = rec.spec.steps.get(*n as usize).and_then(|s| s.tool.clone());
                 calls.insert(
                     (*n, *index),
                     RecordedCall {
-                        tool: tools.get(step.as_str()).copied().flatten().cloned(),
+                        tool,
                         inputs: inputs.clone(),
                         output: digest.clone(),
                         seq: *seq,
@@ -709,15 +750,12 @@ impl History {
         if s.name != name {
             return None;
         }
-        let same_upstream = step
-            .deps
-            .iter()
-            .all(|d| match (ended(d), self.steps.get(d)) {
-                (Some(Some(_)), Some(RecStep::Succeeded(_))) if self.timers.contains(d) => true,
-                (Some(Some(a)), Some(RecStep::Succeeded(b))) => a == *b,
-                (Some(None), Some(RecStep::Skipped)) => true,
-                _ => false,
-            });
+        let same_upstream = step.deps.iter().all(|d| match (ended(d), self.outcome(d)) {
+            (Some(Some(_)), Some(RecStep::Succeeded(_))) if self.timers.contains(d) => true,
+            (Some(Some(a)), Some(RecStep::Succeeded(b))) => a == *b,
+            (Some(None), Some(RecStep::Skipped)) => true,
+            _ => false,
+        });
         same_upstream.then(|| CarriedSignal {
             name: s.name.clone(),
             payload: s.payload.clone(),
@@ -730,6 +768,12 @@ impl History {
 
     fn has(&self, step: &str, index: Option<u32>) -> bool {
         self.call(step, index).is_some()
+    }
+
+    /// How the parent's step `step` last ended, if it did.
+    fn outcome(&self, step: &str) -> Option<&RecStep> {
+        let n = self.numbers.get(step)?;
+        self.steps.get(*n as usize)?.as_ref()
     }
 
     /// The parent's successful call of `step` and `index`.
@@ -815,8 +859,14 @@ struct Replayer<'a> {
     held: Vec<(usize, usize, u32)>,
     timers: HashMap<WaitKey, i64>,
     signal_waits: HashSet<WaitKey>,
-    finished: HashSet<String>,
-    /// The steps that depend on each step, and those that depend on none.
+    /// By place in `spec`: whether the step succeeded or was skipped.
+    finished: Vec<bool>,
+    /// The place in `spec` of each step id, when `spec` is not the record's flow (whose
+    /// numbers, `Index::numbers`, are places in it).
+    places: Option<HashMap<String, usize>>,
+    /// The steps each step depends on, and those that depend on it, by place in `spec`; the
+    /// steps that depend on none.
+    deps: Vec<Vec<usize>>,
     dependents: Vec<Vec<usize>>,
     roots: Vec<usize>,
     divergence: Option<Divergence>,
@@ -841,12 +891,34 @@ impl<'a> Replayer<'a> {
             .iter()
             .map(|s| (s.name.clone(), format!("{{secret:{}}}", s.name)))
             .collect();
-        let position: HashMap<&str, usize> = spec
-            .steps
-            .iter()
-            .enumerate()
-            .map(|(i, s)| (s.id.as_str(), i))
-            .collect();
+        // The record numbers the steps of its own flow by their places: a replay's flow is
+        // that one; a dry run's or a test's may be another, whose places are looked up here.
+        let own = Arc::ptr_eq(&spec, &rec.spec)
+            || (rec.spec.steps.len() == spec.steps.len()
+                && rec
+                    .spec
+                    .steps
+                    .iter()
+                    .zip(&spec.steps)
+                    .all(|(a, b)| a.id == b.id));
+        let places: Option<HashMap<String, usize>> = (!own).then(|| {
+            spec.steps
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (s.id.clone(), i))
+                .collect()
+        });
+        let place = |id: &str| -> Option<usize> {
+            match &places {
+                Some(p) => p.get(id).copied(),
+                None => rec
+                    .idx
+                    .find(id)
+                    .map(|n| n as usize)
+                    .filter(|&n| n < spec.steps.len()),
+            }
+        };
+        let mut deps = vec![Vec::new(); spec.steps.len()];
         let mut dependents = vec![Vec::new(); spec.steps.len()];
         let mut roots = Vec::new();
         for (j, s) in spec.steps.iter().enumerate() {
@@ -854,8 +926,9 @@ impl<'a> Replayer<'a> {
                 roots.push(j);
             }
             for d in &s.deps {
-                if let Some(&i) = position.get(d.as_str()) {
+                if let Some(i) = place(d) {
                     dependents[i].push(j);
+                    deps[j].push(i);
                 }
             }
         }
@@ -880,7 +953,10 @@ impl<'a> Replayer<'a> {
             rec,
             idx: &rec.idx,
             made: HashSet::with_capacity_and_hasher(rec.idx.calls.len(), Default::default()),
-            numbers: spec.steps.iter().map(|s| rec.idx.find(&s.id)).collect(),
+            numbers: match &places {
+                None => (0..spec.steps.len() as u32).map(Some).collect(),
+                Some(_) => spec.steps.iter().map(|s| rec.idx.find(&s.id)).collect(),
+            },
             mode,
             spec,
             setup,
@@ -902,13 +978,34 @@ impl<'a> Replayer<'a> {
             held: Vec::new(),
             timers: HashMap::default(),
             signal_waits: HashSet::default(),
-            finished: HashSet::default(),
+            finished: vec![false; deps.len()],
+            places,
+            deps,
             dependents,
             roots,
             divergence: None,
             reused: HashMap::default(),
             live: HashMap::default(),
             outcomes: HashMap::default(),
+        }
+    }
+
+    /// The place in `spec` of step `id`.
+    fn place(&self, id: &str) -> Option<usize> {
+        match &self.places {
+            Some(p) => p.get(id).copied(),
+            None => self
+                .idx
+                .find(id)
+                .map(|n| n as usize)
+                .filter(|&n| n < self.spec.steps.len()),
+        }
+    }
+
+    /// Step `id` succeeded or was skipped.
+    fn set_finished(&mut self, id: &str) {
+        if let Some(i) = self.place(id) {
+            self.finished[i] = true;
         }
     }
 
@@ -945,7 +1042,7 @@ impl<'a> Replayer<'a> {
         wanted.extend(
             idx.results[self.ahead..end]
                 .iter()
-                .map(String::as_str)
+                .filter_map(|k| idx.result_digest(k))
                 .filter(|d| !self.values.contains_key(*d)),
         );
         self.ahead = end;
@@ -972,7 +1069,9 @@ impl<'a> Replayer<'a> {
     }
 
     /// The digests of the recorded results (and failures' causes) that answering `calls` reads.
-    fn recorded_results(&self, calls: &[CallStart]) -> Vec<String> {
+    /// Borrowed from the record (owned in a dry run, whose history the replayer holds).
+    fn recorded_results(&self, calls: &[CallStart]) -> Vec<Cow<'a, str>> {
+        let idx: &'a Index = self.idx;
         calls
             .iter()
             .filter_map(|c| {
@@ -981,16 +1080,18 @@ impl<'a> Replayer<'a> {
                 match &self.mode {
                     Mode::Replay(_) | Mode::Test => {
                         let key = self.key(c.step, index, c.attempt)?;
-                        match self.idx.calls.get(&key)?.result.as_ref()? {
-                            RecResult::Ok { digest, .. } => Some(digest.clone()),
-                            RecResult::Err { error, .. } => error.cause.clone(),
+                        match idx.calls.get(&key)?.result.as_ref()? {
+                            RecResult::Ok { digest, .. } => Some(Cow::Borrowed(digest.as_str())),
+                            RecResult::Err { error, .. } => {
+                                error.cause.as_deref().map(Cow::Borrowed)
+                            }
                         }
                     }
                     Mode::Plan(history) => {
                         let tool = step.tool.as_deref();
                         history
                             .reusable(&step.id, index, &c.inputs, tool)
-                            .map(|(digest, _)| digest)
+                            .map(|(digest, _)| Cow::Owned(digest))
                     }
                 }
             })
@@ -1056,7 +1157,7 @@ impl<'a> Replayer<'a> {
         self.held.clear();
         self.timers.clear();
         self.signal_waits.clear();
-        self.finished.clear();
+        self.finished.iter_mut().for_each(|f| *f = false);
         self.divergence = None;
         self.reused.clear();
         self.live.clear();
@@ -1131,7 +1232,7 @@ impl<'a> Replayer<'a> {
                 }
                 Command::Launch(calls) => {
                     let wanted = self.recorded_results(&calls);
-                    self.prefetch(wanted.iter().map(String::as_str))?;
+                    self.prefetch(wanted.iter().map(|d| d.as_ref()))?;
                     for c in calls {
                         self.answer(c)?;
                     }
@@ -1174,8 +1275,8 @@ impl<'a> Replayer<'a> {
                         self.now = self.now.max(a.at);
                         let step = a.returned.step;
                         // The record ends a step in the event after its last call's result.
-                        let id = &self.spec.steps[step].id;
-                        let ends = self.idx.done_seq.get(id) == Some(&(a.seq + 1));
+                        let ends = self.numbers[step].and_then(|n| self.idx.done_seq[n as usize])
+                            == Some(a.seq + 1);
                         let failed = a.returned.outcome.is_err();
                         m.handle(self.now, Input::CallReturned(a.returned));
                         if ends {
@@ -1348,7 +1449,6 @@ impl<'a> Replayer<'a> {
     /// The time of the round after step `ended` finished at `t` (none: the first round): when
     /// the recorded run activated the first of the steps that can start now (else `t`).
     fn round_time(&self, ended: Option<usize>, t: i64) -> i64 {
-        let id = ended.map(|i| self.spec.steps[i].id.as_str());
         if ended.is_none() && t != self.rec.started_at {
             return t;
         }
@@ -1358,13 +1458,12 @@ impl<'a> Replayer<'a> {
         };
         candidates
             .iter()
-            .map(|&j| &self.spec.steps[j])
-            .filter(|s| {
-                s.deps
+            .filter(|&&j| {
+                self.deps[j]
                     .iter()
-                    .all(|d| Some(d.as_str()) == id || self.finished.contains(d))
+                    .all(|&d| Some(d) == ended || self.finished[d])
             })
-            .filter_map(|s| self.idx.first_at.get(&s.id).copied())
+            .filter_map(|&j| self.idx.first_at[self.numbers[j]? as usize])
             .filter(|&at| at >= t)
             .min()
             .unwrap_or(t)
@@ -1565,14 +1664,14 @@ impl<'a> Replayer<'a> {
             }
             // Only a dry run asks how steps ended (for its verdicts and carried signals).
             Event::StepSucceeded { step, output, .. } => {
-                self.finished.insert(step.clone());
+                self.set_finished(step);
                 if matches!(self.mode, Mode::Plan(_)) {
                     self.outcomes
                         .insert(step.clone(), RecStep::Succeeded(output.clone()));
                 }
             }
             Event::StepSkipped { step, .. } => {
-                self.finished.insert(step.clone());
+                self.set_finished(step);
                 if matches!(self.mode, Mode::Plan(_)) {
                     self.outcomes.insert(step.clone(), RecStep::Skipped);
                 }
@@ -1629,7 +1728,7 @@ impl<'a> Replayer<'a> {
             // A test compares what the flow asks of the world and what it returns, not how.
             Event::StepSucceeded { .. } | Event::StepSkipped { .. } | Event::StepFailed { .. }
                 if matches!(self.mode, Mode::Test) => {}
-            Event::StepSucceeded { step, output, .. } => match self.idx.steps.get(step).cloned() {
+            Event::StepSucceeded { step, output, .. } => match self.idx.outcome(step).cloned() {
                 Some(RecStep::Succeeded(r)) if r == *output => {}
                 Some(RecStep::Succeeded(r)) => {
                     let (rv, pv) = (self.shown(&r), self.shown(output));
@@ -1653,7 +1752,7 @@ impl<'a> Replayer<'a> {
                 }
             },
             Event::StepSkipped { step, .. } => {
-                let other = self.idx.steps.get(step).cloned();
+                let other = self.idx.outcome(step).cloned();
                 if other != Some(RecStep::Skipped) {
                     self.diverge(
                         Some(step),
@@ -1664,8 +1763,13 @@ impl<'a> Replayer<'a> {
                     );
                 }
             }
-            Event::StepFailed { step, error } if !self.idx.failed.contains(step) => {
-                let other = self.idx.steps.get(step).cloned();
+            Event::StepFailed { step, error }
+                if !self
+                    .idx
+                    .find(step)
+                    .is_some_and(|n| self.idx.failed[n as usize]) =>
+            {
+                let other = self.idx.outcome(step).cloned();
                 self.diverge(
                     Some(step),
                     None,
@@ -1703,19 +1807,20 @@ impl<'a> Replayer<'a> {
                 .and_then(|s| s.tool.clone())
         };
         // By step name, `foreach` index and attempt.
-        type Named<'n> = (&'n String, Option<u32>, u32);
+        type Named<'n> = (&'n str, Option<u32>, u32);
+        let names = self.idx.names();
         let mut near: Vec<(u8, Named<'_>, &RecCall)> = self
             .idx
             .calls
             .iter()
             .filter(|(_, c)| c.inputs.is_some())
             .filter_map(|(k, c)| {
-                let k = (&self.idx.names[k.0 as usize], k.1, k.2);
+                let k = (names[k.0 as usize], k.1, k.2);
                 let rank = if k.0 == step && k.1 == index {
                     0
                 } else if k.0 == step {
                     1
-                } else if tool.is_some() && tool_of(k.0.as_str()) == tool {
+                } else if tool.is_some() && tool_of(k.0) == tool {
                     2
                 } else {
                     return None;
@@ -1768,16 +1873,16 @@ impl<'a> Replayer<'a> {
             None => 0,
         });
         let ((n, index, attempt), c) = unmade.first()?;
-        let step = &self.idx.names[*n as usize];
+        let step = self.idx.names()[*n as usize].to_string();
         Some(Divergence {
-            step: Some(step.clone()),
+            span: self.span(&step),
+            step: Some(step),
             index: *index,
             what: if matches!(self.mode, Mode::Test) {
                 format!("the cassette has a call (attempt {attempt}) that the flow never makes")
             } else {
                 format!("the record has a call (attempt {attempt}) that the replay never made")
             },
-            span: self.span(step),
             recorded: c.inputs.as_deref().and_then(|d| self.shown(d)),
             replayed: None,
         })
@@ -1867,7 +1972,7 @@ impl<'a> Replayer<'a> {
             let live = self.live.get(&s.id).cloned().unwrap_or_default();
             let upstream = s.deps.iter().find(|d| diverged.contains(*d)).cloned();
             let now = self.outcomes.get(&s.id);
-            let then = self.idx.steps.get(&s.id);
+            let then = self.idx.outcome(&s.id);
             let reason: Option<String> = match parent.get(s.id.as_str()) {
                 None => Some("new step".into()),
                 Some(p) if p.tool != s.tool => Some(format!(

@@ -2,12 +2,13 @@
 //! logical time and the run's seeded randomness.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use reel_flowspec::canonical::sha256_hex;
+// Step ids of the flow being run: a fast hash will do.
+use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
 
 /// A generator seeded from the run's seed and a purpose (a step, its index, an attempt), so
@@ -19,6 +20,32 @@ pub fn seeded_rng(seed: u64, purpose: &str) -> ChaCha8Rng {
         *b = u8::from_str_radix(&digest[2 * i..2 * i + 2], 16).unwrap_or(0);
     }
     ChaCha8Rng::from_seed(bytes)
+}
+
+/// What an evaluation's draws of `random()` are for: the text its generator is seeded with
+/// ([`seeded_rng`]), made only when an expression draws (most never do, and seeding costs a
+/// SHA-256).
+#[derive(Clone, Copy, Debug)]
+pub enum Purpose<'a> {
+    /// A step's own expression, or its call without `foreach`: the step id.
+    Step(&'a str),
+    /// A part of a step (`when`, `foreach`): `id#part`.
+    Part(&'a str, &'static str),
+    /// The call of one `foreach` element: `id#index`.
+    Element(&'a str, u32),
+    /// Text given whole (the run's output: `#output`).
+    Text(&'a str),
+}
+
+impl Purpose<'_> {
+    /// The purpose as [`seeded_rng`] takes it.
+    pub fn text(&self) -> String {
+        match *self {
+            Purpose::Step(id) | Purpose::Text(id) => id.to_string(),
+            Purpose::Part(id, part) => format!("{id}#{part}"),
+            Purpose::Element(id, index) => format!("{id}#{index}"),
+        }
+    }
 }
 
 /// Milliseconds since the epoch as RFC 3339 text (UTC), as the journal's values hold times.
@@ -147,8 +174,12 @@ pub struct RunScope<'a> {
     pub index: Option<u32>,
     /// The logical time, for `now()`.
     pub now_ms: i64,
-    /// The draws of `random()`.
-    pub rng: ChaCha8Rng,
+    /// The run's seed, which with `purpose` seeds the draws of `random()`.
+    pub seed: u64,
+    /// What this evaluation's draws are for.
+    pub purpose: Purpose<'a>,
+    /// The draws of `random()`, seeded at the first.
+    pub rng: Option<ChaCha8Rng>,
     /// Builtins whose results a test changes on purpose (empty in real runs).
     pub faults: &'a [String],
 }
@@ -179,7 +210,10 @@ impl reel_eval::Scope for RunScope<'_> {
     }
 
     fn random(&mut self) -> f64 {
-        self.rng.random::<f64>()
+        let (seed, purpose) = (self.seed, self.purpose);
+        self.rng
+            .get_or_insert_with(|| seeded_rng(seed, &purpose.text()))
+            .random::<f64>()
     }
 
     fn perturbed(&self, builtin: &str) -> bool {
@@ -220,6 +254,11 @@ mod tests {
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert!((0.0..1.0).contains(&a));
+        // The purposes an evaluation names spell what the seeds were always made of.
+        assert_eq!(Purpose::Element("s", 0).text(), "s#0");
+        assert_eq!(Purpose::Part("s", "when").text(), "s#when");
+        assert_eq!(Purpose::Step("s").text(), "s");
+        assert_eq!(Purpose::Text("#output").text(), "#output");
     }
 
     #[test]

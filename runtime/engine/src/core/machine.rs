@@ -18,7 +18,7 @@ use crate::deps::{Progress, StepEnd};
 use crate::error::RunError;
 use crate::fold::{CallRecord, Folded, StepRecord};
 use crate::journal::{Event, Resolution, woke_value};
-use crate::scope::{RunScope, StepValues, idempotency_key, rfc3339, seeded_rng};
+use crate::scope::{Purpose, RunScope, StepValues, idempotency_key, rfc3339, seeded_rng};
 
 /// What a run is made of: fixed for its whole life.
 #[derive(Clone, Debug)]
@@ -300,7 +300,6 @@ pub struct Machine {
     setup: Setup,
     spec: Arc<FlowSpec>,
     steps: Vec<StepRt>,
-    index: Arc<HashMap<String, usize>>,
     /// Finished steps' digests, and the values still to be read.
     values: StepValues,
     ready: VecDeque<usize>,
@@ -348,7 +347,7 @@ impl Machine {
     pub fn new(setup: Setup) -> Self {
         let spec = setup.spec.clone();
         let started_at = setup.started_at;
-        let index: Arc<HashMap<String, usize>> = Arc::new(
+        let index: Arc<rustc_hash::FxHashMap<String, usize>> = Arc::new(
             spec.steps
                 .iter()
                 .enumerate()
@@ -392,12 +391,11 @@ impl Machine {
             }
             steps[i].deps = deps;
         }
-        let values = StepValues::new(index.clone());
+        let values = StepValues::new(index);
         Machine {
             setup,
             spec,
             steps,
-            index,
             values,
             ready: VecDeque::new(),
             in_flight: 0,
@@ -945,20 +943,21 @@ impl Machine {
 
     /// The logical time a step's expressions see: the latest event it depends on.
     fn logical_now(&self, step: usize) -> i64 {
-        let spec = &self.spec.steps[step];
-        spec.deps
+        // The step's dependencies by position (the flow's, less unknown names and repeats,
+        // which change no maximum).
+        self.steps[step]
+            .deps
             .iter()
-            .filter_map(|d| self.index.get(d))
             .map(|&d| self.steps[d].finished_at)
             .fold(self.setup.started_at, i64::max)
     }
 
-    fn scope(
-        &self,
+    fn scope<'s>(
+        &'s self,
         step: Option<usize>,
         item: Option<(Value, u32)>,
-        purpose: &str,
-    ) -> RunScope<'_> {
+        purpose: Purpose<'s>,
+    ) -> RunScope<'s> {
         let now_ms = match step {
             Some(i) => self.logical_now(i),
             None => self
@@ -978,7 +977,9 @@ impl Machine {
             item,
             index,
             now_ms,
-            rng: seeded_rng(self.setup.seed, purpose),
+            seed: self.setup.seed,
+            purpose,
+            rng: None,
             faults: &self.setup.faults,
         }
     }
@@ -990,7 +991,7 @@ impl Machine {
         expr: &reel_flowspec::Expr,
         step: usize,
         item: Option<(Value, u32)>,
-        purpose: &str,
+        purpose: Purpose<'_>,
     ) -> Go<Result<Value, RunError>> {
         let mut scope = self.scope(Some(step), item, purpose);
         let result = reel_eval::eval(expr, &mut scope)
@@ -1073,7 +1074,8 @@ impl Machine {
 
     fn release_dependents(&mut self, i: usize) {
         self.work += self.steps[i].dependents.len() as u64;
-        for d in self.steps[i].dependents.clone() {
+        for k in 0..self.steps[i].dependents.len() {
+            let d = self.steps[i].dependents[k];
             self.steps[d].remaining -= 1;
             if self.steps[d].remaining == 0 && self.steps[d].status == StepStatus::Pending {
                 self.ready.push_back(d);
@@ -1106,7 +1108,7 @@ impl Machine {
         let spec = &flow.steps[i];
         self.steps[i].started_at = Some(self.now);
         if let Some(when) = &spec.when {
-            let result = match self.eval_at(when, i, None, &format!("{}#when", spec.id)) {
+            let result = match self.eval_at(when, i, None, Purpose::Part(&spec.id, "when")) {
                 Go::Load(w) => return Go::Load(w),
                 Go::Ok(r) => r,
             };
@@ -1160,7 +1162,7 @@ impl Machine {
                 );
                 return Go::Ok(());
             };
-            match self.eval_at(expr, i, None, &spec.id) {
+            match self.eval_at(expr, i, None, Purpose::Step(&spec.id)) {
                 Go::Load(w) => return Go::Load(w),
                 Go::Ok(Ok(v)) => self.succeed_step(i, v, None, 1),
                 Go::Ok(Err(e)) => self.fail_step(i, e),
@@ -1168,7 +1170,7 @@ impl Machine {
             return Go::Ok(());
         }
         let items = match &spec.foreach {
-            Some(list) => match self.eval_at(list, i, None, &format!("{}#foreach", spec.id)) {
+            Some(list) => match self.eval_at(list, i, None, Purpose::Part(&spec.id, "foreach")) {
                 Go::Load(w) => return Go::Load(w),
                 Go::Ok(Ok(Value::Array(items))) => Some(items),
                 Go::Ok(Ok(other)) => {
@@ -1192,11 +1194,14 @@ impl Machine {
             None => None,
         };
         let n = items.as_ref().map_or(1, Vec::len);
-        // Each call is looked at twice below: for its recorded result, then its recorded state.
+        // Each call is looked at twice below at most: for its recorded result, then its
+        // recorded state.
         self.work += 2 * n as u64;
         // The results the journal recorded for these calls are loaded before the step begins.
         let mut wants = Vec::new();
-        for c in 0..n {
+        // A fresh run (or a replay) restores nothing: no key is made to look for.
+        let restored = if self.restored_calls.is_empty() { 0 } else { n };
+        for c in 0..restored {
             let index = spec.foreach.as_ref().map(|_| c as u32);
             if let Some(CallRecord::Done { output, .. }) =
                 self.restored_calls.get(&(spec.id.clone(), index))
@@ -1215,7 +1220,7 @@ impl Machine {
             calls: spec.foreach.as_ref().map(|_| n),
         });
         // What the journal already says about these calls.
-        for c in 0..n {
+        for c in 0..restored {
             let index = spec.foreach.as_ref().map(|_| c as u32);
             if let Some(rec) = self.restored_calls.remove(&(spec.id.clone(), index)) {
                 let (rt, then) = match rec {
@@ -1480,8 +1485,8 @@ impl Machine {
         let index = spec.foreach.as_ref().map(|_| c as u32);
         let item = index.map(|ix| (self.steps[i].items[c].clone(), ix));
         let purpose = match index {
-            Some(ix) => format!("{}#{ix}", spec.id),
-            None => spec.id.clone(),
+            Some(ix) => Purpose::Element(&spec.id, ix),
+            None => Purpose::Step(&spec.id),
         };
         let mut args = Map::new();
         let mut shown = Map::new();
@@ -1498,7 +1503,7 @@ impl Machine {
                 shown.insert(name.clone(), Value::String(format!("{{secret:{secret}}}")));
                 continue;
             }
-            match self.eval_at(expr, i, item.clone(), &purpose) {
+            match self.eval_at(expr, i, item.clone(), purpose) {
                 Go::Load(w) => return Go::Load(w),
                 Go::Ok(Ok(v)) => {
                     args.insert(name.clone(), v.clone());
@@ -1950,7 +1955,7 @@ impl Machine {
     fn finish_succeeded(&mut self) {
         let output = match &self.spec.output {
             Some(out) => {
-                let mut scope = self.scope(None, None, "#output");
+                let mut scope = self.scope(None, None, Purpose::Text("#output"));
                 let result = reel_eval::eval(&out.expr, &mut scope);
                 drop(scope);
                 let misses = self.values.take_misses();
