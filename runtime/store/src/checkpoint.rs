@@ -8,6 +8,8 @@
 //! checkpoint rarely catches the WAL's end, so the file is never restarted otherwise).
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -24,6 +26,10 @@ pub(crate) const WAL_LIMIT: u64 = 64 << 20;
 /// The background checkpointer: nudge it after commits; it stops when dropped.
 pub(crate) struct Checkpointer {
     nudge: Option<SyncSender<()>>,
+    /// Something was committed since the thread's last checkpoint began: a commit wakes the
+    /// thread only when it sets this, so a run of commits costs one wake-up per interval
+    /// rather than one each (each a system call on the committing thread).
+    committed: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     wal: PathBuf,
 }
@@ -42,17 +48,21 @@ impl Checkpointer {
         let Ok(conn) = conn else {
             return Checkpointer {
                 nudge: None,
+                committed: Arc::default(),
                 thread: None,
                 wal,
             };
         };
         let (nudge, rx) = mpsc::sync_channel(1);
+        let committed = Arc::new(AtomicBool::new(false));
+        let seen = Arc::clone(&committed);
         let thread = std::thread::Builder::new()
             .name("reel-store-checkpoint".to_string())
-            .spawn(move || run(&conn, &rx))
+            .spawn(move || run(&conn, &rx, &seen))
             .ok();
         Checkpointer {
             nudge: thread.as_ref().map(|_| nudge),
+            committed,
             thread,
             wal,
         }
@@ -65,7 +75,9 @@ impl Checkpointer {
 
     /// Tells the thread that something was committed.
     pub(crate) fn nudge(&self) {
-        if let Some(nudge) = &self.nudge {
+        if let Some(nudge) = &self.nudge
+            && !self.committed.swap(true, Ordering::SeqCst)
+        {
             // Full means a nudge is already pending, which is all that is needed.
             let _ = nudge.try_send(());
         }
@@ -86,9 +98,11 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: &Connection, nudges: &Receiver<()>) {
+fn run(conn: &Connection, nudges: &Receiver<()>, committed: &AtomicBool) {
     let mut nudged = nudges.recv().is_ok();
     while nudged {
+        // Commits from here on are for the next checkpoint (and the first of them nudges).
+        committed.store(false, Ordering::SeqCst);
         // edge: spacing background checkpoints is I/O timing, not a decision (what is stored
         // never depends on it), so it reads the monotonic clock.
         #[allow(clippy::disallowed_methods)]
@@ -98,18 +112,17 @@ fn run(conn: &Connection, nudges: &Receiver<()>) {
         let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         // Commits within the interval fold into one next checkpoint; a closed channel (the
         // writer stopped) ends the thread at once rather than after the interval.
-        nudged = false;
         loop {
             let left = INTERVAL.saturating_sub(started.elapsed());
             if left.is_zero() {
                 break;
             }
             match nudges.recv_timeout(left) {
-                Ok(()) => nudged = true,
-                Err(RecvTimeoutError::Timeout) => break,
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => return,
             }
         }
+        nudged = committed.load(Ordering::SeqCst);
         if !nudged {
             nudged = nudges.recv().is_ok();
         }

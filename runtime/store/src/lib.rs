@@ -3,8 +3,9 @@
 //! [`Store`] is the interface the engine, the CLI and the language server use; [`SqliteStore`]
 //! is the embedded implementation (SQLite in WAL mode under `.reel/`), [`PgStore`] the one on
 //! PostgreSQL for workers on many machines; both keep one contract. Writes go through one
-//! writer thread per process that commits them in batches (group commit across steps and
-//! runs); reads use their own connections.
+//! writer connection per process that commits them in batches (group commit across steps and
+//! runs): on SQLite a caller waiting for its write commits the batch itself when the writer is
+//! free, else the writer thread does; reads use their own connections.
 
 mod api;
 mod blobs;

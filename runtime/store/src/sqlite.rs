@@ -1,15 +1,17 @@
 //! [`SqliteStore`]: the embedded store, one SQLite database in WAL mode plus blob files.
 //!
 //! Blocking calls (`create_run`, `claim_run`, `renew`, `put_spec`, `send_signal`,
-//! `request_cancel`) enqueue a command and wait on a std channel for its commit, typically well
-//! under a millisecond in `Fast` mode and one fsync in `Durable` mode. They never use tokio's
+//! `request_cancel`) enqueue a command and wait for its commit, typically well under a
+//! millisecond in `Fast` mode and one fsync in `Durable` mode. They never use tokio's
 //! `block_on`, so they are safe to call from inside a runtime; async code should call them via
-//! `spawn_blocking` or accept the brief block. Every enqueueing call may also block while the
-//! writer's queue is full (backpressure: nothing is dropped).
+//! `spawn_blocking` or accept the brief block. `sync` and `release` also commit their command
+//! on the caller's thread when the writer is free (see `writer::Queue::lead`), so they too may
+//! block the caller for a commit; their ticket is then already answered. Every enqueueing call
+//! may also block while the writer's queue is full (backpressure: nothing is dropped).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, SyncSender};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -28,7 +30,7 @@ use crate::clock::Clock;
 use crate::private;
 use crate::read::{self, Readers};
 use crate::schema;
-use crate::writer::{self, ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, lock};
+use crate::writer::{self, ClaimOut, Cmd, Queue, Row, Shared, Tag, Update, ValueText, lock};
 
 /// When the in-memory set of written digests grows past this, it is emptied: it only saves
 /// redundant inserts (which `INSERT OR IGNORE` absorbs), so forgetting is always safe.
@@ -49,7 +51,7 @@ pub struct SqliteStore {
     shared: Arc<Shared>,
     readers: Readers,
     /// The writer's queue; `None` when read-only.
-    tx: Option<SyncSender<Cmd>>,
+    tx: Option<Queue>,
     writer: Option<JoinHandle<()>>,
     /// Held while an append takes its sequence numbers and enqueues, so appends with one
     /// lease from several threads reach the queue in the order of their numbers.
@@ -66,6 +68,9 @@ pub struct WriterStats {
     /// Transactions attempted at `synchronous=FULL` with a durable write in them: each
     /// commit waits for an fsync.
     pub full_syncs: u64,
+    /// Transactions attempted on the thread of a caller waiting for its own command, which
+    /// found the writer free (SQLite only; the rest were the writer thread's).
+    pub led: u64,
 }
 
 fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
@@ -86,12 +91,10 @@ impl SqliteStore {
         let db = dir.join("reel.db");
         schema::create_database(&db)?;
         let conn = schema::open_writer(&db)?;
-        let (tx, rx) = mpsc::sync_channel(writer::CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());
         let checkpointer = Checkpointer::start(&db);
-        let writer = writer::spawn(
+        let (queue, writer) = writer::spawn(
             conn,
-            rx,
             Arc::clone(&shared),
             checkpointer,
             clock,
@@ -103,7 +106,7 @@ impl SqliteStore {
             blobs,
             shared,
             readers: Readers::new(&db, None),
-            tx: Some(tx),
+            tx: Some(queue),
             writer: Some(writer),
             append_order: Mutex::new(()),
         })
@@ -197,19 +200,27 @@ impl SqliteStore {
             batches: self.shared.batches.load(Ordering::Relaxed),
             commands: self.shared.commands.load(Ordering::Relaxed),
             full_syncs: self.shared.full_syncs.load(Ordering::Relaxed),
+            led: self.shared.led.load(Ordering::Relaxed),
         }
     }
 
     fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
-        let tx = self.tx.as_ref().ok_or(StoreError::ReadOnly)?;
-        tx.send(cmd).map_err(|_| StoreError::Closed)
+        self.tx.as_ref().ok_or(StoreError::ReadOnly)?.send(cmd)
     }
 
-    /// Enqueues a command built around a reply channel and waits for its commit.
+    /// Enqueues a command built around a reply channel and waits for its commit (made on this
+    /// thread when the writer is free).
     fn call<T>(&self, make: impl FnOnce(writer::Reply<T>) -> Cmd) -> Result<T, StoreError> {
         let (reply, answer) = mpsc::sync_channel(1);
         self.send(make(reply))?;
-        answer.recv().unwrap_or(Err(StoreError::Closed))
+        let led = self.tx.as_ref().and_then(|queue| {
+            queue.lead(|| match answer.try_recv() {
+                Ok(result) => Some(result),
+                Err(mpsc::TryRecvError::Empty) => None,
+                Err(mpsc::TryRecvError::Disconnected) => Some(Err(StoreError::Closed)),
+            })
+        });
+        led.unwrap_or_else(|| answer.recv().unwrap_or(Err(StoreError::Closed)))
     }
 
     /// Enqueues a command for a lease's run unless the run is poisoned.
@@ -224,17 +235,28 @@ impl SqliteStore {
             .inspect_err(|e| self.shared.poison(&lease.run, lease.token, e.clone()))
     }
 
-    /// A ticket for a command answered through a oneshot channel.
+    /// A ticket for a command answered through a oneshot channel: already answered when the
+    /// command was committed on this thread (the writer was free).
     fn ticket(
         &self,
         lease: &Lease,
         make: impl FnOnce(Tag, oneshot::Sender<Result<(), StoreError>>) -> Cmd,
     ) -> Ticket {
-        let (reply, answer) = oneshot::channel();
+        let (reply, mut answer) = oneshot::channel();
         if let Err(e) = self.send(make(tag(lease), reply)) {
             return resolved(Err(e));
         }
-        Ticket(answer)
+        let led = self.tx.as_ref().and_then(|queue| {
+            queue.lead(|| match answer.try_recv() {
+                Ok(result) => Some(result),
+                Err(oneshot::error::TryRecvError::Empty) => None,
+                Err(oneshot::error::TryRecvError::Closed) => Some(Err(StoreError::Closed)),
+            })
+        });
+        match led {
+            Some(result) => resolved(result),
+            None => Ticket(answer),
+        }
     }
 }
 

@@ -151,6 +151,7 @@ impl PgStore {
             batches: self.shared.batches.load(Ordering::Relaxed),
             commands: self.shared.commands.load(Ordering::Relaxed),
             full_syncs: self.shared.full_syncs.load(Ordering::Relaxed),
+            led: self.shared.led.load(Ordering::Relaxed),
         }
     }
 

@@ -1,12 +1,12 @@
-//! The writer thread's loop: it gathers a batch (lingering for company when nobody waits),
-//! runs it in one `BEGIN IMMEDIATE` transaction at the durability its commands ask for,
-//! commits once and answers every command; a failed batch poisons its runs and carries its
-//! values over to the next one.
+//! The writer's loop: whoever commits next (the writer thread, or a caller waiting for its own
+//! command, see [`Queue::lead`]) gathers what is queued, runs it in one `BEGIN IMMEDIATE`
+//! transaction at the durability its commands ask for, commits once and answers every command;
+//! a failed batch poisons its runs and carries its values over to the next one.
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -19,12 +19,12 @@ use crate::checkpoint::Checkpointer;
 use crate::clock::Clock;
 
 /// How many commands may wait in the channel before callers block.
-pub(crate) const CHANNEL_CAPACITY: usize = 4096;
+const CHANNEL_CAPACITY: usize = 4096;
 /// At most this many commands go into one transaction.
 const MAX_BATCH_COMMANDS: usize = 8192;
 /// At most about this many bytes go into one transaction.
 const MAX_BATCH_BYTES: usize = 8 << 20;
-/// How long a batch of only fast, unawaited writes waits for company.
+/// How long writes nobody waits for wait for company before the writer thread commits them.
 const LINGER: Duration = Duration::from_millis(2);
 /// How many commits go by between two looks at the WAL's size.
 const WAL_CHECK_EVERY: u32 = 64;
@@ -35,50 +35,299 @@ pub(crate) const RESTART_EVERY: u32 = 256;
 /// longer than the busy timeout; nothing has been written at that point, so waiting is safe.
 const BEGIN_ATTEMPTS: u32 = 6;
 
-/// Starts the writer thread on `conn`.
+/// Starts the writer thread on `conn`; the [`Queue`] is how callers reach it.
 pub(crate) fn spawn(
     conn: Connection,
-    rx: Receiver<Cmd>,
     shared: Arc<Shared>,
     checkpointer: Checkpointer,
     clock: Arc<dyn Clock>,
     blobs: PathBuf,
-) -> std::io::Result<JoinHandle<()>> {
+) -> std::io::Result<(Queue, JoinHandle<()>)> {
     if checkpointer.is_running() {
         // Should this fail, SQLite keeps checkpointing in line: slower, equally correct.
         let _ = conn.execute_batch("PRAGMA wal_autocheckpoint = 0");
     }
-    std::thread::Builder::new()
+    let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL_CAPACITY);
+    let committer = Arc::new(Committer {
+        writer: Mutex::new(Writer {
+            conn,
+            rx,
+            shared,
+            carry: Vec::new(),
+            full_sync: false,
+            checkpointer,
+            commits: 0,
+            durable_commits: 0,
+            clock,
+            values_removed: None,
+            blobs,
+        }),
+        bell: Bell::default(),
+    });
+    let thread = Arc::clone(&committer);
+    let handle = std::thread::Builder::new()
         .name("reel-store-writer".to_string())
-        .spawn(move || {
-            Writer {
-                conn,
-                rx,
-                shared,
-                carry: Vec::new(),
-                full_sync: false,
-                checkpointer,
-                commits: 0,
-                durable_commits: 0,
-                clock,
-                values_removed: None,
-                blobs,
+        .spawn(move || serve(&thread))?;
+    Ok((
+        Queue {
+            tx: Some(tx),
+            committer,
+        },
+        handle,
+    ))
+}
+
+/// The writer's state and the bell that calls its thread. Whichever thread holds the writer
+/// commits next: the writer thread when rung, or a caller that waits for its own command and
+/// finds the writer free (no hand-off to another thread and back: on a busy machine each
+/// wake-up of a sleeping thread costs tens of microseconds, which was most of a durable
+/// step's time beside its fsync).
+struct Committer {
+    writer: Mutex<Writer>,
+    bell: Bell,
+}
+
+/// How soon the writer thread is wanted.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+enum Ring {
+    /// Nothing queued that no committer has taken.
+    #[default]
+    None,
+    /// Writes nobody waits for: commit them within [`LINGER`], with whatever joins them.
+    Soon,
+    /// Someone waits (and could not commit it themselves), or the queue is full: at once.
+    Now,
+}
+
+#[derive(Default)]
+struct BellState {
+    ring: Ring,
+    /// The writer thread waits with no deadline (any ring must wake it).
+    idle: bool,
+    /// The writer thread waits out a linger (only [`Ring::Now`] must wake it).
+    lingering: bool,
+    /// Rung since the linger began: while writes keep coming (and callers commit them
+    /// themselves), the thread lingers on rather than sleeping until the next write wakes it.
+    rung: bool,
+    /// The store is closed: the writer thread commits what is left and stops.
+    closed: bool,
+}
+
+/// How callers call the writer thread. Every command rings it after joining the queue, and
+/// every committer takes the ring before it gathers, so no command is left queued with no
+/// ring for it. It wakes the thread only when that changes what the thread does: not for each
+/// write while it lingers.
+#[derive(Default)]
+struct Bell {
+    state: Mutex<BellState>,
+    wake: Condvar,
+}
+
+impl Bell {
+    fn ring(&self, ring: Ring) {
+        let mut s = lock(&self.state);
+        if ring <= s.ring {
+            return;
+        }
+        s.ring = ring;
+        s.rung = true;
+        if s.idle || (s.lingering && ring == Ring::Now) {
+            self.wake.notify_one();
+        }
+    }
+
+    fn close(&self) {
+        lock(&self.state).closed = true;
+        self.wake.notify_one();
+    }
+
+    /// Called by a committer before it gathers: what is queued now is its to commit.
+    fn take(&self) {
+        lock(&self.state).ring = Ring::None;
+    }
+
+    /// The writer thread waits until it is rung [`Ring::Now`], or for [`LINGER`] once rung
+    /// [`Ring::Soon`], or until the store closes. A linger at whose end another committer
+    /// had taken the ring begins again if the bell rang during it, else the thread sleeps
+    /// until rung.
+    fn wait(&self) {
+        let mut s = lock(&self.state);
+        loop {
+            if s.closed || s.ring == Ring::Now {
+                return;
             }
-            .run()
-        })
+            if s.ring == Ring::None {
+                s.idle = true;
+                s = self.wake.wait(s).unwrap_or_else(|e| e.into_inner());
+                s.idle = false;
+                continue;
+            }
+            // edge: the linger is I/O timing (how long writes wait for company before their
+            // commit), not a decision: it changes when rows land, never what is written, so it
+            // reads the monotonic clock rather than the clock the store was handed.
+            #[allow(clippy::disallowed_methods)]
+            let mut deadline = Instant::now() + LINGER;
+            s.rung = false;
+            loop {
+                if s.closed || s.ring == Ring::Now {
+                    return;
+                }
+                #[allow(clippy::disallowed_methods)]
+                let now = Instant::now();
+                let left = deadline.saturating_duration_since(now);
+                if left.is_zero() {
+                    if s.ring == Ring::Soon {
+                        return;
+                    }
+                    if !s.rung {
+                        break;
+                    }
+                    s.rung = false;
+                    deadline = now + LINGER;
+                    continue;
+                }
+                s.lingering = true;
+                s = match self.wake.wait_timeout(s, left) {
+                    Ok((s, _)) => s,
+                    Err(e) => e.into_inner().0,
+                };
+                s.lingering = false;
+            }
+        }
+    }
+}
+
+/// The writer thread: waits to be rung, then commits everything queued.
+fn serve(committer: &Committer) {
+    let mut batch = Vec::new();
+    loop {
+        committer.bell.wait();
+        let mut writer = match committer.writer.lock() {
+            Ok(writer) => writer,
+            Err(e) => return e.into_inner().close(),
+        };
+        committer.bell.take();
+        loop {
+            match writer.gather(&mut batch) {
+                Gathered::More => writer.commit(&mut batch),
+                Gathered::Empty => {
+                    if !batch.is_empty() {
+                        writer.commit(&mut batch);
+                    }
+                    break;
+                }
+                Gathered::Closed => {
+                    if !batch.is_empty() {
+                        writer.commit(&mut batch);
+                    }
+                    // Every sender is gone; values a failed batch left behind get one last try.
+                    if !writer.carry.is_empty() {
+                        let mut last = std::mem::take(&mut writer.carry);
+                        writer.commit(&mut last);
+                    }
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The callers' end of the writer: the queue, and the writer itself for a caller that commits
+/// its own command. Dropping it closes the queue; the writer thread then commits what is left
+/// and stops.
+pub(crate) struct Queue {
+    tx: Option<SyncSender<Cmd>>,
+    committer: Arc<Committer>,
+}
+
+impl Queue {
+    /// Enqueues a command, waiting while the queue is full (backpressure: nothing is dropped).
+    pub(crate) fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
+        let tx = self.tx.as_ref().ok_or(StoreError::Closed)?;
+        match tx.try_send(cmd) {
+            Ok(()) => {}
+            Err(TrySendError::Full(cmd)) => {
+                self.committer.bell.ring(Ring::Now);
+                tx.send(cmd).map_err(|_| StoreError::Closed)?;
+            }
+            Err(TrySendError::Disconnected(_)) => return Err(StoreError::Closed),
+        }
+        self.committer.bell.ring(Ring::Soon);
+        Ok(())
+    }
+
+    /// Commits on this thread, for a caller that enqueued a command and waits for it, until
+    /// `answered` says the command has its answer, when no one else is committing; else rings
+    /// the writer thread to come at once (which also keeps group commit when several runs
+    /// write together: what they queue while one commits goes into the next batch together).
+    /// The caller blocks for the commit, as it would have waiting for its answer.
+    /// `answered` gives the answer once it is there; `None` back means the caller still waits
+    /// for it.
+    pub(crate) fn lead<R>(&self, mut answered: impl FnMut() -> Option<R>) -> Option<R> {
+        let mut writer = match self.committer.writer.try_lock() {
+            Ok(writer) => writer,
+            Err(TryLockError::Poisoned(e)) => {
+                e.into_inner().close();
+                return None;
+            }
+            Err(TryLockError::WouldBlock) => {
+                self.committer.bell.ring(Ring::Now);
+                return None;
+            }
+        };
+        let mut batch = Vec::new();
+        // Whether a full batch may have left commands queued whose ring this thread took.
+        let mut left = false;
+        let mut answer = answered();
+        while answer.is_none() {
+            self.committer.bell.take();
+            let gathered = writer.gather(&mut batch);
+            if batch.is_empty() {
+                // Nothing queued and no answer yet: only a closed queue does that, and the
+                // writer thread answers what is left.
+                left = true;
+                break;
+            }
+            writer.commit(&mut batch);
+            writer.shared.led.fetch_add(1, Ordering::Relaxed);
+            left = gathered == Gathered::More;
+            answer = answered();
+        }
+        drop(writer);
+        if left {
+            self.committer.bell.ring(Ring::Now);
+        }
+        answer
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // The sender goes first, so the writer thread, once rung, finds the queue closed.
+        self.tx.take();
+        self.committer.bell.close();
+    }
+}
+
+/// How a gathering ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Gathered {
+    /// The batch is full; more may be queued.
+    More,
+    /// The queue is empty.
+    Empty,
+    /// The queue is empty and every sender is gone.
+    Closed,
 }
 
 /// How full a batch being gathered is.
 struct Fill {
     bytes: usize,
-    /// Someone waits for a command in it: no lingering.
-    urgent: bool,
 }
 
 impl Fill {
     fn add(&mut self, cmd: Cmd, batch: &mut Vec<Cmd>) {
         self.bytes += cmd.weight();
-        self.urgent |= cmd.awaited();
         batch.push(cmd);
     }
 
@@ -113,50 +362,38 @@ pub(super) struct Writer {
 }
 
 impl Writer {
-    fn run(mut self) {
-        let mut batch = Vec::new();
-        while let Ok(first) = self.rx.recv() {
-            self.gather(first, &mut batch);
-            self.commit(&mut batch);
-        }
-        // Every sender is gone; values a failed batch left behind get one last try.
-        if !self.carry.is_empty() {
-            let mut last = std::mem::take(&mut self.carry);
-            self.commit(&mut last);
-        }
+    /// Closes the queue after a committer panicked holding the writer (a bug): its batch was
+    /// neither committed nor answered, so nothing more is written, as when the writer thread
+    /// died with it before: queued commands are dropped (their callers get
+    /// [`StoreError::Closed`]) and later sends fail.
+    fn close(&mut self) {
+        let (_, closed) = std::sync::mpsc::sync_channel(0);
+        drop(std::mem::replace(&mut self.rx, closed));
     }
 
-    /// Fills a batch: what failed last time, the first command, whatever is queued, and, when
-    /// nobody waits, what arrives within [`LINGER`].
-    fn gather(&mut self, first: Cmd, batch: &mut Vec<Cmd>) {
-        batch.append(&mut self.carry);
+    /// Fills a batch with what is queued, up to a full batch; values a failed batch left
+    /// behind go first, when anything new comes with them.
+    fn gather(&mut self, batch: &mut Vec<Cmd>) -> Gathered {
         let mut fill = Fill {
-            bytes: batch.iter().map(Cmd::weight).sum(),
-            urgent: false,
+            bytes: self.carry.iter().map(Cmd::weight).sum(),
         };
-        fill.add(first, batch);
-        while !fill.full(batch) {
+        let carried = self.carry.len();
+        batch.append(&mut self.carry);
+        let gathered = loop {
+            if fill.full(batch) {
+                break Gathered::More;
+            }
             match self.rx.try_recv() {
                 Ok(cmd) => fill.add(cmd, batch),
-                Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => break Gathered::Empty,
+                Err(TryRecvError::Disconnected) => break Gathered::Closed,
             }
+        };
+        if batch.len() == carried {
+            // Nothing new: the carried values wait for the next command.
+            self.carry.append(batch);
         }
-        // edge: the linger is I/O timing (how long a batch waits for company before its
-        // commit), not a decision: it changes when rows land, never what is written, so it
-        // reads the monotonic clock rather than the clock the store was handed.
-        #[allow(clippy::disallowed_methods)]
-        let deadline = Instant::now() + LINGER;
-        while !fill.urgent && !fill.full(batch) {
-            #[allow(clippy::disallowed_methods)]
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match self.rx.recv_timeout(left) {
-                Ok(cmd) => fill.add(cmd, batch),
-                Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => break,
-            }
-        }
+        gathered
     }
 
     /// Writes a batch in one transaction and answers every command in it.

@@ -1,11 +1,16 @@
-//! The writer thread: the one connection that writes, committing queued commands in batches.
+//! The writer: the one connection that writes, committing queued commands in batches.
 //!
-//! Commands arrive on a bounded channel in the order callers enqueued them. The thread blocks
-//! for the first, takes whatever else is queued (and, when nobody is waiting, lingers ~2 ms
-//! for more), then runs them all in one `BEGIN IMMEDIATE` transaction and commits once before
-//! answering anyone. A durable write nobody waits for lingers too: the engine appends a
-//! call's start and then waits on a sync, and committing the append alone the moment it
-//! arrives would cost a second fsync when the sync follows microseconds later.
+//! Commands arrive on a bounded channel in the order callers enqueued them. Whoever commits
+//! next takes whatever is queued and runs it all in one `BEGIN IMMEDIATE` transaction,
+//! committing once before answering anyone. That is a caller waiting for its own command (a
+//! sync, a release, a claim, …) when no one else is committing: it commits on its own thread
+//! (no hand-off to the writer thread and back, which on a busy machine cost more than a
+//! durable step's fsync); or else the writer thread, rung at once by such a caller, or, for
+//! writes nobody waits for, after lingering ~2 ms for company. A durable write nobody waits
+//! for lingers too: the engine appends a call's start and then waits on a sync, and
+//! committing the append alone the moment it arrives would cost a second fsync when the sync
+//! follows microseconds later. While one thread commits, what others queue goes into the next
+//! batch together (group commit across runs).
 //!
 //! Failure handling: a command fails alone only before it has written anything. Every command
 //! is built so that whatever can refuse it (the fence of an append, a missing run, …) is
@@ -20,9 +25,9 @@
 //! refer to them.
 //!
 //! The parts: [`command`] is what callers enqueue and how each command is answered;
-//! [`group_commit`] is the thread's loop (gathering, lingering, one transaction per batch,
-//! the durable syncs, the outcome of each command); [`statements`] is the SQL each command runs,
-//! but for the clean's, which is [`clean`].
+//! [`group_commit`] is who commits when (the callers' queue, the writer thread's bell and
+//! linger, one transaction per batch, the durable syncs, the outcome of each command);
+//! [`statements`] is the SQL each command runs, but for the clean's, which is [`clean`].
 
 mod clean;
 mod command;
@@ -41,7 +46,7 @@ pub(crate) use clean::{VALUES_REMOVED, digests_in, pages};
 pub(crate) use command::{ClaimOut, Cmd, Reply, Row, Tag, Update, ValueText};
 #[cfg(test)]
 pub(crate) use group_commit::RESTART_EVERY;
-pub(crate) use group_commit::{CHANNEL_CAPACITY, spawn};
+pub(crate) use group_commit::{Queue, spawn};
 
 /// Locks a mutex, going on when another thread panicked while holding it: every structure
 /// behind these locks stays consistent between statements.
@@ -109,6 +114,8 @@ pub(crate) struct Shared {
     pub(crate) commands: AtomicU64,
     /// Transactions attempted at `synchronous=FULL`.
     pub(crate) full_syncs: AtomicU64,
+    /// Transactions attempted on the thread of a caller waiting for them.
+    pub(crate) led: AtomicU64,
     /// Test hook: fails the append of this run that starts at this sequence number.
     #[cfg(test)]
     pub(crate) fail_append: Mutex<Option<(String, u64)>>,
