@@ -290,6 +290,25 @@ const STOPS_MID_LINE: [bool; 256] = {
     t
 };
 
+/// A line without `${` up to the `//` that starts a comment, if any: a string ends on its line
+/// and, without interpolation, holds no other string, so the quotes (less escaped ones) tell
+/// which `//` is inside one.
+fn code_before_comment(line: &str) -> &str {
+    let bytes = line.as_bytes();
+    let mut in_string = false;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' if in_string => i += 1,
+            b'"' => in_string = !in_string,
+            b'/' if !in_string && bytes.get(i + 1) == Some(&b'/') => return &line[..i],
+            _ => {}
+        }
+        i += 1;
+    }
+    line
+}
+
 /// The end of the word starting at `at`, as the lexer reads identifiers: ASCII at byte speed,
 /// anything else by `char`.
 fn word_end(src: &str, at: usize) -> usize {
@@ -639,15 +658,22 @@ impl<'a> Scanner<'a> {
     }
 
     /// Whether the token before the line starting at `line` may be a `.` (or `?.`): the last
-    /// code line above it ends with one, or has a `//` in it, which may start a comment after one
-    /// (or be inside a string: then this answers yes, and the caller parses more at once).
+    /// code line above it, less a comment at its end, ends with one. A line with both `//` and
+    /// `${` in it (strings inside strings, where a `//` may or may not start a comment) answers
+    /// yes, and the caller parses more at once.
     fn may_follow_a_dot(&self, line: usize) -> bool {
         let mut end = line.saturating_sub(1);
         while end > 0 {
             let start = self.src[..end].rfind('\n').map_or(0, |n| n + 1);
             let text = self.src[start..end].trim();
             if !(text.is_empty() || text.starts_with("//")) {
-                return text.ends_with('.') || text.contains("//");
+                if !text.contains("//") {
+                    return text.ends_with('.');
+                }
+                if text.contains("${") {
+                    return true;
+                }
+                return code_before_comment(text).trim_end().ends_with('.');
             }
             end = start.saturating_sub(1);
         }

@@ -343,6 +343,16 @@ fn common_suffix(a: &[u8], b: &[u8]) -> usize {
         .count()
 }
 
+/// The first line at or after `at` that is not a comment or blank line (a member or code line).
+fn member_line_at(lines: &[Line], at: usize) -> Option<usize> {
+    (at..lines.len()).find(|&i| {
+        !matches!(
+            lines[i].kind,
+            super::LineKind::Blank | super::LineKind::Comment(_)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -436,14 +446,4 @@ mod tests {
         assert!(!update("flow a {\n", FLOW));
         assert!(!update(FLOW, "flow a {\n"));
     }
-}
-
-/// The first line at or after `at` that is not a comment or blank line (a member or code line).
-fn member_line_at(lines: &[Line], at: usize) -> Option<usize> {
-    (at..lines.len()).find(|&i| {
-        !matches!(
-            lines[i].kind,
-            super::LineKind::Blank | super::LineKind::Comment(_)
-        )
-    })
 }
