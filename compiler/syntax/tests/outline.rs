@@ -340,20 +340,23 @@ fn shown(src: &str, diags: &[reel_syntax::Diagnostic]) -> String {
     out
 }
 
+/// Half-typed steps that leave delimiters open.
+const HALF_TYPED: [&str; 6] = [
+    "  step typed = len(",
+    "  step typed = len(\"abc",
+    "  step typed = [1, 2",
+    "  step typed = echo { value: 1",
+    "  step typed = \"abc ${input.n",
+    "  step typed = f([{ a: (1",
+];
+
 /// A delimiter left open in the middle of a big flow (as a half-typed step leaves it) is closed
 /// before the next member line, and reported there, the same whether the file is parsed whole or
 /// group by group; the flow is still split into groups, not parsed whole.
 #[test]
 fn a_delimiter_left_open_mid_flow_is_split_and_reported_as_in_the_file() {
     let mut all = String::new();
-    for broken in [
-        "  step typed = len(",
-        "  step typed = len(\"abc",
-        "  step typed = [1, 2",
-        "  step typed = echo { value: 1",
-        "  step typed = \"abc ${input.n",
-        "  step typed = f([{ a: (1",
-    ] {
+    for broken in HALF_TYPED {
         let src = big_flow(300, broken);
         same(&src);
         let o = outline(&src);
@@ -370,14 +373,7 @@ fn a_delimiter_left_open_mid_flow_is_split_and_reported_as_in_the_file() {
 /// line, past its doc comments, which stay the member's; the flow is still split.
 #[test]
 fn a_delimiter_left_open_before_a_documented_member_is_split_as_in_the_file() {
-    for broken in [
-        "  step typed = len(",
-        "  step typed = len(\"abc",
-        "  step typed = [1, 2",
-        "  step typed = echo { value: 1",
-        "  step typed = \"abc ${input.n",
-        "  step typed = f([{ a: (1",
-    ] {
+    for broken in HALF_TYPED {
         for blank in ["", "\n", "\n  // between\n\n"] {
             let src = flow_of(300, &format!("{broken}{blank}"), true);
             same(&src);
