@@ -290,6 +290,19 @@ const STOPS_MID_LINE: [bool; 256] = {
     t
 };
 
+/// Whether the last token of a line of code may be `.` (or `?.`): a `.` after the last character
+/// that ends a word, a closing delimiter or a string. What follows it may be characters the
+/// lexer skips (reporting them), so a `.` anywhere after it counts; a `.` inside a number or a
+/// string counts too, which only makes the caller parse more at once.
+fn ends_with_a_dot(line: &str) -> bool {
+    let ends = |c: char| c.is_alphanumeric() || matches!(c, '_' | ')' | ']' | '}' | '"');
+    let tail = line.rfind(ends).map_or(line, |i| {
+        let c = line[i..].chars().next().map_or(1, char::len_utf8);
+        &line[i + c..]
+    });
+    tail.contains('.')
+}
+
 /// A line without `${` up to the `//` that starts a comment, if any: a string ends on its line
 /// and, without interpolation, holds no other string, so the quotes (less escaped ones) tell
 /// which `//` is inside one.
@@ -668,12 +681,12 @@ impl<'a> Scanner<'a> {
             let text = self.src[start..end].trim();
             if !(text.is_empty() || text.starts_with("//")) {
                 if !text.contains("//") {
-                    return text.ends_with('.');
+                    return ends_with_a_dot(text);
                 }
                 if text.contains("${") {
                     return true;
                 }
-                return code_before_comment(text).trim_end().ends_with('.');
+                return ends_with_a_dot(code_before_comment(text));
             }
             end = start.saturating_sub(1);
         }

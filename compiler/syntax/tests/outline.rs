@@ -124,6 +124,8 @@ fn fixed_cases() {
         "flow a {\n  step x = f {\n    v: g(a\n    w: 1 }\n  step y = 2\n}\n",
         // A line of junk that leaves `{(` open before a member line (found by proptest).
         "flow a {\n  step s = 1\n  {(.\n  step t = 2\n}\n",
+        "flow a {\n  step s = 1\n  \"\"{(.\u{0}\n  step t = 2\n}\n",
+        "flow a {\n  step s = 1\n  {( x?. // note\n  step t = 2\n}\n",
     ];
     for c in cases {
         same(c);
