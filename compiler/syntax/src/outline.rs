@@ -595,11 +595,16 @@ impl<'a> Scanner<'a> {
                 }
             }
             if at_line_start && self.in_body() {
-                let kind = if MEMBER_WORDS.contains(&word) {
-                    LineKind::Member
-                } else {
-                    LineKind::Code
-                };
+                // A member line as the lexer sees one (`input` alone is not): a member's start
+                // ends what an unterminated string silenced before it, so a chunk may start
+                // only where the lexer's state starts afresh.
+                let after = self.src[end..].trim_start_matches([' ', '\t']);
+                let kind =
+                    if MEMBER_WORDS.contains(&word) && crate::lexer::member_header(word, after) {
+                        LineKind::Member
+                    } else {
+                        LineKind::Code
+                    };
                 self.record_line(kind, start);
                 if closed_open
                     && let Some(line) = self.flow.as_mut().and_then(|f| f.lines.last_mut())
