@@ -53,15 +53,9 @@ fn durable_steps(store: &PgStore, id: &str, before: u64, steps: u64) -> u64 {
         let kept = store
             .put_canonical(&sha256_hex(text.as_bytes()), text)
             .unwrap();
-        let event = NewEvent {
-            at: 5_000,
-            kind: "call_returned".to_string(),
-            step: Some(format!("s{n}")),
-            index: None,
-            attempt: Some(1),
-            data: json!({ "n": n }),
-        };
-        store.append_kept(&lease, vec![event], vec![kept]).unwrap();
+        store
+            .append_kept(&lease, vec![returned(n)], vec![kept])
+            .unwrap();
         store.sync(&lease).0.blocking_recv().unwrap().unwrap();
     };
     (0..before).for_each(step);
@@ -130,20 +124,12 @@ fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
         // The others' leases were renewed in time (their clock is the store's).
         store.renew(lease, 60_000).unwrap();
     }
-    let event = |n: u64| NewEvent {
-        at: 5_000,
-        kind: "call_returned".to_string(),
-        step: Some(format!("s{n}")),
-        index: None,
-        attempt: Some(1),
-        data: json!({ "n": n }),
-    };
     let start = store.round_trips();
     for (n, lease) in leases.iter().enumerate() {
         store
             .append_kept(
                 lease,
-                vec![event(n as u64), event(n as u64 + 100)],
+                vec![returned(n as u64), returned(n as u64 + 100)],
                 Vec::new(),
             )
             .unwrap();
@@ -180,4 +166,16 @@ fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
         "the run whose lease was taken over got no row"
     );
     assert!(lengths[1..].iter().all(|&n| n == 2), "{lengths:?}");
+}
+
+/// Step `sN`'s call returned `{"n": N}`: the event each durable step appends.
+fn returned(n: u64) -> NewEvent {
+    NewEvent {
+        at: 5_000,
+        kind: "call_returned".to_string(),
+        step: Some(format!("s{n}")),
+        index: None,
+        attempt: Some(1),
+        data: json!({ "n": n }),
+    }
 }
