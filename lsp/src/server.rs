@@ -879,7 +879,9 @@ impl LanguageServer for Backend {
     async fn completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
         let p = params.text_document_position;
         self.query(&p.text_document.uri, move |cx| {
-            let items = completion::complete(cx, cx.lines.offset(p.position))
+            let proposals = completion::complete(cx, cx.lines.offset(p.position));
+            let items = proposals
+                .items
                 .into_iter()
                 .map(|i| CompletionItem {
                     label: i.label,
@@ -888,7 +890,10 @@ impl LanguageServer for Backend {
                     ..Default::default()
                 })
                 .collect();
-            CompletionResponse::Array(items)
+            CompletionResponse::List(CompletionList {
+                is_incomplete: proposals.incomplete,
+                items,
+            })
         })
         .await
     }

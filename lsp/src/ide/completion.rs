@@ -83,8 +83,31 @@ const TYPE_NAMES: [&str; 8] = [
     "string", "int", "float", "bool", "duration", "json", "secret", "list",
 ];
 
+/// At most this many of a flow's steps are proposed at once: a 10,000-step flow would
+/// otherwise send (and type) every step on every key.
+pub const MAX_STEPS: usize = 200;
+
+/// The proposals at a position.
+#[derive(Debug, Default, PartialEq)]
+pub struct Proposals {
+    /// What may go there.
+    pub items: Vec<Item>,
+    /// More steps match than [`MAX_STEPS`]: the client asks again as the word grows
+    /// (`isIncomplete`).
+    pub incomplete: bool,
+}
+
+impl From<Vec<Item>> for Proposals {
+    fn from(items: Vec<Item>) -> Self {
+        Proposals {
+            items,
+            incomplete: false,
+        }
+    }
+}
+
 /// The proposals at `offset`.
-pub fn complete(cx: &Ctx<'_>, offset: usize) -> Vec<Item> {
+pub fn complete(cx: &Ctx<'_>, offset: usize) -> Proposals {
     let mut offset = offset.min(cx.text.len());
     while !cx.text.is_char_boundary(offset) {
         offset -= 1;
@@ -119,22 +142,50 @@ pub fn complete(cx: &Ctx<'_>, offset: usize) -> Vec<Item> {
             Some(start) => tool_body(cx.text, start, word_start, head),
             None if head.trim().is_empty() => keywords(&ITEM_KEYWORDS),
             None => Vec::new(),
-        };
+        }
+        .into();
     };
     let member = last_member_start(flow, word_start);
     let Some(place) = place_in_flow(cx.text, flow.span, member, word_start, head) else {
-        return Vec::new();
+        return Proposals::default();
     };
     let sig = cx.flow_id(idx).map(|id| flow_signature(cx.db, id));
     let sig = sig.unwrap_or(&EMPTY_SIGNATURE);
     match place {
-        Place::Member => keywords(&MEMBER_KEYWORDS),
-        Place::Type => keywords(&TYPE_NAMES),
-        Place::BlockKey { tool } => block_keys(cx, &tool),
-        Place::Fields(chain) => fields(cx, idx, sig, &chain),
-        Place::ToolPath => tools(cx),
-        Place::Expr(at) => expression(cx, idx, sig, &at),
+        Place::Member => keywords(&MEMBER_KEYWORDS).into(),
+        Place::Type => keywords(&TYPE_NAMES).into(),
+        Place::BlockKey { tool } => block_keys(cx, &tool).into(),
+        Place::Fields(chain) => fields(cx, idx, sig, &chain).into(),
+        Place::ToolPath => tools(cx).into(),
+        Place::Expr(at) => expression(cx, idx, sig, &at, &cx.text[word_start..offset]),
     }
+}
+
+/// Whether `label` is proposed for the word typed so far: its letters in order, in any case,
+/// as editors filter (`gre` finds `greeting` and `get_report`).
+fn matches_word(label: &str, word: &str) -> bool {
+    let mut label = label.chars().flat_map(char::to_lowercase);
+    word.chars()
+        .flat_map(char::to_lowercase)
+        .all(|w| label.any(|l| l == w))
+}
+
+/// The steps proposed for `word`: all of them when they are at most [`MAX_STEPS`] (the editor
+/// filters as the word grows); else at most that many, those whose name starts with `word`
+/// first, then those it matches otherwise, each in the flow's order; and whether some were
+/// left out.
+fn steps_for<'s>(steps: impl Iterator<Item = &'s str> + Clone, word: &str) -> (Vec<&'s str>, bool) {
+    if steps.clone().nth(MAX_STEPS).is_none() {
+        return (steps.collect(), false);
+    }
+    let lower = word.to_lowercase();
+    let starts = |n: &str| n.to_lowercase().starts_with(&lower);
+    let prefixed = steps.clone().filter(|n| starts(n));
+    let others = steps.filter(|n| !starts(n) && matches_word(n, word));
+    let mut all = prefixed.chain(others);
+    let kept: Vec<&str> = all.by_ref().take(MAX_STEPS).collect();
+    let more = all.next().is_some();
+    (kept, more)
 }
 
 static EMPTY_SIGNATURE: std::sync::LazyLock<FlowSignature> =
@@ -553,8 +604,9 @@ fn fields(cx: &Ctx<'_>, idx: usize, sig: &FlowSignature, chain: &[String]) -> Ve
     }
 }
 
-/// The names an expression at `at` may use.
-fn expression(cx: &Ctx<'_>, idx: usize, sig: &FlowSignature, at: &ExprAt) -> Vec<Item> {
+/// The names an expression at `at` may use, the steps among them narrowed to those `word`
+/// (typed so far) matches.
+fn expression(cx: &Ctx<'_>, idx: usize, sig: &FlowSignature, at: &ExprAt, word: &str) -> Proposals {
     if let Some((tool, key)) = &at.slot
         && cx.contract(tool).is_some_and(|c| {
             c.params
@@ -573,22 +625,27 @@ fn expression(cx: &Ctx<'_>, idx: usize, sig: &FlowSignature, at: &ExprAt) -> Vec
                     Some("secret".into()),
                 )
             })
-            .collect();
+            .collect::<Vec<_>>()
+            .into();
     }
     let mut out = Vec::new();
+    let mut incomplete = false;
     if !at.constant {
-        out.extend(
-            sig.steps
-                .iter()
-                .filter(|s| at.step.as_deref() != Some(s.name.as_str()))
-                .map(|s| {
-                    item(
-                        s.name.clone(),
-                        ItemKind::Step,
-                        cx.step_type(idx, &s.name).map(|t| t.to_string()),
-                    )
-                }),
-        );
+        let names = sig
+            .steps
+            .iter()
+            .map(|s| s.name.as_str())
+            .filter(|n| at.step.as_deref() != Some(*n));
+        // Typed only once narrowed: a step's type is its check.
+        let (steps, more) = steps_for(names, word);
+        incomplete = more;
+        out.extend(steps.into_iter().map(|name| {
+            item(
+                name,
+                ItemKind::Step,
+                cx.step_type(idx, name).map(|t| t.to_string()),
+            )
+        }));
         out.extend(sig.inputs.iter().map(|(n, t)| {
             item(
                 format!("input.{n}"),
@@ -617,7 +674,10 @@ fn expression(cx: &Ctx<'_>, idx: usize, sig: &FlowSignature, at: &ExprAt) -> Vec
     if at.tools {
         out.extend(tools(cx));
     }
-    out
+    Proposals {
+        items: out,
+        incomplete,
+    }
 }
 
 #[cfg(test)]

@@ -38,7 +38,7 @@ fn labels(src: &str) -> String {
     let db = RootDb::default();
     let file = SourceFile::new(&db, "t.reel".into(), "/tmp".into(), text.as_str().into());
     let cx = Ctx::new(&db, file);
-    let items = complete(&cx, offset);
+    let items = complete(&cx, offset).items;
     let builtins: Vec<&str> = reel_eval::builtins().iter().map(|b| b.name).collect();
     let tools: Vec<String> = builtin_contracts().iter().map(|c| c.name.clone()).collect();
     let mut shown = Vec::new();
@@ -227,4 +227,73 @@ fn completion_by_position() {
         }
     }
     assert!(wrong.is_empty(), "\n{}", wrong.join("\n"));
+}
+
+/// The step labels proposed at `$0` of `src`, and whether the list says it is incomplete.
+fn steps_proposed(src: &str) -> (Vec<String>, bool) {
+    let offset = src.find("$0").expect("a cursor marker");
+    let text = src.replace("$0", "");
+    let db = RootDb::default();
+    let file = SourceFile::new(&db, "t.reel".into(), "/tmp".into(), text.as_str().into());
+    let cx = Ctx::new(&db, file);
+    let got = complete(&cx, offset);
+    let steps = got
+        .items
+        .into_iter()
+        .filter(|i| i.kind == ItemKind::Step)
+        .map(|i| i.label)
+        .collect();
+    (steps, got.incomplete)
+}
+
+/// A flow of `n` steps `s0`, `s1`… and a step being written at its end.
+fn many_steps(n: usize, typed: &str) -> String {
+    let mut src = String::from("flow f {\n");
+    for i in 0..n {
+        src.push_str(&format!("  step s{i} = {i}\n"));
+    }
+    src.push_str(&format!("  step probe = {typed}$0\n  output probe\n}}\n"));
+    src
+}
+
+#[test]
+fn a_big_flows_steps_are_narrowed_to_the_word_typed_and_the_list_says_it_is_cut() {
+    let n = MAX_STEPS + 50;
+    // Nothing typed yet: the first MAX_STEPS steps, and more to ask for.
+    let (steps, incomplete) = steps_proposed(&many_steps(n, ""));
+    assert_eq!(steps.len(), MAX_STEPS);
+    assert_eq!(steps[0], "s0");
+    assert!(incomplete);
+    // A word that names a step near the end finds it, prefixed names first, then the names
+    // with its letters in order, and the list is whole.
+    let (steps, incomplete) = steps_proposed(&many_steps(n, "s24"));
+    assert_eq!(
+        steps,
+        [
+            "s24", "s240", "s241", "s242", "s243", "s244", "s245", "s246", "s247", "s248", "s249",
+            "s124", "s204", "s214", "s224", "s234"
+        ]
+    );
+    assert!(!incomplete);
+    // Letters in order, not only a prefix, in any case.
+    let (steps, _) = steps_proposed(&many_steps(n, "S2_9"));
+    assert!(steps.is_empty(), "{steps:?}");
+    let (steps, incomplete) = steps_proposed(&many_steps(n, "S9"));
+    assert_eq!(steps[0], "s9", "{steps:?}");
+    assert!(steps.contains(&"s19".to_string()), "{steps:?}");
+    assert!(!incomplete);
+    // A flow of at most MAX_STEPS steps is never cut nor narrowed: the editor filters.
+    let (steps, incomplete) = steps_proposed(&many_steps(3, "s2"));
+    assert_eq!(steps, ["s0", "s1", "s2"]);
+    assert!(!incomplete);
+}
+
+#[test]
+fn a_word_matches_a_label_by_its_letters_in_order() {
+    assert!(matches_word("greeting", "gre"));
+    assert!(matches_word("get_report", "grp"));
+    assert!(matches_word("Greeting", "gREE"));
+    assert!(matches_word("anything", ""));
+    assert!(!matches_word("greeting", "gz"));
+    assert!(!matches_word("ab", "ba"));
 }
