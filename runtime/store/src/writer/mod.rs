@@ -106,7 +106,7 @@ pub(crate) struct Shared {
     /// Digests of values already written or enqueued by this store.
     pub(crate) seen: Mutex<HashSet<[u8; 32]>>,
     /// How many cleans had removed values when the writer last looked, which is what `seen`
-    /// vouches for (read and changed under its lock).
+    /// vouches for (changed only under its lock; callers read it under the lock).
     pub(crate) epoch: Epoch,
     /// Transactions attempted.
     pub(crate) batches: AtomicU64,
@@ -141,15 +141,29 @@ impl Shared {
     /// Takes the count of cleans that removed values, read inside a batch's transaction:
     /// when it moved since `last`, the values `seen` remembers may be gone, so they are
     /// forgotten (and storing them again writes them again).
+    ///
+    /// The committer never waits for `seen`: a caller holds it while it enqueues a value, and
+    /// with the queue full that caller waits for the committer to empty it, so waiting here
+    /// would stop both for good. When `seen` is busy, `last` still takes the new count (the
+    /// batch writes again every value vouched for before it: their `Kept::epoch` is older),
+    /// the shared epoch stays behind, so what is vouched for meanwhile is written again too,
+    /// and the next batch tries again.
     pub(crate) fn notice_removed_values(&self, count: i64, last: &mut Option<i64>) {
-        if *last != Some(count) {
-            let mut seen = lock(&self.seen);
-            if last.is_some() {
-                seen.clear();
-            }
-            self.epoch.0.store(count, Ordering::SeqCst);
-            *last = Some(count);
+        *last = Some(count);
+        if self.epoch.0.load(Ordering::SeqCst) == count {
+            return;
         }
+        let mut seen = match self.seen.try_lock() {
+            Ok(seen) => seen,
+            Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        };
+        // Before anyone's first look, `seen` holds only values enqueued since the store opened,
+        // which their batches write whatever a clean removed.
+        if self.epoch.0.load(Ordering::SeqCst) != i64::MIN {
+            seen.clear();
+        }
+        self.epoch.0.store(count, Ordering::SeqCst);
     }
 
     /// What this store vouches for `text` under `digest` at this moment (call with `seen`
@@ -203,5 +217,60 @@ pub(crate) fn parse_durability(s: &str) -> Durability {
         Durability::Durable
     } else {
         Durability::Fast
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A caller holding `seen` while it waits for room in a full queue must not stop the
+    /// committer that would make that room: noticing a clean never waits for `seen`.
+    #[test]
+    fn noticing_a_clean_never_waits_for_a_caller_holding_seen() {
+        let shared = Arc::new(Shared::default());
+        let mut last = None;
+        shared.notice_removed_values(0, &mut last);
+        lock(&shared.seen).insert([7; 32]);
+        let held = lock(&shared.seen);
+        let (done, noticed) = std::sync::mpsc::channel();
+        let committer = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            let mut last = Some(0);
+            committer.notice_removed_values(1, &mut last);
+            let _ = done.send(last);
+        });
+        let last = noticed
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the committer waited for `seen`, which a caller held");
+        // The batch counts the clean (it writes again what was vouched for before it) …
+        assert_eq!(last, Some(1));
+        // … while the shared epoch stays behind, so what callers vouch for meanwhile is
+        // written again as well, and `seen` is left as it is.
+        assert_eq!(shared.epoch.0.load(Ordering::SeqCst), 0);
+        drop(held);
+        // The next batch catches up: `seen` forgotten, the epoch moved.
+        let mut last = Some(1);
+        shared.notice_removed_values(1, &mut last);
+        assert_eq!(shared.epoch.0.load(Ordering::SeqCst), 1);
+        assert!(lock(&shared.seen).is_empty());
+    }
+
+    #[test]
+    fn the_first_look_keeps_what_was_enqueued_and_a_clean_after_it_forgets_it() {
+        let shared = Shared::default();
+        lock(&shared.seen).insert([1; 32]);
+        let mut last = None;
+        shared.notice_removed_values(3, &mut last);
+        assert_eq!(shared.epoch.0.load(Ordering::SeqCst), 3);
+        assert_eq!(lock(&shared.seen).len(), 1);
+        shared.notice_removed_values(3, &mut last);
+        assert_eq!(lock(&shared.seen).len(), 1);
+        shared.notice_removed_values(4, &mut last);
+        assert_eq!(last, Some(4));
+        assert!(lock(&shared.seen).is_empty());
     }
 }
