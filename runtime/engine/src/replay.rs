@@ -682,6 +682,14 @@ impl History {
         for ((n, index, _), c) in &rec.idx.calls {
             if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
             {
+                // Of several successful attempts of one call, the last recorded stands, whatever
+                // order the map gives them in.
+                if calls
+                    .get(&(*n, *index))
+                    .is_some_and(|c: &RecordedCall| c.seq > *seq)
+                {
+                    continue;
+                }
                 // A step's number is its place in the recorded flow (`Index`).
                 let tool = rec.spec.steps.get(*n as usize).and_then(|s| s.tool.clone());
                 calls.insert(
