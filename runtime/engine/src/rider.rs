@@ -756,14 +756,23 @@ pub(crate) fn recorded_spec(
     store: &dyn reel_store::StoreRead,
     digest: &str,
 ) -> Result<Arc<FlowSpec>, Refusal> {
+    if let Some(spec) = KEPT_SPECS.get(digest) {
+        return Ok(spec);
+    }
     // Parsed where the store holds the text, so the text is not copied first: for a flow of
     // many steps the JSON is tens of MiB.
     let mut parsed = None;
+    let mut size = 0;
     store.read_spec(digest, &mut |json| {
+        size = json.len();
         parsed = Some(FlowSpec::from_json(json));
     })?;
     match parsed {
-        Some(Ok(spec)) => Ok(Arc::new(spec)),
+        Some(Ok(spec)) => {
+            let spec = Arc::new(spec);
+            KEPT_SPECS.keep(digest, size, &spec);
+            Ok(spec)
+        }
         Some(Err(e)) => Err(Refusal::Spec(e.to_string())),
         None => Err(Refusal::Spec(format!(
             "the FlowSpec {digest} is missing from the store"
@@ -771,8 +780,86 @@ pub(crate) fn recorded_spec(
     }
 }
 
+/// The FlowSpecs this process read last, by digest: a worker resumes run after run of the same
+/// few flows, and each resume read and parsed its flow's FlowSpec again (one read in eight of a
+/// resumed short run on PostgreSQL). A digest names one text for good, so what is kept is
+/// never out of date, whichever store it came from.
+static KEPT_SPECS: KeptSpecs = KeptSpecs {
+    specs: std::sync::Mutex::new(Vec::new()),
+};
+
+/// A few small parsed FlowSpecs, the most recently used last.
+struct KeptSpecs {
+    specs: std::sync::Mutex<Vec<(String, Arc<FlowSpec>)>>,
+}
+
+impl KeptSpecs {
+    /// How many are kept.
+    const COUNT: usize = 16;
+    /// Only FlowSpecs whose text is at most this long are kept: a big flow's parsed FlowSpec
+    /// is many times its text, and a process that ran it once should not hold it after.
+    const MAX_TEXT: usize = 256 << 10;
+
+    fn get(&self, digest: &str) -> Option<Arc<FlowSpec>> {
+        let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
+        let at = specs.iter().position(|(d, _)| d == digest)?;
+        let kept = specs.remove(at);
+        let spec = Arc::clone(&kept.1);
+        specs.push(kept);
+        Some(spec)
+    }
+
+    fn keep(&self, digest: &str, size: usize, spec: &Arc<FlowSpec>) {
+        if size > Self::MAX_TEXT {
+            return;
+        }
+        let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
+        if specs.iter().any(|(d, _)| d == digest) {
+            return;
+        }
+        if specs.len() >= Self::COUNT {
+            specs.remove(0);
+        }
+        specs.push((digest.to_string(), Arc::clone(spec)));
+    }
+}
+
 /// Stores a map of values as one value; returns what the run that names it carries.
 fn put_object(store: &dyn Store, map: &Map<String, Value>) -> Result<Kept, StoreError> {
     let text = canonical_json(&Value::Object(map.clone()));
     store.put_canonical(&sha256_hex(text.as_bytes()), text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> Arc<FlowSpec> {
+        let db = reel_compiler::RootDb::default();
+        let src = "flow f {\n  step a = 1\n  output a\n}\n";
+        let file = reel_compiler::SourceFile::new(&db, "t.reel".into(), "/".into(), src.into());
+        Arc::new(reel_compiler::build_flow(&db, file, "f").expect("the flow builds"))
+    }
+
+    #[test]
+    fn kept_specs_keep_the_most_recently_used_small_ones() {
+        let kept = KeptSpecs {
+            specs: std::sync::Mutex::new(Vec::new()),
+        };
+        let one = spec();
+        kept.keep("d0", 10, &one);
+        assert!(Arc::ptr_eq(&kept.get("d0").expect("kept"), &one));
+        // A big FlowSpec is not kept.
+        kept.keep("big", KeptSpecs::MAX_TEXT + 1, &one);
+        assert!(kept.get("big").is_none());
+        // Full, the least recently used goes: `d0` was used after `d1` was kept.
+        for i in 1..KeptSpecs::COUNT {
+            kept.keep(&format!("d{i}"), 10, &spec());
+        }
+        assert!(kept.get("d0").is_some());
+        kept.keep("new", 10, &spec());
+        assert!(kept.get("d1").is_none(), "the least recently used went");
+        assert!(kept.get("d0").is_some() && kept.get("new").is_some());
+        assert_eq!(kept.specs.lock().unwrap().len(), KeptSpecs::COUNT);
+    }
 }
