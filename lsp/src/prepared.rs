@@ -1,9 +1,9 @@
-//! Answers the server writes as JSON itself, for the two whose size grows with the file.
+//! Answers the server writes as JSON itself, for the three whose size grows with the file.
 //!
 //! tower-lsp-server turns every result into a `serde_json::Value` tree before it writes it out.
-//! For the full semantic tokens (850,000 integers at 10,000 steps) and the document symbols
-//! (10,000 nested objects) building that tree and printing it cost four times computing the
-//! answer. So, when the server runs behind the stdio relay, those handlers serialize the answer
+//! For the full semantic tokens (850,000 integers at 10,000 steps), the document symbols
+//! (10,000 nested objects) and the folding ranges (10,000 objects) building that tree and
+//! printing it cost up to four times computing the answer. So, when the server runs behind the stdio relay, those handlers serialize the answer
 //! straight to bytes, keep the bytes here under a ticket, and return a small stand-in that
 //! carries the ticket; the relay (`stdio::relay_output`) puts the bytes in the stand-in's place
 //! before the frame leaves. The client sees the same JSON either way (tested in `tests/lsp`).

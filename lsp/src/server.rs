@@ -343,6 +343,19 @@ fn symbols_stand_in(ticket: String) -> DocumentSymbolResponse {
     }])
 }
 
+/// Folding ranges that stand in for a prepared answer: one range whose collapsed text is the
+/// ticket.
+fn folds_stand_in(ticket: String) -> Vec<FoldingRange> {
+    vec![FoldingRange {
+        start_line: 0,
+        start_character: None,
+        end_line: 0,
+        end_character: None,
+        kind: None,
+        collapsed_text: Some(ticket),
+    }]
+}
+
 fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
     // A panic while holding the lock cannot leave the database half-written (setters are
     // atomic), so a poisoned lock is still usable.
@@ -861,8 +874,13 @@ impl LanguageServer for Backend {
     }
 
     async fn folding_range(&self, params: FoldingRangeParams) -> Result<Option<Vec<FoldingRange>>> {
-        self.query(&params.text_document.uri, outline::folding_ranges)
-            .await
+        let Some(answer) = self
+            .query(&params.text_document.uri, outline::folding_ranges)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(self.prepare(answer, folds_stand_in).await?))
     }
 
     async fn formatting(&self, params: DocumentFormattingParams) -> Result<Option<Vec<TextEdit>>> {

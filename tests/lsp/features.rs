@@ -255,6 +255,19 @@ fn formatting_matches_reel_fmt_and_symbols_list_the_flow() {
           greeting: echo
           output
         "#);
+    // Written as JSON by the server and put in place by the relay (`prepared.rs`).
+    let r = client.request(
+        "textDocument/foldingRange",
+        json!({ "textDocument": { "uri": uri } }),
+    );
+    assert_eq!(
+        r["result"],
+        json!([
+            { "startLine": 1, "endLine": 10 },
+            { "startLine": 5, "endLine": 7 }
+        ]),
+        "{r}"
+    );
     let r = client.request(
         "textDocument/semanticTokens/full",
         json!({ "textDocument": { "uri": uri } }),

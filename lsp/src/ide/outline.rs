@@ -7,9 +7,7 @@ use reel_syntax::Span;
 use reel_syntax::ast::Member;
 use reel_syntax::outline::ItemKind;
 use reel_syntax::visit::member_spans_mut;
-use tower_lsp_server::lsp_types::{
-    DocumentSymbol, FoldingRange, FoldingRangeKind, Range, SymbolKind,
-};
+use tower_lsp_server::lsp_types::{DocumentSymbol, FoldingRange, FoldingRangeKind, SymbolKind};
 
 use super::{Ctx, pieces, tokens};
 use crate::position::Lines;
@@ -159,7 +157,9 @@ pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
 }
 
 /// A fold for every flow, tool, step or output spanning several lines, and for runs of comments:
-/// from the document symbols and the semantic tokens' comments, which are kept per segment.
+/// the lines of the items and of the kept member symbols of each group, and the comments among
+/// the segments' kept tokens. Only lines are read: the symbols are not copied into place nor
+/// the tokens encoded, which at 10,000 steps was most of the request.
 pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
     let fold = |start: u32, end: u32, kind: Option<FoldingRangeKind>| FoldingRange {
         start_line: start,
@@ -170,27 +170,64 @@ pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
         collapsed_text: None,
     };
     let mut out = Vec::new();
-    let mut add = |r: Range| {
-        if r.end.line > r.start.line {
-            out.push(fold(r.start.line, r.end.line, None));
+    let mut add = |start: u32, end: u32| {
+        if end > start {
+            out.push(fold(start, end, None));
         }
     };
-    for item in document_symbols(cx) {
-        add(item.range);
-        for m in item.children.iter().flatten() {
-            if matches!(m.kind, SymbolKind::FUNCTION | SymbolKind::PROPERTY) {
-                add(m.range);
+    let layout = file_layout(cx.db, cx.file);
+    let kept: HashMap<usize, MemberGroup<'_>> = pieces::segments(cx.db, cx.file)
+        .into_iter()
+        .filter_map(|s| Some((s.start, s.group?)))
+        .collect();
+    let lines_of = |span: Span| {
+        let r = cx.lines.range(span);
+        (r.start.line, r.end.line)
+    };
+    for &(kind, i) in &layout.order {
+        match kind {
+            ItemKind::Tool => {
+                let t = &layout.tools[i];
+                let (start, end) = lines_of(t.tool.span.shifted(t.offset));
+                add(start, end);
+            }
+            ItemKind::Flow => {
+                let f = &layout.flows[i];
+                let (start, end) = lines_of(f.span);
+                add(start, end);
+                for (n, (offset, group)) in f.groups.iter().enumerate() {
+                    // A long flow is many groups: an edit stops the walk between two.
+                    if n % 64 == 63 {
+                        cx.db.unwind_if_revision_cancelled();
+                    }
+                    match kept.get(&(*offset as usize)) {
+                        Some(&g) if matches!(group, GroupMembers::Split(_)) => {
+                            let base = cx.lines.position(*offset as usize).line;
+                            for s in pieces::group_symbols(cx.db, g) {
+                                if matches!(s.kind, SymbolKind::FUNCTION | SymbolKind::PROPERTY) {
+                                    add(base + s.range.start.line, base + s.range.end.line);
+                                }
+                            }
+                        }
+                        _ => {
+                            for m in group.members() {
+                                let span = match m {
+                                    Member::Step(s) => s.span,
+                                    Member::Output(o) => o.span,
+                                    _ => continue,
+                                };
+                                let (start, end) = lines_of(span.shifted(*offset));
+                                add(start, end);
+                            }
+                        }
+                    }
+                }
             }
         }
     }
     // Consecutive comment lines fold as one block (a comment is one line: `//` to its end).
     let mut block: Option<(u32, u32)> = None;
-    let mut line = 0;
-    for t in tokens::semantic_tokens(cx) {
-        line += t.delta_line;
-        if t.token_type != tokens::COMMENT {
-            continue;
-        }
+    tokens::comment_lines(cx, &mut |line| {
         block = match block {
             Some((first, last)) if line == last + 1 => Some((first, line)),
             Some((first, last)) => {
@@ -201,7 +238,7 @@ pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
             }
             None => Some((line, line)),
         };
-    }
+    });
     if let Some((first, last)) = block.filter(|(f, l)| l > f) {
         out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
     }
@@ -211,6 +248,7 @@ pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
 #[cfg(test)]
 mod tests {
     use reel_compiler::{RootDb, SourceFile};
+    use tower_lsp_server::lsp_types::Range;
 
     use super::*;
 
@@ -238,5 +276,109 @@ mod tests {
             folds.contains(&(2, 8)) && folds.contains(&(4, 6)) && folds.contains(&(0, 1)),
             "{folds:?}"
         );
+    }
+
+    /// The folds as the whole document symbols and the encoded token list give them, which is
+    /// what `folding_ranges` read before it read the kept per-group results' lines instead.
+    fn folds_from_symbols_and_tokens(cx: &Ctx<'_>) -> Vec<FoldingRange> {
+        let fold = |start: u32, end: u32, kind: Option<FoldingRangeKind>| FoldingRange {
+            start_line: start,
+            start_character: None,
+            end_line: end,
+            end_character: None,
+            kind,
+            collapsed_text: None,
+        };
+        let mut out = Vec::new();
+        let mut add = |r: Range| {
+            if r.end.line > r.start.line {
+                out.push(fold(r.start.line, r.end.line, None));
+            }
+        };
+        for item in document_symbols(cx) {
+            add(item.range);
+            for m in item.children.iter().flatten() {
+                if matches!(m.kind, SymbolKind::FUNCTION | SymbolKind::PROPERTY) {
+                    add(m.range);
+                }
+            }
+        }
+        let mut block: Option<(u32, u32)> = None;
+        let mut line = 0;
+        for t in tokens::semantic_tokens(cx) {
+            line += t.delta_line;
+            if t.token_type != tokens::COMMENT {
+                continue;
+            }
+            block = match block {
+                Some((first, last)) if line == last + 1 => Some((first, line)),
+                Some((first, last)) => {
+                    if last > first {
+                        out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
+                    }
+                    Some((line, line))
+                }
+                None => Some((line, line)),
+            };
+        }
+        if let Some((first, last)) = block.filter(|(f, l)| l > f) {
+            out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
+        }
+        out
+    }
+
+    /// A long flow (split into groups) with documented, multi-line and one-line steps, comment
+    /// runs between and across groups, a tool, and `broken` text appended inside the flow.
+    fn long_file(broken: &str) -> String {
+        let mut src = String::from(
+            "// head\n// of the file\ntool t {\n  kind: \"pure\"\n  exec: [\"t\"]\n  input { a: int }\n  output { b: int }\n}\n\nflow f {\n  input n: int\n",
+        );
+        for i in 0..400 {
+            match i % 4 {
+                0 => src.push_str(&format!("  /// step {i}\n  /// documented\n  step s{i} = echo {{\n    value: input.n + {i}\n  }}\n")),
+                1 => src.push_str(&format!("  // a note\n  step s{i} = {i}\n")),
+                2 => src.push_str(&format!("  step s{i} = echo {{ value: {i} }}\n  // one\n  // two\n")),
+                _ => src.push_str(&format!("\n  step s{i} = [\n    {i},\n    {i}\n  ]\n")),
+            }
+        }
+        src.push_str(broken);
+        src.push_str("  output s0\n}\n// tail\n// comments\n");
+        src
+    }
+
+    #[test]
+    fn folds_equal_those_of_the_whole_symbols_and_tokens() {
+        let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples");
+        let mut sources: Vec<(String, String)> = vec![
+            ("long".into(), long_file("")),
+            (
+                "long, a brace left open".into(),
+                long_file("  step open = echo {\n"),
+            ),
+            ("long, a broken member".into(), long_file("  step = = )\n")),
+        ];
+        for entry in std::fs::read_dir(examples.join("reference"))
+            .into_iter()
+            .flatten()
+            .chain(std::fs::read_dir(&examples).into_iter().flatten())
+            .flatten()
+        {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "reel") {
+                let text = std::fs::read_to_string(&path).expect("an example reads");
+                sources.push((path.display().to_string(), text));
+            }
+        }
+        assert!(sources.len() > 5, "the examples are found");
+        for (name, src) in &sources {
+            let db = RootDb::default();
+            let file = SourceFile::new(&db, "t.reel".into(), "/tmp".into(), src.as_str().into());
+            let cx = Ctx::new(&db, file);
+            assert_eq!(
+                folding_ranges(&cx),
+                folds_from_symbols_and_tokens(&cx),
+                "{name}"
+            );
+        }
     }
 }

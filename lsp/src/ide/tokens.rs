@@ -77,6 +77,16 @@ pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
     out.tokens
 }
 
+/// Calls `f` with the line of each comment token of the file, in order, from the segments'
+/// kept tokens (nothing encoded).
+pub fn comment_lines(cx: &Ctx<'_>, f: &mut impl FnMut(u32)) {
+    placed_tokens(cx, 0, cx.text.len(), &mut |t| {
+        if t.ty == COMMENT {
+            f(t.line);
+        }
+    });
+}
+
 /// A full answer as the segments' kept tokens and where each segment starts: what the server
 /// keeps per document for the next delta, which it answers by comparing segments (an unchanged
 /// segment is the same `Arc`), encoding only the tokens between the first and the last that
