@@ -784,43 +784,36 @@ pub(crate) fn recorded_spec(
 /// few flows, and each resume read and parsed its flow's FlowSpec again (one read in eight of a
 /// resumed short run on PostgreSQL). A digest names one text for good, so what is kept is
 /// never out of date, whichever store it came from.
-static KEPT_SPECS: KeptSpecs = KeptSpecs {
-    specs: std::sync::Mutex::new(Vec::new()),
-};
+static KEPT_SPECS: std::sync::LazyLock<KeptSpecs> = std::sync::LazyLock::new(KeptSpecs::new);
 
-/// A few small parsed FlowSpecs, the most recently used last.
+/// A few small parsed FlowSpecs, the least recently used going first.
 struct KeptSpecs {
-    specs: std::sync::Mutex<Vec<(String, Arc<FlowSpec>)>>,
+    specs: std::sync::Mutex<lru::LruCache<String, Arc<FlowSpec>>>,
 }
 
 impl KeptSpecs {
     /// How many are kept.
-    const COUNT: usize = 16;
+    const COUNT: std::num::NonZeroUsize = std::num::NonZeroUsize::new(16).unwrap();
     /// Only FlowSpecs whose text is at most this long are kept: a big flow's parsed FlowSpec
     /// is many times its text, and a process that ran it once should not hold it after.
     const MAX_TEXT: usize = 256 << 10;
 
+    fn new() -> KeptSpecs {
+        KeptSpecs {
+            specs: std::sync::Mutex::new(lru::LruCache::new(Self::COUNT)),
+        }
+    }
+
     fn get(&self, digest: &str) -> Option<Arc<FlowSpec>> {
         let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
-        let at = specs.iter().position(|(d, _)| d == digest)?;
-        let kept = specs.remove(at);
-        let spec = Arc::clone(&kept.1);
-        specs.push(kept);
-        Some(spec)
+        specs.get(digest).cloned()
     }
 
     fn keep(&self, digest: &str, size: usize, spec: &Arc<FlowSpec>) {
-        if size > Self::MAX_TEXT {
-            return;
+        if size <= Self::MAX_TEXT {
+            let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
+            specs.put(digest.to_string(), Arc::clone(spec));
         }
-        let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
-        if specs.iter().any(|(d, _)| d == digest) {
-            return;
-        }
-        if specs.len() >= Self::COUNT {
-            specs.remove(0);
-        }
-        specs.push((digest.to_string(), Arc::clone(spec)));
     }
 }
 
@@ -843,9 +836,7 @@ mod tests {
 
     #[test]
     fn kept_specs_keep_the_most_recently_used_small_ones() {
-        let kept = KeptSpecs {
-            specs: std::sync::Mutex::new(Vec::new()),
-        };
+        let kept = KeptSpecs::new();
         let one = spec();
         kept.keep("d0", 10, &one);
         assert!(Arc::ptr_eq(&kept.get("d0").expect("kept"), &one));
@@ -853,13 +844,13 @@ mod tests {
         kept.keep("big", KeptSpecs::MAX_TEXT + 1, &one);
         assert!(kept.get("big").is_none());
         // Full, the least recently used goes: `d0` was used after `d1` was kept.
-        for i in 1..KeptSpecs::COUNT {
+        for i in 1..KeptSpecs::COUNT.get() {
             kept.keep(&format!("d{i}"), 10, &spec());
         }
         assert!(kept.get("d0").is_some());
         kept.keep("new", 10, &spec());
         assert!(kept.get("d1").is_none(), "the least recently used went");
         assert!(kept.get("d0").is_some() && kept.get("new").is_some());
-        assert_eq!(kept.specs.lock().unwrap().len(), KeptSpecs::COUNT);
+        assert_eq!(kept.specs.lock().unwrap().len(), KeptSpecs::COUNT.get());
     }
 }
