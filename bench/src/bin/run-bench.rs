@@ -269,7 +269,7 @@ fn durable_against_the_disk(args: &Args, rt: &tokio::runtime::Runtime, root: &Pa
     let mut probes = Vec::new();
     let mut steps = Vec::new();
     for pair in 1..=pairs {
-        let probe = overwrite_probe(root, Duration::from_millis(300));
+        let probe = sync_rate(root, false, Duration::from_millis(300));
         let took = rt.block_on(run_once(&store, &spec, Durability::Durable, root));
         let rate = 1000.0 / took.as_secs_f64();
         println!(
@@ -845,11 +845,6 @@ fn fsync_probe(dir: &Path) -> (f64, f64) {
         sync_rate(dir, false, for_half_a_second),
         sync_rate(dir, true, for_half_a_second),
     )
-}
-
-/// How many 4 KiB overwrites of one block + `fdatasync` per second, over about `time`.
-fn overwrite_probe(dir: &Path, time: Duration) -> f64 {
-    sync_rate(dir, false, time)
 }
 
 /// 4 KiB writes + `fdatasync` per second for about `time` (at least 50): at one offset, or

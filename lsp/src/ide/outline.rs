@@ -96,14 +96,19 @@ pub fn member_symbol(lines: &Lines<'_>, m: &Member) -> Option<DocumentSymbol> {
     })
 }
 
+/// The groups whose results are kept, by the offset of the segment each starts.
+fn kept_groups<'a>(cx: &Ctx<'a>) -> HashMap<usize, MemberGroup<'a>> {
+    pieces::segments(cx.db, cx.file)
+        .into_iter()
+        .filter_map(|s| Some((s.start, s.group?)))
+        .collect()
+}
+
 /// Flows (with inputs, secrets, env names, steps and the output) and tools, in source order:
 /// each group's kept member symbols moved into place (see [`super::pieces`]).
 pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
     let layout = file_layout(cx.db, cx.file);
-    let kept: HashMap<usize, MemberGroup<'_>> = pieces::segments(cx.db, cx.file)
-        .into_iter()
-        .filter_map(|s| Some((s.start, s.group?)))
-        .collect();
+    let kept = kept_groups(cx);
     let mut out = Vec::with_capacity(layout.order.len());
     for &(kind, i) in &layout.order {
         match kind {
@@ -161,14 +166,6 @@ pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
 /// the segments' kept tokens. Only lines are read: the symbols are not copied into place nor
 /// the tokens encoded, which at 10,000 steps was most of the request.
 pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
-    let fold = |start: u32, end: u32, kind: Option<FoldingRangeKind>| FoldingRange {
-        start_line: start,
-        start_character: None,
-        end_line: end,
-        end_character: None,
-        kind,
-        collapsed_text: None,
-    };
     let mut out = Vec::new();
     let mut add = |start: u32, end: u32| {
         if end > start {
@@ -176,10 +173,7 @@ pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
         }
     };
     let layout = file_layout(cx.db, cx.file);
-    let kept: HashMap<usize, MemberGroup<'_>> = pieces::segments(cx.db, cx.file)
-        .into_iter()
-        .filter_map(|s| Some((s.start, s.group?)))
-        .collect();
+    let kept = kept_groups(cx);
     let lines_of = |span: Span| {
         let r = cx.lines.range(span);
         (r.start.line, r.end.line)
@@ -225,22 +219,44 @@ pub fn folding_ranges(cx: &Ctx<'_>) -> Vec<FoldingRange> {
             }
         }
     }
-    // Consecutive comment lines fold as one block (a comment is one line: `//` to its end).
+    out.extend(comment_folds(tokens::comment_lines(cx)));
+    out
+}
+
+/// A fold of lines `start` to `end`.
+fn fold(start: u32, end: u32, kind: Option<FoldingRangeKind>) -> FoldingRange {
+    FoldingRange {
+        start_line: start,
+        start_character: None,
+        end_line: end,
+        end_character: None,
+        kind,
+        collapsed_text: None,
+    }
+}
+
+/// The folds of the runs of consecutive comment lines among `lines` (in order; a comment is one
+/// line, `//` to its end).
+fn comment_folds(lines: impl IntoIterator<Item = u32>) -> Vec<FoldingRange> {
+    let mut out = Vec::new();
     let mut block: Option<(u32, u32)> = None;
-    tokens::comment_lines(cx, &mut |line| {
+    let mut close = |first: u32, last: u32| {
+        if last > first {
+            out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
+        }
+    };
+    for line in lines {
         block = match block {
             Some((first, last)) if line == last + 1 => Some((first, line)),
             Some((first, last)) => {
-                if last > first {
-                    out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
-                }
+                close(first, last);
                 Some((line, line))
             }
             None => Some((line, line)),
         };
-    });
-    if let Some((first, last)) = block.filter(|(f, l)| l > f) {
-        out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
+    }
+    if let Some((first, last)) = block {
+        close(first, last);
     }
     out
 }
@@ -279,16 +295,9 @@ mod tests {
     }
 
     /// The folds as the whole document symbols and the encoded token list give them, which is
-    /// what `folding_ranges` read before it read the kept per-group results' lines instead.
+    /// what `folding_ranges` read before it read the kept per-group results' lines instead
+    /// (the comment lines grouped into runs the same way).
     fn folds_from_symbols_and_tokens(cx: &Ctx<'_>) -> Vec<FoldingRange> {
-        let fold = |start: u32, end: u32, kind: Option<FoldingRangeKind>| FoldingRange {
-            start_line: start,
-            start_character: None,
-            end_line: end,
-            end_character: None,
-            kind,
-            collapsed_text: None,
-        };
         let mut out = Vec::new();
         let mut add = |r: Range| {
             if r.end.line > r.start.line {
@@ -303,27 +312,12 @@ mod tests {
                 }
             }
         }
-        let mut block: Option<(u32, u32)> = None;
         let mut line = 0;
-        for t in tokens::semantic_tokens(cx) {
+        let comments = tokens::semantic_tokens(cx).into_iter().filter_map(|t| {
             line += t.delta_line;
-            if t.token_type != tokens::COMMENT {
-                continue;
-            }
-            block = match block {
-                Some((first, last)) if line == last + 1 => Some((first, line)),
-                Some((first, last)) => {
-                    if last > first {
-                        out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
-                    }
-                    Some((line, line))
-                }
-                None => Some((line, line)),
-            };
-        }
-        if let Some((first, last)) = block.filter(|(f, l)| l > f) {
-            out.push(fold(first, last, Some(FoldingRangeKind::Comment)));
-        }
+            (t.token_type == tokens::COMMENT).then_some(line)
+        });
+        out.extend(comment_folds(comments));
         out
     }
 

@@ -77,14 +77,16 @@ pub fn semantic_tokens(cx: &Ctx<'_>) -> Vec<SemanticToken> {
     out.tokens
 }
 
-/// Calls `f` with the line of each comment token of the file, in order, from the segments'
-/// kept tokens (nothing encoded).
-pub fn comment_lines(cx: &Ctx<'_>, f: &mut impl FnMut(u32)) {
+/// The line of each comment token of the file, in order, from the segments' kept tokens
+/// (nothing encoded).
+pub fn comment_lines(cx: &Ctx<'_>) -> Vec<u32> {
+    let mut lines = Vec::new();
     placed_tokens(cx, 0, cx.text.len(), &mut |t| {
         if t.ty == COMMENT {
-            f(t.line);
+            lines.push(t.line);
         }
     });
+    lines
 }
 
 /// A full answer as the segments' kept tokens and where each segment starts: what the server
