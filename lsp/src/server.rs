@@ -13,7 +13,7 @@
 //! it, and a computation an edit cancelled is redone for the newer text, so a burst of edits
 //! queues nothing.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -118,8 +118,15 @@ impl Due {
 }
 
 /// The last semantic tokens answered for each document, by result id, for deltas: kept as the
-/// segments' shared tokens, not as the encoded list.
-type KeptTokens = Mutex<HashMap<Uri, (String, Arc<tokens::TokenAnswer>)>>;
+/// segments' shared tokens, not as the encoded list. The last [`KEPT_TOKEN_ANSWERS`], not only
+/// the last: while keys come, the editor cancels answers it has not applied and asks for the
+/// next delta from the last one it did apply, which a server keeping only its newest answer
+/// would have to answer with the whole list (megabytes at 10,000 steps), itself likely to be
+/// cancelled by the next key. Unchanged segments are shared among the kept answers.
+type KeptTokens = Mutex<HashMap<Uri, VecDeque<(String, Arc<tokens::TokenAnswer>)>>>;
+
+/// How many token answers are kept per document (see [`KeptTokens`]).
+const KEPT_TOKEN_ANSWERS: usize = 8;
 
 /// Cancels a request's snapshot when the request's future is dropped before its work finished
 /// (the client sent `$/cancelRequest`, and tower-lsp-server dropped the handler).
@@ -312,10 +319,12 @@ impl Backend {
             return Ok(None);
         };
         let id = self.next_tokens.fetch_add(1, Ordering::Relaxed).to_string();
-        self.kept_tokens
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(uri.clone(), (id.clone(), data.clone()));
+        let mut kept = self.kept_tokens.lock().unwrap_or_else(|p| p.into_inner());
+        let answers = kept.entry(uri.clone()).or_default();
+        if answers.len() == KEPT_TOKEN_ANSWERS {
+            answers.pop_front();
+        }
+        answers.push_back((id.clone(), data.clone()));
         Ok(Some((id, data)))
     }
 }
@@ -402,22 +411,35 @@ async fn query<T: Send + 'static>(
 /// version: computed on a snapshot, published only if no edit came in between (the edit that
 /// came marked the document due again, and its own computation follows).
 ///
-/// Once nothing is due, it warms what the first request after a check would otherwise compute
-/// on its own (see [`warm`]).
+/// Once nothing has been due for [`WARM_AFTER`], it warms what the first request after a check
+/// would otherwise compute on its own (see [`warm`]). Not sooner: while keys keep coming, each
+/// warm-up would be cancelled by the next key after taking a core from the next check and the
+/// requests waiting for it (at 10,000 steps the tree costs as much as the check).
 async fn publish_loop(state: Arc<Mutex<State>>, client: Client, due: Arc<Due>) {
     loop {
         due.wake.notified().await;
         let mut last = None;
-        while let Some(uri) = due.take() {
-            publish_one(&state, &client, uri.clone()).await;
-            due.done();
-            last = Some(uri);
+        loop {
+            while let Some(uri) = due.take() {
+                publish_one(&state, &client, uri.clone()).await;
+                due.done();
+                last = Some(uri);
+            }
+            tokio::select! {
+                // An edit came: publish it, and wait for quiet again.
+                () = due.wake.notified() => continue,
+                () = tokio::time::sleep(WARM_AFTER) => break,
+            }
         }
         if let Some(uri) = last {
             warm(&state, &uri).await;
         }
     }
 }
+
+/// How long the documents must be quiet (no edit due) before the publish loop warms the last
+/// one: longer than the pause between two keys of someone typing.
+const WARM_AFTER: Duration = Duration::from_millis(300);
 
 /// Computes, for `uri`'s current version, the syntax tree that hover, definition and
 /// references read (assembled once per revision), so that the first of them after an edit does
@@ -631,7 +653,12 @@ impl LanguageServer for Backend {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .get(&uri)
-            .filter(|(id, _)| *id == params.previous_result_id)
+            .and_then(|answers| {
+                answers
+                    .iter()
+                    .rev()
+                    .find(|(id, _)| *id == params.previous_result_id)
+            })
             .map(|(_, data)| data.clone());
         let Some((id, data)) = self.full_tokens(&uri, previous.clone()).await? else {
             return Ok(None);
@@ -641,7 +668,7 @@ impl LanguageServer for Backend {
                 result_id: Some(id),
                 edits: data.delta_from(&old),
             }),
-            // Not the result this server kept last: the whole list.
+            // Not a result this server still keeps: the whole list.
             None => {
                 let answer = SemanticTokensFullDeltaResult::Tokens(SemanticTokens {
                     result_id: Some(id),

@@ -1,5 +1,5 @@
 //! Editing a flow as an editor does it on a big file: semantic tokens by range and by delta
-//! agree with the full list, a burst of edits publishes diagnostics in order and ends with the
+//! agree with the full list (a delta also from an answer before the server's last), a burst of edits publishes diagnostics in order and ends with the
 //! latest version's, and inlay hints asked for a range are the hints of that range.
 
 use std::process::Command;
@@ -100,12 +100,7 @@ fn semantic_tokens_by_range_and_delta_agree_with_the_full_list() {
         .as_array()
         .unwrap_or_else(|| panic!("a delta: {delta}"));
     assert_eq!(edits.len(), 1, "{delta}");
-    let mut applied = old.clone();
-    for e in edits.iter().rev() {
-        let start = e["start"].as_u64().unwrap() as usize;
-        let deleted = e["deleteCount"].as_u64().unwrap() as usize;
-        applied.splice(start..start + deleted, ints(&e["data"]));
-    }
+    let applied = apply_delta(&old, &delta);
     // Much smaller than the list: the line typed and the one after it.
     assert!(ints(&edits[0]["data"]).len() < 50, "{delta}");
     let now = client.request(
@@ -123,6 +118,62 @@ fn semantic_tokens_by_range_and_delta_agree_with_the_full_list() {
         ints(&unknown["result"]["data"]),
         ints(&now["result"]["data"])
     );
+    client.shutdown();
+}
+
+/// Applies a delta answer's edits to `old`, panicking when the answer is not a delta.
+fn apply_delta(old: &[u64], delta: &Value) -> Vec<u64> {
+    let edits = delta["result"]["edits"]
+        .as_array()
+        .unwrap_or_else(|| panic!("a delta, not the whole list: {delta}"));
+    let mut applied = old.to_vec();
+    for e in edits.iter().rev() {
+        let start = e["start"].as_u64().unwrap() as usize;
+        let deleted = e["deleteCount"].as_u64().unwrap() as usize;
+        applied.splice(start..start + deleted, ints(&e["data"]));
+    }
+    applied
+}
+
+#[test]
+fn a_delta_from_an_answer_before_the_last_is_still_a_delta() {
+    // While keys come, the editor cancels answers it never applies and asks for the next delta
+    // from the last one it did apply: not the server's newest answer.
+    let text = long_flow(300);
+    let (_dir, mut client, uri) = setup(&text, json!({}));
+    let doc = json!({ "uri": uri });
+    let full = client.request(
+        "textDocument/semanticTokens/full",
+        json!({ "textDocument": doc }),
+    );
+    let applied_id = full["result"]["resultId"].as_str().unwrap().to_string();
+    let old = ints(&full["result"]["data"]);
+    let typed = "  step typed = s10 + 1\n";
+    for (i, key) in typed.chars().enumerate() {
+        let at = json!({ "line": 150, "character": i });
+        client.notify(
+            "textDocument/didChange",
+            json!({ "textDocument": { "uri": uri, "version": i + 2 },
+                    "contentChanges": [{ "range": { "start": at, "end": at }, "text": key.to_string() }] }),
+        );
+        // An answer the editor drops (as if cancelled): its id is never used.
+        if i % 5 == 0 {
+            client.request(
+                "textDocument/semanticTokens/full/delta",
+                json!({ "textDocument": doc, "previousResultId": applied_id }),
+            );
+        }
+    }
+    let delta = client.request(
+        "textDocument/semanticTokens/full/delta",
+        json!({ "textDocument": doc, "previousResultId": applied_id }),
+    );
+    let applied = apply_delta(&old, &delta);
+    let now = client.request(
+        "textDocument/semanticTokens/full",
+        json!({ "textDocument": doc }),
+    );
+    assert_eq!(applied, ints(&now["result"]["data"]));
     client.shutdown();
 }
 
