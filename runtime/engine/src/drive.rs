@@ -203,11 +203,15 @@ impl Driver<'_> {
             Command::Progress(p) => self.deps.progress.report(p),
             Command::Sync => store.sync(&self.lease).await?,
             Command::LoadValues(digests) => {
+                let wanted: Vec<&str> = digests.iter().map(String::as_str).collect();
                 let mut values = Vec::with_capacity(digests.len());
-                for digest in digests {
-                    match store.get_value(&digest)? {
+                for (value, digest) in store.get_values(&wanted)?.into_iter().zip(&digests) {
+                    match value {
                         Some(v) => values.push(v),
-                        None => return Err(StoreError::MissingValue { digest }.into()),
+                        None => {
+                            let digest = digest.clone();
+                            return Err(StoreError::MissingValue { digest }.into());
+                        }
                     }
                 }
                 m.handle(self.now(), Input::ValuesLoaded(values));

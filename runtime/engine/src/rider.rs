@@ -502,7 +502,11 @@ async fn read_back(
             message: "the journal does not begin with run_started".into(),
         }));
     };
-    let object = |digest: &str| match store.get_value(digest)? {
+    // Read together: one round trip to a database, and often the same digest (`{}`).
+    let mut read = store
+        .get_values(&[started.inputs.as_str(), started.env.as_str()])?
+        .into_iter();
+    let mut object = |digest: &str| match read.next().flatten() {
         Some(Value::Object(m)) => Ok(m),
         _ => Err(Refusal::from(StoreError::MissingValue {
             digest: digest.to_string(),

@@ -1,5 +1,6 @@
 //! Counts, not timings: the statements (each one round trip to the server) the PostgreSQL
-//! store sends for a step, and that they do not grow with the run's length.
+//! store sends for a step, and that they do not grow with the run's length; a journal of one
+//! page, or values wanted together, read in one.
 //!
 //! A durable step is a value, an event naming it and a sync: one transaction of four
 //! statements: `BEGIN` with the batch's opening in one simple query, the batch's values in one
@@ -13,7 +14,9 @@
 use std::sync::Arc;
 
 use reel_flowspec::canonical::sha256_hex;
-use reel_store::{Durability, ManualClock, NewEvent, NewRun, Owner, PgStore, Store, StoreRead};
+use reel_store::{
+    Durability, Flow, ManualClock, NewEvent, NewRun, Owner, PgStore, Store, StoreRead,
+};
 use serde_json::json;
 
 mod test_server;
@@ -166,6 +169,82 @@ fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
         "the run whose lease was taken over got no row"
     );
     assert!(lengths[1..].iter().all(|&n| n == 2), "{lengths:?}");
+}
+
+#[test]
+fn a_journal_of_one_page_is_read_in_one_statement_and_a_longer_one_a_statement_a_page() {
+    let store = open();
+    let rows = |id: &str, from: u64| {
+        let mut n = 0u64;
+        store
+            .read_journal(id, from, &mut |_| {
+                n += 1;
+                Flow::Continue
+            })
+            .map(|()| n)
+    };
+    let read = |id: &str| {
+        // Each reader connection prepares the statements once.
+        for _ in 0..8 {
+            rows(id, 0).unwrap();
+        }
+        let start = store.round_trips();
+        let n = rows(id, 0).unwrap();
+        (n, store.round_trips() - start)
+    };
+    durable_steps(&store, "short", 0, 20);
+    durable_steps(&store, "long", 0, 2_500);
+    // The journal's length and its first page come together; pages hold 1,000 rows.
+    assert_eq!(read("short"), (20, 1));
+    assert_eq!(read("long"), (2_500, 3));
+    // A journal read from the middle, and a run that is not there.
+    assert_eq!(rows("long", 2_400).unwrap(), 100);
+    assert!(rows("nosuch", 0).is_err());
+}
+
+#[test]
+fn values_read_together_are_one_statement_each_digest_once() {
+    let store = open();
+    let lease = store
+        .create_run(new_run("v"), &Owner::this_process(), 60_000)
+        .unwrap();
+    let mut digests = Vec::new();
+    for n in 0..3 {
+        let text = format!("{{\"v\":{n}}}");
+        let digest = sha256_hex(text.as_bytes());
+        let kept = store.put_canonical(&digest, text).unwrap();
+        store
+            .append_kept(&lease, vec![returned(n)], vec![kept])
+            .unwrap();
+        digests.push(digest);
+    }
+    store.sync(&lease).0.blocking_recv().unwrap().unwrap();
+    let absent = "0".repeat(64);
+    let wanted = [
+        digests[0].as_str(),
+        digests[1].as_str(),
+        digests[0].as_str(),
+        absent.as_str(),
+        "not a digest",
+        digests[2].as_str(),
+    ];
+    for _ in 0..8 {
+        store.get_values(&wanted).unwrap();
+    }
+    let start = store.round_trips();
+    let values = store.get_values(&wanted).unwrap();
+    assert_eq!(store.round_trips() - start, 1);
+    assert_eq!(
+        values,
+        vec![
+            Some(json!({ "v": 0 })),
+            Some(json!({ "v": 1 })),
+            Some(json!({ "v": 0 })),
+            None,
+            None,
+            Some(json!({ "v": 2 })),
+        ]
+    );
 }
 
 /// Step `sN`'s call returned `{"n": N}`: the event each durable step appends.

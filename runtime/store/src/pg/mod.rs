@@ -285,6 +285,45 @@ impl StoreRead for PgStore {
             .transpose()
     }
 
+    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        // What is not written yet is taken from the writer's queue; the rest is read in one
+        // round trip, each digest once.
+        let mut texts: Vec<Option<String>> = vec![None; digests.len()];
+        let mut wanted: Vec<String> = Vec::new();
+        {
+            let pending = lock(&self.shared.pending);
+            for (i, &digest) in digests.iter().enumerate() {
+                if !blobs::is_digest(digest) {
+                    continue;
+                }
+                match pending.get(digest) {
+                    Some(text) => texts[i] = Some(text.text().to_string()),
+                    None => wanted.push(digest.to_string()),
+                }
+            }
+        }
+        wanted.sort_unstable();
+        wanted.dedup();
+        if !wanted.is_empty() {
+            let found = self.readers.with(move |c| read::value_texts(c, &wanted))?;
+            for (i, &digest) in digests.iter().enumerate() {
+                if texts[i].is_none()
+                    && let Some(text) = found.get(digest)
+                {
+                    texts[i] = Some(text.clone());
+                }
+            }
+        }
+        digests
+            .iter()
+            .zip(texts)
+            .map(|(&digest, text)| {
+                text.map(|text| crate::read::parse_value(digest, &text))
+                    .transpose()
+            })
+            .collect()
+    }
+
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError> {
         let digest = digest.to_string();
         self.readers.with(move |c| read::spec(c, &digest))
@@ -335,21 +374,29 @@ impl StoreRead for PgStore {
         // The journal's length is read first and only rows below it are read: rows are never
         // changed once written, so pages read one after the other show the journal as it was
         // at that first read, and rows appended meanwhile do not look like missing ones.
-        let id = run.to_string();
-        let Some(end) = self.readers.with(move |c| read::next_seq(c, &id))? else {
+        // Both in one round trip, with the first page.
+        let (id, from) = (run.to_string(), i64::try_from(from_seq).unwrap_or(i64::MAX));
+        let Some((end, head)) = self
+            .readers
+            .with(move |c| read::journal_head(c, &id, from))?
+        else {
             return Err(StoreError::NotFound(run.to_string()));
         };
-        let end = i64::try_from(end).unwrap_or(i64::MAX);
         let missing = |seq| JournalRow::Hole {
             seq,
             message: "the row is missing".to_string(),
         };
         let mut expected = from_seq;
+        let mut head = Some(head);
         loop {
-            let (id, from) = (run.to_string(), i64::try_from(expected).unwrap_or(i64::MAX));
-            let page = self
-                .readers
-                .with(move |c| read::journal_page(c, &id, from, end))?;
+            let page = match head.take() {
+                Some(page) => page,
+                None => {
+                    let (id, from) = (run.to_string(), i64::try_from(expected).unwrap_or(i64::MAX));
+                    self.readers
+                        .with(move |c| read::journal_page(c, &id, from, end))?
+                }
+            };
             let full = page.len() as i64 >= read::PAGE;
             for (seq, event) in page {
                 let seq = u64::try_from(seq).unwrap_or(expected);

@@ -354,15 +354,6 @@ pub(crate) fn list_runs(
     rows.iter().map(run_from).collect()
 }
 
-/// A run's journal length, or `None` when there is no such run.
-pub(crate) fn next_seq(client: &mut Client, run: &str) -> Result<Option<u64>, StoreError> {
-    client
-        .query_opt_prepared("SELECT next_seq FROM runs WHERE id = $1", &[&run])
-        .map_err(|e| pg(&e))?
-        .map(|r| unsigned(get(&r, 0)?, "next_seq"))
-        .transpose()
-}
-
 /// A journal row's number and its event, or why it does not read.
 pub(crate) type PageRow = (i64, Result<EventRow, String>);
 
@@ -383,26 +374,62 @@ pub(crate) fn journal_page(
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
         let seq: i64 = get(row, 0)?;
-        out.push((seq, event_from(row, run, seq)));
+        out.push((seq, event_from(row, 0, run, seq)));
     }
     Ok(out)
 }
 
-fn event_from(row: &Row, run: &str, seq: i64) -> Result<EventRow, String> {
+/// A run's journal length with the first page of its journal from `from` (below that length)
+/// in one round trip, or `None` when there is no such run: the journal's rows are read below
+/// the length read first, and most journals are one page.
+pub(crate) fn journal_head(
+    client: &mut Client,
+    run: &str,
+    from: i64,
+) -> Result<Option<(i64, Vec<PageRow>)>, StoreError> {
+    let rows = client
+        .query_prepared(
+            "SELECT r.next_seq, j.seq, j.at, j.kind, j.step, j.idx, j.attempt, j.data
+             FROM runs r LEFT JOIN LATERAL (
+                 SELECT seq, at, kind, step, idx, attempt, data FROM journal
+                 WHERE run = r.id AND seq >= $2 AND seq < r.next_seq ORDER BY seq LIMIT $3
+             ) j ON TRUE
+             WHERE r.id = $1",
+            &[&run, &from, &PAGE],
+        )
+        .map_err(|e| pg(&e))?;
+    let Some(first) = rows.first() else {
+        return Ok(None);
+    };
+    let end: i64 = get(first, 0)?;
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        // A journal with no row below `end` from `from` gives one row of NULLs.
+        let Some(seq) = get::<Option<i64>>(row, 1)? else {
+            continue;
+        };
+        out.push((seq, event_from(row, 1, run, seq)));
+    }
+    Ok(Some((end, out)))
+}
+
+/// The event of a journal row whose columns `seq, at, kind, step, idx, attempt, data` start at
+/// column `first`.
+fn event_from(row: &Row, first: usize, run: &str, seq: i64) -> Result<EventRow, String> {
     let err = |e: StoreError| e.to_string();
     let small = |n: Option<i64>, what: &str| {
         n.map(|n| u32::try_from(n).map_err(|e| format!("{what}: {e}")))
             .transpose()
     };
-    let data: String = get(row, 6).map_err(err)?;
+    let data: String = get(row, first + 6).map_err(err)?;
     Ok(EventRow {
         run: run.to_string(),
         seq: u64::try_from(seq).map_err(|e| e.to_string())?,
-        at: get(row, 1).map_err(err)?,
-        kind: get(row, 2).map_err(err)?,
-        step: get(row, 3).map_err(err)?,
-        index: small(get(row, 4).map_err(err)?, "idx")?,
-        attempt: small(get(row, 5).map_err(err)?, "attempt")?,
+        at: get(row, first + 1).map_err(err)?,
+        kind: get(row, first + 2).map_err(err)?,
+        step: get(row, first + 3).map_err(err)?,
+        index: small(get(row, first + 4).map_err(err)?, "idx")?,
+        attempt: small(get(row, first + 5).map_err(err)?, "attempt")?,
         data: serde_json::from_str::<Value>(&data)
             .map_err(|e| format!("its data is not JSON: {e}"))?,
     })
@@ -543,6 +570,20 @@ pub(crate) fn value_text(client: &mut Client, digest: &str) -> Result<Option<Str
         .map_err(|e| pg(&e))?
         .map(|r| get(&r, 0))
         .transpose()
+}
+
+/// The values stored under `digests`, by digest (those not stored are absent).
+pub(crate) fn value_texts(
+    client: &mut Client,
+    digests: &[String],
+) -> Result<std::collections::HashMap<String, String>, StoreError> {
+    let rows = client
+        .query_prepared(
+            "SELECT digest, json FROM vals WHERE digest = ANY($1)",
+            &[&digests],
+        )
+        .map_err(|e| pg(&e))?;
+    rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
 }
 
 /// A FlowSpec's JSON by digest.
