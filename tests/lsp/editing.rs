@@ -57,20 +57,26 @@ fn absolute(data: &[u64]) -> Vec<[u64; 5]> {
         .collect()
 }
 
-#[test]
-fn semantic_tokens_by_range_and_delta_agree_with_the_full_list() {
+/// A 300-step flow opened, and its full semantic tokens: the result id and the list.
+fn opened_with_tokens() -> (tempfile::TempDir, Client, String, String, Vec<u64>) {
     let text = long_flow(300);
-    let (_dir, mut client, uri) = setup(&text, json!({}));
-    let doc = json!({ "uri": uri });
+    let (dir, mut client, uri) = setup(&text, json!({}));
     let full = client.request(
         "textDocument/semanticTokens/full",
-        json!({ "textDocument": doc }),
+        json!({ "textDocument": { "uri": uri } }),
     );
     let id = full["result"]["resultId"]
         .as_str()
         .expect("a result id")
         .to_string();
-    let old = ints(&full["result"]["data"]);
+    let data = ints(&full["result"]["data"]);
+    (dir, client, uri, id, data)
+}
+
+#[test]
+fn semantic_tokens_by_range_and_delta_agree_with_the_full_list() {
+    let (_dir, mut client, uri, id, old) = opened_with_tokens();
+    let doc = json!({ "uri": uri });
 
     // The lines an editor shows: the tokens of the full list that start there.
     let range = client.request(
@@ -139,15 +145,8 @@ fn apply_delta(old: &[u64], delta: &Value) -> Vec<u64> {
 fn a_delta_from_an_answer_before_the_last_is_still_a_delta() {
     // While keys come, the editor cancels answers it never applies and asks for the next delta
     // from the last one it did apply: not the server's newest answer.
-    let text = long_flow(300);
-    let (_dir, mut client, uri) = setup(&text, json!({}));
+    let (_dir, mut client, uri, applied_id, old) = opened_with_tokens();
     let doc = json!({ "uri": uri });
-    let full = client.request(
-        "textDocument/semanticTokens/full",
-        json!({ "textDocument": doc }),
-    );
-    let applied_id = full["result"]["resultId"].as_str().unwrap().to_string();
-    let old = ints(&full["result"]["data"]);
     let typed = "  step typed = s10 + 1\n";
     for (i, key) in typed.chars().enumerate() {
         let at = json!({ "line": 150, "character": i });
