@@ -141,6 +141,17 @@ fn apply_delta(old: &[u64], delta: &Value) -> Vec<u64> {
     applied
 }
 
+/// Types `key`, the `i`th key of a line typed from column 0 of `line`, as version `i + 2` (the
+/// document opened as version 1).
+fn type_key(client: &mut Client, uri: &str, line: usize, i: usize, key: char) {
+    let at = json!({ "line": line, "character": i });
+    client.notify(
+        "textDocument/didChange",
+        json!({ "textDocument": { "uri": uri, "version": i + 2 },
+                "contentChanges": [{ "range": { "start": at, "end": at }, "text": key.to_string() }] }),
+    );
+}
+
 #[test]
 fn a_delta_from_an_answer_before_the_last_is_still_a_delta() {
     // While keys come, the editor cancels answers it never applies and asks for the next delta
@@ -149,12 +160,7 @@ fn a_delta_from_an_answer_before_the_last_is_still_a_delta() {
     let doc = json!({ "uri": uri });
     let typed = "  step typed = s10 + 1\n";
     for (i, key) in typed.chars().enumerate() {
-        let at = json!({ "line": 150, "character": i });
-        client.notify(
-            "textDocument/didChange",
-            json!({ "textDocument": { "uri": uri, "version": i + 2 },
-                    "contentChanges": [{ "range": { "start": at, "end": at }, "text": key.to_string() }] }),
-        );
+        type_key(&mut client, &uri, 150, i, key);
         // An answer the editor drops (as if cancelled): its id is never used.
         if i % 5 == 0 {
             client.request(
@@ -184,12 +190,7 @@ fn a_burst_of_edits_publishes_in_order_and_ends_with_the_latest() {
     // A step typed key by key without waiting, the last key making an error.
     let typed = "  step typed = s1 + nosuch";
     for (i, ch) in typed.chars().enumerate() {
-        let at = json!({ "line": 500, "character": i });
-        client.notify(
-            "textDocument/didChange",
-            json!({ "textDocument": { "uri": uri, "version": i + 2 },
-                    "contentChanges": [{ "range": { "start": at, "end": at }, "text": ch.to_string() }] }),
-        );
+        type_key(&mut client, &uri, 500, i, ch);
     }
     let last = typed.chars().count() as i32 + 1;
     let diags = client.diagnostics(&uri, last);

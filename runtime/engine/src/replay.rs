@@ -119,17 +119,7 @@ impl Recording {
                 message: "the journal does not begin with run_started".into(),
             }));
         };
-        let object = |digest: &str| -> Result<Map<String, Value>, Refusal> {
-            match store.get_value(digest)? {
-                Some(Value::Object(m)) => Ok(m),
-                _ => Err(StoreError::MissingValue {
-                    digest: digest.to_string(),
-                }
-                .into()),
-            }
-        };
-        let inputs = object(&started.inputs)?;
-        let env = object(&started.env)?;
+        let (inputs, env) = crate::rider::inputs_and_env(store, &started)?;
         Ok(Recording {
             run: row,
             spec,

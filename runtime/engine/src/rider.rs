@@ -502,7 +502,19 @@ async fn read_back(
             message: "the journal does not begin with run_started".into(),
         }));
     };
-    // Read together: one round trip to a database, and often the same digest (`{}`).
+    let (inputs, env) = inputs_and_env(store.as_ref(), &started)?;
+    Ok((folded, started, started_at, inputs, env))
+}
+
+/// A run's inputs and its environment snapshot, as `run_started` names them.
+type InputsAndEnv = (Map<String, Value>, Map<String, Value>);
+
+/// The inputs and the environment snapshot a run's `run_started` names, read together: one
+/// round trip to a database, and often one digest (`{}`) for both.
+pub(crate) fn inputs_and_env(
+    store: &dyn reel_store::StoreRead,
+    started: &RunStarted,
+) -> Result<InputsAndEnv, Refusal> {
     let mut read = store
         .get_values(&[started.inputs.as_str(), started.env.as_str()])?
         .into_iter();
@@ -512,9 +524,7 @@ async fn read_back(
             digest: digest.to_string(),
         })),
     };
-    let inputs = object(&started.inputs)?;
-    let env = object(&started.env)?;
-    Ok((folded, started, started_at, inputs, env))
+    Ok((object(&started.inputs)?, object(&started.env)?))
 }
 
 /// Hands a run the resume could not take up back as it was: the claim made a waiting run

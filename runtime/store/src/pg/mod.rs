@@ -371,10 +371,10 @@ impl StoreRead for PgStore {
         from_seq: u64,
         f: &mut dyn FnMut(JournalRow) -> Flow,
     ) -> Result<(), StoreError> {
-        // The journal's length is read first and only rows below it are read: rows are never
-        // changed once written, so pages read one after the other show the journal as it was
-        // at that first read, and rows appended meanwhile do not look like missing ones.
-        // Both in one round trip, with the first page.
+        // The journal's length is read first (with the first page, in one round trip) and only
+        // rows below it are read: rows are never changed once written, so pages read one after
+        // the other show the journal as it was at that first read, and rows appended meanwhile
+        // do not look like missing ones.
         let (id, from) = (run.to_string(), i64::try_from(from_seq).unwrap_or(i64::MAX));
         let Some((end, head)) = self
             .readers
