@@ -61,75 +61,102 @@ pub struct Recording {
 
 impl Recording {
     /// Reads run `run` from `store` (reads only: a store opened read-only will do).
+    ///
+    /// The journal is read and decoded on a thread of its own while this one parses the
+    /// FlowSpec (for a flow of many steps, tens of MiB of JSON): the two take about as long,
+    /// and the index needs the flow's steps before it takes in the first event. The reader
+    /// runs at most [`LOAD_AHEAD`] events ahead, so what a load holds stays bounded by the
+    /// run's calls and steps, not its events.
     pub fn load(store: &dyn StoreRead, run: &str) -> Result<Recording, Refusal> {
         let row = store
             .run(run)?
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
+        let (events, read) =
+            std::sync::mpsc::sync_channel::<Result<(u64, i64, Event), StoreError>>(LOAD_AHEAD);
+        std::thread::scope(|scope| {
+            let reader = scope.spawn(move || {
+                store.read_journal_raw(run, 0, &mut |row| {
+                    let decoded = match row {
+                        RawJournalRow::Event(r) => Event::from_raw(&r)
+                            .map(|event| (r.seq, r.at, event))
+                            .map_err(|message| StoreError::Hole {
+                                run: run.to_string(),
+                                seq: r.seq,
+                                message,
+                            }),
+                        RawJournalRow::Hole { seq, message } => Err(StoreError::Hole {
+                            run: run.to_string(),
+                            seq,
+                            message: message.to_string(),
+                        }),
+                    };
+                    let stop = decoded.is_err();
+                    // A closed channel: the loader gave up (the flow did not parse).
+                    if events.send(decoded).is_err() || stop {
+                        Flow::Stop
+                    } else {
+                        Flow::Continue
+                    }
+                })
+            });
+            let indexed = Self::index(store, &row, &read);
+            // Whatever the loader made of it, the reader is let go before it is waited for.
+            drop(read);
+            let journal = reader
+                .join()
+                .unwrap_or_else(|_| Err(StoreError::Sqlite("the journal reader panicked".into())));
+            let (spec, idx, length, started) = indexed?;
+            journal?;
+            let Some((started, started_at)) = started else {
+                return Err(Refusal::Store(StoreError::Hole {
+                    run: run.to_string(),
+                    seq: 0,
+                    message: "the journal does not begin with run_started".into(),
+                }));
+            };
+            let (inputs, env) = crate::rider::inputs_and_env(store, &started)?;
+            Ok(Recording {
+                run: row,
+                spec,
+                started,
+                started_at,
+                inputs,
+                env,
+                length,
+                idx,
+            })
+        })
+    }
+
+    /// Parses run `row`'s FlowSpec, then indexes the events `read` brings: the flow, the
+    /// index, how many events there were, and the first `run_started` with its time.
+    #[allow(clippy::type_complexity)]
+    fn index(
+        store: &dyn StoreRead,
+        row: &RunRow,
+        read: &std::sync::mpsc::Receiver<Result<(u64, i64, Event), StoreError>>,
+    ) -> Result<(Arc<FlowSpec>, Index, u64, Option<(RunStarted, i64)>), Refusal> {
         let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
         let mut idx = Index::new(&spec);
         // A call is at least two events (its start and its result): room for them all at
         // once rather than a table grown and rehashed a dozen times (up to a bound: the row's
         // count is not trusted with memory).
         let calls = usize::try_from(row.next_seq / 2).map_or(0, |n| n.min(1 << 20));
-        idx.calls.reserve(calls);
+        Arc::make_mut(&mut idx.calls).reserve(calls);
         idx.results.reserve(calls);
         let mut length = 0;
         let mut started = None;
-        let mut hole = None;
-        store.read_journal_raw(run, 0, &mut |row| {
-            let r = match row {
-                RawJournalRow::Event(r) => r,
-                RawJournalRow::Hole { seq, message } => {
-                    hole = Some(StoreError::Hole {
-                        run: run.to_string(),
-                        seq,
-                        message: message.to_string(),
-                    });
-                    return Flow::Stop;
-                }
-            };
-            match Event::from_raw(&r) {
-                Ok(event) => {
-                    length += 1;
-                    if let Event::RunStarted(s) = &event
-                        && started.is_none()
-                    {
-                        started = Some((s.clone(), r.at));
-                    }
-                    idx.add(r.seq, r.at, event);
-                    Flow::Continue
-                }
-                Err(message) => {
-                    hole = Some(StoreError::Hole {
-                        run: run.to_string(),
-                        seq: r.seq,
-                        message,
-                    });
-                    Flow::Stop
-                }
+        for decoded in read {
+            let (seq, at, event) = decoded?;
+            length += 1;
+            if let Event::RunStarted(s) = &event
+                && started.is_none()
+            {
+                started = Some((s.clone(), at));
             }
-        })?;
-        if let Some(h) = hole {
-            return Err(h.into());
+            idx.add(seq, at, event);
         }
-        let Some((started, started_at)) = started else {
-            return Err(Refusal::Store(StoreError::Hole {
-                run: run.to_string(),
-                seq: 0,
-                message: "the journal does not begin with run_started".into(),
-            }));
-        };
-        let (inputs, env) = crate::rider::inputs_and_env(store, &started)?;
-        Ok(Recording {
-            run: row,
-            spec,
-            started,
-            started_at,
-            inputs,
-            env,
-            length,
-            idx,
-        })
+        Ok((spec, idx, length, started))
     }
 }
 
@@ -167,6 +194,9 @@ impl Recording {
         })
     }
 }
+
+/// How many decoded events a load's journal reader may hold while the FlowSpec parses.
+const LOAD_AHEAD: usize = 1 << 16;
 
 /// How many of the record's next results a replay reads along with one it lacks.
 const READ_AHEAD: usize = 512;
@@ -227,7 +257,8 @@ struct RecFinish {
 struct Index {
     /// Each step id's number (shared with a fork's [`History`]).
     numbers: Arc<HashMap<String, u32>>,
-    calls: HashMap<CallKey, RecCall>,
+    /// Every recorded call (shared with a fork's [`History`]).
+    calls: Arc<HashMap<CallKey, RecCall>>,
     /// When each timer fired.
     timers: HashMap<WaitKey, i64>,
     /// The signal each wait received.
@@ -336,7 +367,9 @@ impl Index {
                 ..
             } => {
                 let n = x.number(&step);
-                let c = x.calls.entry((n, index, attempt)).or_default();
+                let c = Arc::make_mut(&mut x.calls)
+                    .entry((n, index, attempt))
+                    .or_default();
                 c.inputs = Some(inputs);
             }
             Event::CallSucceeded {
@@ -354,7 +387,7 @@ impl Index {
             } => {
                 let key = (x.number(&step), index, attempt);
                 x.results.push(key);
-                let c = x.calls.entry(key).or_default();
+                let c = Arc::make_mut(&mut x.calls).entry(key).or_default();
                 c.result = Some(RecResult::Ok { seq, at, digest });
             }
             Event::CallFailed {
@@ -368,7 +401,7 @@ impl Index {
                     x.expired.insert((step, index), at);
                 } else if let Some(c) = x
                     .find(&step)
-                    .and_then(|n| x.calls.get_mut(&(n, index, attempt)))
+                    .and_then(|n| Arc::make_mut(&mut x.calls).get_mut(&(n, index, attempt)))
                 {
                     c.result = Some(RecResult::Err { seq, at, error });
                 }
@@ -635,8 +668,13 @@ pub struct History {
     parent: String,
     /// The parent's step ids by number, as its record numbers them.
     numbers: Arc<HashMap<String, u32>>,
-    /// By step number and `foreach` index.
-    calls: HashMap<(u32, Option<u32>), RecordedCall>,
+    /// The parent's flow (for each call's tool: a step's number is its place in it).
+    spec: Arc<FlowSpec>,
+    /// The record's calls, shared with it rather than copied (a call's inputs and output are
+    /// two digests each).
+    recorded: Arc<HashMap<CallKey, RecCall>>,
+    /// By step number and `foreach` index: the attempt whose success stands.
+    calls: HashMap<(u32, Option<u32>), u32>,
     signals: HashMap<WaitKey, RecSignal>,
     /// How each step last ended, by number.
     steps: Arc<Vec<Option<RecStep>>>,
@@ -644,12 +682,11 @@ pub struct History {
     timers: HashSet<String>,
 }
 
-/// One successful call of a parent run.
-#[derive(Clone, Debug)]
-struct RecordedCall {
-    tool: Option<String>,
-    inputs: String,
-    output: String,
+/// One successful call of a parent run, as its record holds it.
+struct RecordedCall<'h> {
+    tool: Option<&'h str>,
+    inputs: &'h str,
+    output: &'h str,
     seq: u64,
     at: i64,
 }
@@ -668,35 +705,27 @@ pub struct CarriedSignal {
 impl History {
     /// The successful calls and received signals of `rec`, by step and `foreach` index.
     pub fn new(rec: &Recording) -> History {
-        let mut calls = HashMap::with_capacity_and_hasher(rec.idx.calls.len(), Default::default());
-        for ((n, index, _), c) in &rec.idx.calls {
-            if let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result)
-            {
-                // Of several successful attempts of one call, the last recorded stands, whatever
-                // order the map gives them in.
-                if calls
-                    .get(&(*n, *index))
-                    .is_some_and(|c: &RecordedCall| c.seq > *seq)
-                {
-                    continue;
-                }
-                // A step's number is its place in the recorded flow (`Index`).
-                let tool = rec.spec.steps.get(*n as usize).and_then(|s| s.tool.clone());
-                calls.insert(
-                    (*n, *index),
-                    RecordedCall {
-                        tool,
-                        inputs: inputs.clone(),
-                        output: digest.clone(),
-                        seq: *seq,
-                        at: *at,
-                    },
-                );
+        let success = |c: &RecCall| match (&c.inputs, &c.result) {
+            (Some(_), Some(RecResult::Ok { seq, .. })) => Some(*seq),
+            _ => None,
+        };
+        let mut calls: HashMap<(u32, Option<u32>), u32> =
+            HashMap::with_capacity_and_hasher(rec.idx.calls.len(), Default::default());
+        for (&(n, index, attempt), c) in rec.idx.calls.iter() {
+            let Some(seq) = success(c) else { continue };
+            // Of several successful attempts of one call, the last recorded stands, whatever
+            // order the map gives them in.
+            let last = calls.entry((n, index)).or_insert(attempt);
+            let last_seq = rec.idx.calls.get(&(n, index, *last)).and_then(success);
+            if last_seq.is_some_and(|s| s < seq) {
+                *last = attempt;
             }
         }
         History {
             parent: rec.run.id.clone(),
             numbers: rec.idx.numbers.clone(),
+            spec: rec.spec.clone(),
+            recorded: rec.idx.calls.clone(),
             calls,
             signals: rec.idx.signals.clone(),
             steps: rec.idx.steps.clone(),
@@ -721,9 +750,9 @@ impl History {
         tool: Option<&str>,
     ) -> Option<(String, ReusedFrom)> {
         let c = self.call(step, index)?;
-        (c.inputs == inputs && c.tool.as_deref() == tool).then(|| {
+        (c.inputs == inputs && c.tool == tool).then(|| {
             (
-                c.output.clone(),
+                c.output.to_string(),
                 ReusedFrom {
                     parent: self.parent.clone(),
                     seq: c.seq,
@@ -775,9 +804,25 @@ impl History {
     }
 
     /// The parent's successful call of `step` and `index`.
-    fn call(&self, step: &str, index: Option<u32>) -> Option<&RecordedCall> {
-        let n = self.numbers.get(step)?;
-        self.calls.get(&(*n, index))
+    fn call(&self, step: &str, index: Option<u32>) -> Option<RecordedCall<'_>> {
+        let n = *self.numbers.get(step)?;
+        let attempt = *self.calls.get(&(n, index))?;
+        let c = self.recorded.get(&(n, index, attempt))?;
+        let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result) else {
+            return None;
+        };
+        Some(RecordedCall {
+            // A step's number is its place in the recorded flow (`Index`).
+            tool: self
+                .spec
+                .steps
+                .get(n as usize)
+                .and_then(|s| s.tool.as_deref()),
+            inputs,
+            output: digest,
+            seq: *seq,
+            at: *at,
+        })
     }
 }
 
@@ -868,10 +913,11 @@ struct Replayer<'a> {
     dependents: Vec<Vec<usize>>,
     roots: Vec<usize>,
     divergence: Option<Divergence>,
-    /// Plan mode: each step's calls reused and held live (with why).
-    reused: HashMap<String, usize>,
-    live: HashMap<String, Vec<Option<u32>>>,
-    outcomes: HashMap<String, RecStep>,
+    /// Plan mode, by place in `spec`: each step's calls reused, its calls held live (their
+    /// `foreach` indexes), and how it ended.
+    reused: Vec<usize>,
+    live: Vec<Vec<Option<u32>>>,
+    outcomes: Vec<Option<RecStep>>,
 }
 
 impl<'a> Replayer<'a> {
@@ -916,7 +962,8 @@ impl<'a> Replayer<'a> {
                     .filter(|&n| n < spec.steps.len()),
             }
         };
-        let mut deps = vec![Vec::new(); spec.steps.len()];
+        let steps = spec.steps.len();
+        let mut deps = vec![Vec::new(); steps];
         let mut dependents = vec![Vec::new(); spec.steps.len()];
         let mut roots = Vec::new();
         for (j, s) in spec.steps.iter().enumerate() {
@@ -930,9 +977,11 @@ impl<'a> Replayer<'a> {
                 }
             }
         }
-        // A dry run or a test may park where the record did not (a held call, a cassette in
-        // virtual time): they fold as they go.
-        let fold = rec.idx.resumed || matches!(mode, Mode::Plan(_) | Mode::Test);
+        // A test may park where the record did not (a cassette in virtual time): it folds as
+        // it goes, since driving it again would show its progress twice. A dry run shows none:
+        // one that parks (a timer or a signal) is driven again with the fold kept, as a replay
+        // is, and the many that do not park fold nothing.
+        let fold = rec.idx.resumed || matches!(mode, Mode::Test);
         let setup = Setup {
             run_id: rec.run.id.clone(),
             spec: spec.clone(),
@@ -982,9 +1031,9 @@ impl<'a> Replayer<'a> {
             dependents,
             roots,
             divergence: None,
-            reused: HashMap::default(),
-            live: HashMap::default(),
-            outcomes: HashMap::default(),
+            reused: vec![0; steps],
+            live: vec![Vec::new(); steps],
+            outcomes: vec![None; steps],
         }
     }
 
@@ -1001,10 +1050,16 @@ impl<'a> Replayer<'a> {
     }
 
     /// Step `id` succeeded or was skipped.
-    fn set_finished(&mut self, id: &str) {
-        if let Some(i) = self.place(id) {
-            self.finished[i] = true;
-        }
+    /// Marks step `id` finished; returns its place.
+    fn set_finished(&mut self, id: &str) -> Option<usize> {
+        let i = self.place(id)?;
+        self.finished[i] = true;
+        Some(i)
+    }
+
+    /// How step `id` ended in this dry run, if it did.
+    fn outcome(&self, id: &str) -> Option<&RecStep> {
+        self.outcomes[self.place(id)?].as_ref()
     }
 
     fn verify(&self) -> bool {
@@ -1157,9 +1212,9 @@ impl<'a> Replayer<'a> {
         self.signal_waits.clear();
         self.finished.iter_mut().for_each(|f| *f = false);
         self.divergence = None;
-        self.reused.clear();
-        self.live.clear();
-        self.outcomes.clear();
+        self.reused.fill(0);
+        self.live.iter_mut().for_each(Vec::clear);
+        self.outcomes.fill(None);
     }
 
     /// A new machine of this replay; a dry run's ignores each step's `concurrency` (see
@@ -1504,7 +1559,7 @@ impl<'a> Replayer<'a> {
         let Some(step) = self.spec.steps.iter().find(|s| s.id == k.0) else {
             return false;
         };
-        let ended = |d: &str| match self.outcomes.get(d) {
+        let ended = |d: &str| match self.outcome(d) {
             Some(RecStep::Succeeded(o)) => Some(Some(o.clone())),
             Some(RecStep::Skipped) => Some(None),
             _ => None,
@@ -1620,7 +1675,7 @@ impl<'a> Replayer<'a> {
                     Some((digest, from)) => {
                         let at = history.call(&id, index).map_or(self.now, |r| r.at);
                         let value = self.value(&digest)?;
-                        *self.reused.entry(id).or_default() += 1;
+                        self.reused[c.step] += 1;
                         self.answers.push(Reverse(Answer {
                             seq: from.seq,
                             at,
@@ -1637,7 +1692,7 @@ impl<'a> Replayer<'a> {
                             },
                         }));
                     }
-                    None => self.live.entry(id).or_default().push(index),
+                    None => self.live[c.step].push(index),
                 }
             }
         }
@@ -1662,20 +1717,21 @@ impl<'a> Replayer<'a> {
             }
             // Only a dry run asks how steps ended (for its verdicts and carried signals).
             Event::StepSucceeded { step, output, .. } => {
-                self.set_finished(step);
-                if matches!(self.mode, Mode::Plan(_)) {
-                    self.outcomes
-                        .insert(step.clone(), RecStep::Succeeded(output.clone()));
+                let place = self.set_finished(step);
+                if let (Some(i), Mode::Plan(_)) = (place, &self.mode) {
+                    self.outcomes[i] = Some(RecStep::Succeeded(output.clone()));
                 }
             }
             Event::StepSkipped { step, .. } => {
-                self.set_finished(step);
-                if matches!(self.mode, Mode::Plan(_)) {
-                    self.outcomes.insert(step.clone(), RecStep::Skipped);
+                let place = self.set_finished(step);
+                if let (Some(i), Mode::Plan(_)) = (place, &self.mode) {
+                    self.outcomes[i] = Some(RecStep::Skipped);
                 }
             }
             Event::StepFailed { step, .. } if matches!(self.mode, Mode::Plan(_)) => {
-                self.outcomes.insert(step.clone(), RecStep::Failed);
+                if let Some(i) = self.place(step) {
+                    self.outcomes[i] = Some(RecStep::Failed);
+                }
             }
             _ => {}
         }
@@ -1954,24 +2010,26 @@ impl<'a> Replayer<'a> {
                 steps: Vec::new(),
             };
         };
-        let parent: HashMap<&str, &reel_flowspec::StepSpec> = self
-            .rec
-            .spec
-            .steps
-            .iter()
-            .map(|s| (s.id.as_str(), s))
-            .collect();
-        let order = topological(spec);
-        let mut diverged: HashSet<String> = HashSet::default();
-        let mut plans: HashMap<String, StepPlan> = HashMap::default();
-        for i in order {
+        // By place in `spec`: the parent's step of the same id (the record numbers steps by
+        // their places in the parent's flow), whether the step diverged, and its verdict.
+        let parent = |i: usize| {
+            let n = self.numbers.get(i).copied().flatten()?;
+            self.rec.spec.steps.get(n as usize)
+        };
+        let mut diverged = vec![false; spec.steps.len()];
+        let mut plans: Vec<Option<StepPlan>> = vec![None; spec.steps.len()];
+        for i in topological(spec) {
             let s = &spec.steps[i];
-            let reused_calls = self.reused.get(&s.id).copied().unwrap_or(0);
-            let live = self.live.get(&s.id).cloned().unwrap_or_default();
-            let upstream = s.deps.iter().find(|d| diverged.contains(*d)).cloned();
-            let now = self.outcomes.get(&s.id);
+            let reused_calls = self.reused[i];
+            let live = &self.live[i];
+            let upstream = s
+                .deps
+                .iter()
+                .find(|d| self.place(d).is_some_and(|p| diverged[p]))
+                .cloned();
+            let now = self.outcomes[i].as_ref();
             let then = self.idx.outcome(&s.id);
-            let reason: Option<String> = match parent.get(s.id.as_str()) {
+            let reason: Option<String> = match parent(i) {
                 None => Some("new step".into()),
                 Some(p) if p.tool != s.tool => Some(format!(
                     "changed tool: `{}` became `{}`",
@@ -2017,7 +2075,7 @@ impl<'a> Replayer<'a> {
                                 // carried over, a new signal is waited for.
                                 Some(u)
                                     if s.tool.as_deref() == Some("signal")
-                                        && s.deps.iter().all(|d| self.outcomes.contains_key(d)) =>
+                                        && s.deps.iter().all(|d| self.outcome(d).is_some()) =>
                                 {
                                     format!("waits for a new signal: upstream step `{u}` changed")
                                 }
@@ -2042,28 +2100,25 @@ impl<'a> Replayer<'a> {
                     }
                 }
             };
-            if reason.is_some() {
-                diverged.insert(s.id.clone());
-            }
-            plans.insert(
-                s.id.clone(),
-                StepPlan {
-                    step: s.id.clone(),
-                    reused: reason.is_none(),
-                    reason,
-                    reused_calls,
-                    live_calls: live.len(),
-                },
-            );
+            diverged[i] = reason.is_some();
+            plans[i] = Some(StepPlan {
+                step: s.id.clone(),
+                reused: reason.is_none(),
+                reason,
+                reused_calls,
+                live_calls: live.len(),
+            });
         }
-        let mut steps: Vec<StepPlan> = spec
-            .steps
-            .iter()
-            .filter_map(|s| plans.remove(&s.id))
-            .collect();
-        let kept: HashSet<&str> = spec.steps.iter().map(|s| s.id.as_str()).collect();
-        for p in &self.rec.spec.steps {
-            if !kept.contains(p.id.as_str()) {
+        let mut steps: Vec<StepPlan> = plans.into_iter().flatten().collect();
+        // The parent's steps the corrected flow still has, by their number in the record.
+        let mut kept = vec![false; self.rec.spec.steps.len()];
+        for n in self.numbers.iter().flatten() {
+            if let Some(k) = kept.get_mut(*n as usize) {
+                *k = true;
+            }
+        }
+        for (p, kept) in self.rec.spec.steps.iter().zip(kept) {
+            if !kept {
                 steps.push(StepPlan {
                     step: p.id.clone(),
                     reused: false,
