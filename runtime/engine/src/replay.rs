@@ -749,14 +749,28 @@ impl History {
         inputs: &str,
         tool: Option<&str>,
     ) -> Option<(String, ReusedFrom)> {
-        let c = self.call(step, index)?;
+        let (output, from, _) = self.reusable_at(*self.numbers.get(step)?, index, inputs, tool)?;
+        Some((output.to_string(), from))
+    }
+
+    /// [`History::reusable`] of the step the parent's record numbers `n`, with the time the
+    /// parent recorded the result.
+    fn reusable_at(
+        &self,
+        n: u32,
+        index: Option<u32>,
+        inputs: &str,
+        tool: Option<&str>,
+    ) -> Option<(&str, ReusedFrom, i64)> {
+        let c = self.call_at(n, index)?;
         (c.inputs == inputs && c.tool == tool).then(|| {
             (
-                c.output.to_string(),
+                c.output,
                 ReusedFrom {
                     parent: self.parent.clone(),
                     seq: c.seq,
                 },
+                c.at,
             )
         })
     }
@@ -793,19 +807,14 @@ impl History {
         })
     }
 
-    fn has(&self, step: &str, index: Option<u32>) -> bool {
-        self.call(step, index).is_some()
-    }
-
     /// How the parent's step `step` last ended, if it did.
     fn outcome(&self, step: &str) -> Option<&RecStep> {
         let n = self.numbers.get(step)?;
         self.steps.get(*n as usize)?.as_ref()
     }
 
-    /// The parent's successful call of `step` and `index`.
-    fn call(&self, step: &str, index: Option<u32>) -> Option<RecordedCall<'_>> {
-        let n = *self.numbers.get(step)?;
+    /// The parent's successful call of the step its record numbers `n`, and `index`.
+    fn call_at(&self, n: u32, index: Option<u32>) -> Option<RecordedCall<'_>> {
         let attempt = *self.calls.get(&(n, index))?;
         let c = self.recorded.get(&(n, index, attempt))?;
         let (Some(inputs), Some(RecResult::Ok { seq, at, digest })) = (&c.inputs, &c.result) else {
@@ -1143,8 +1152,8 @@ impl<'a> Replayer<'a> {
                     Mode::Plan(history) => {
                         let tool = step.tool.as_deref();
                         history
-                            .reusable(&step.id, index, &c.inputs, tool)
-                            .map(|(digest, _)| Cow::Owned(digest))
+                            .reusable_at(self.numbers[c.step]?, index, &c.inputs, tool)
+                            .map(|(digest, _, _)| Cow::Owned(digest.to_string()))
                     }
                 }
             })
@@ -1671,9 +1680,11 @@ impl<'a> Replayer<'a> {
                 }));
             }
             Mode::Plan(history) => {
-                match history.reusable(&id, index, &c.inputs, step.tool.as_deref()) {
-                    Some((digest, from)) => {
-                        let at = history.call(&id, index).map_or(self.now, |r| r.at);
+                let reusable = self.numbers[c.step]
+                    .and_then(|n| history.reusable_at(n, index, &c.inputs, step.tool.as_deref()));
+                match reusable {
+                    Some((digest, from, at)) => {
+                        let digest = digest.to_string();
                         let value = self.value(&digest)?;
                         self.reused[c.step] += 1;
                         self.answers.push(Reverse(Answer {
@@ -2022,13 +2033,12 @@ impl<'a> Replayer<'a> {
             let s = &spec.steps[i];
             let reused_calls = self.reused[i];
             let live = &self.live[i];
-            let upstream = s
-                .deps
+            let upstream = self.deps[i]
                 .iter()
-                .find(|d| self.place(d).is_some_and(|p| diverged[p]))
-                .cloned();
+                .find(|&&p| diverged[p])
+                .map(|&p| spec.steps[p].id.clone());
             let now = self.outcomes[i].as_ref();
-            let then = self.idx.outcome(&s.id);
+            let then = self.numbers[i].and_then(|n| self.idx.steps[n as usize].as_ref());
             let reason: Option<String> = match parent(i) {
                 None => Some("new step".into()),
                 Some(p) if p.tool != s.tool => Some(format!(
@@ -2057,7 +2067,9 @@ impl<'a> Replayer<'a> {
                     if !live.is_empty() {
                         let new: Vec<String> = live
                             .iter()
-                            .filter(|ix| !history.has(&s.id, **ix))
+                            .filter(|ix| {
+                                self.numbers[i].is_none_or(|n| history.call_at(n, **ix).is_none())
+                            })
                             .map(|ix| ix.map_or("call".to_string(), |i| format!("[{i}]")))
                             .collect();
                         if s.foreach.is_some() && upstream.is_none() && new.len() == live.len() {
