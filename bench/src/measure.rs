@@ -55,6 +55,20 @@ pub fn thread_cpu() -> Option<Duration> {
     Some(Duration::from_nanos(ns))
 }
 
+/// How long all the threads of this process, those that ended too, have run on a CPU so far
+/// (`CLOCK_PROCESS_CPUTIME_ID`): the CPU a piece of work costs when it uses helper threads.
+pub fn process_cpu() -> Option<Duration> {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `clock_gettime` writes one `timespec` through a valid pointer to a local.
+    let ok = unsafe { libc::clock_gettime(libc::CLOCK_PROCESS_CPUTIME_ID, &mut t) } == 0;
+    let secs = u64::try_from(t.tv_sec).ok()?;
+    let nanos = u32::try_from(t.tv_nsec).ok()?;
+    ok.then(|| Duration::new(secs, nanos))
+}
+
 /// `d` with a unit that keeps three or four significant digits: `812 µs`, `12.4 ms`, `1.52 s`.
 pub fn show(d: Duration) -> String {
     let ns = d.as_nanos() as f64;
@@ -104,6 +118,27 @@ mod tests {
         }
         std::hint::black_box(x);
         assert!(thread_cpu().expect("still readable") > before);
+    }
+
+    #[test]
+    fn the_process_cpu_time_counts_a_thread_that_ended() {
+        let before = process_cpu().expect("the clock is readable");
+        let mine = thread_cpu();
+        std::thread::spawn(|| {
+            let mut x = 0u64;
+            for i in 0..20_000_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(std::hint::black_box(i));
+            }
+            std::hint::black_box(x);
+        })
+        .join()
+        .unwrap();
+        let spent = process_cpu().expect("still readable") - before;
+        // The work was the other thread's: this one's clock barely moved, the process's did.
+        if let (Some(a), Some(b)) = (mine, thread_cpu()) {
+            assert!(spent > (b - a) * 2, "{spent:?} against {:?}", b - a);
+        }
+        assert!(spent > Duration::from_millis(1), "{spent:?}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use reel_bench::measure::{Stats, thread_cpu};
+use reel_bench::measure::{Stats, process_cpu, thread_cpu};
 use reel_bench::shapes::{foreach_echo, sequential_echo};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
@@ -406,7 +406,7 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
     println!("foreach: one `foreach` of N/2 `echo` calls");
     println!("chain:   N/3 sequential `echo` steps, each reading the one before");
     println!("mixed:   a generated flow of `echo`, `foreach` and pure steps (generate::runnable)");
-    println!("cpu:     the replay thread's CPU time (median), unaffected by waiting for a core");
+    println!("cpu:     the process's CPU time (median; the journal is read on a thread of its own), unaffected by waiting for a core");
     println!(
         "{:<8} {:>8} {:>7} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12}",
         "workload",
@@ -444,7 +444,7 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         let mut cpu = Vec::new();
         let mut time = |verify: bool| {
             median(args.reps, || {
-                let cpu_began = thread_cpu();
+                let cpu_began = process_cpu();
                 let began = Instant::now();
                 let opts = ReplayOptions {
                     verify,
@@ -452,7 +452,7 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
                 };
                 let report = replay(&store, &run, &opts, &NoProgress).expect("the replay runs");
                 let took = began.elapsed();
-                if let (Some(a), Some(b)) = (cpu_began, thread_cpu())
+                if let (Some(a), Some(b)) = (cpu_began, process_cpu())
                     && !verify
                 {
                     cpu.push(b - a);
@@ -506,12 +506,13 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
     });
     let corrected = Arc::new(compile(&source));
     let mut load_cpu = Vec::new();
+    // The record is read on two threads (the journal beside the FlowSpec): the process's CPU.
     let load_time = median(args.reps, || {
-        let cpu = thread_cpu();
+        let cpu = process_cpu();
         let began = Instant::now();
         Recording::load(&store, &run).expect("the run loads");
         let took = began.elapsed();
-        if let (Some(a), Some(b)) = (cpu, thread_cpu()) {
+        if let (Some(a), Some(b)) = (cpu, process_cpu()) {
             load_cpu.push(b - a);
         }
         took
