@@ -406,7 +406,9 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
     println!("foreach: one `foreach` of N/2 `echo` calls");
     println!("chain:   N/3 sequential `echo` steps, each reading the one before");
     println!("mixed:   a generated flow of `echo`, `foreach` and pure steps (generate::runnable)");
-    println!("cpu:     the process's CPU time (median; the journal is read on a thread of its own), unaffected by waiting for a core");
+    println!(
+        "cpu:     the process's CPU time (median; the journal is read on a thread of its own), unaffected by waiting for a core"
+    );
     println!(
         "{:<8} {:>8} {:>7} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12}",
         "workload",

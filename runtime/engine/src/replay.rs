@@ -62,51 +62,76 @@ pub struct Recording {
 impl Recording {
     /// Reads run `run` from `store` (reads only: a store opened read-only will do).
     ///
-    /// The journal is read and decoded on a thread of its own while this one parses the
-    /// FlowSpec (for a flow of many steps, tens of MiB of JSON): the two take about as long,
-    /// and the index needs the flow's steps before it takes in the first event. The reader
-    /// runs at most [`LOAD_AHEAD`] events ahead, so what a load holds stays bounded by the
-    /// run's calls and steps, not its events.
+    /// The FlowSpec (for a flow of many steps, tens of MiB of JSON) is parsed on a thread of
+    /// its own while this one reads and decodes the journal: the two take about as long. The
+    /// index needs the flow's steps before it takes in an event, so events wait for it, at
+    /// most [`LOAD_AHEAD`] of them (then the reader waits for the flow): what a load holds
+    /// stays bounded by the run's calls and steps, not its events. Each event is decoded and
+    /// dropped on this thread (memory freed on the thread that took it is the cheap kind).
     pub fn load(store: &dyn StoreRead, run: &str) -> Result<Recording, Refusal> {
         let row = store
             .run(run)?
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
-        let (events, read) =
-            std::sync::mpsc::sync_channel::<Result<(u64, i64, Event), StoreError>>(LOAD_AHEAD);
+        let digest = row.flow_digest.clone();
         std::thread::scope(|scope| {
-            let reader = scope.spawn(move || {
-                store.read_journal_raw(run, 0, &mut |row| {
-                    let decoded = match row {
-                        RawJournalRow::Event(r) => Event::from_raw(&r)
-                            .map(|event| (r.seq, r.at, event))
-                            .map_err(|message| StoreError::Hole {
-                                run: run.to_string(),
-                                seq: r.seq,
-                                message,
-                            }),
-                        RawJournalRow::Hole { seq, message } => Err(StoreError::Hole {
+            let mut parsing =
+                Some(scope.spawn(move || crate::rider::recorded_spec(store, &digest)));
+            let next_seq = row.next_seq;
+            let mut parsed: Option<Result<(Arc<FlowSpec>, Index), Refusal>> = None;
+            let mut waiting: Vec<(u64, i64, Event)> = Vec::new();
+            let mut length = 0;
+            let mut started = None;
+            let mut hole = None;
+            let read = store.read_journal_raw(run, 0, &mut |r| {
+                let r = match r {
+                    RawJournalRow::Event(r) => r,
+                    RawJournalRow::Hole { seq, message } => {
+                        hole = Some(StoreError::Hole {
                             run: run.to_string(),
                             seq,
                             message: message.to_string(),
-                        }),
-                    };
-                    let stop = decoded.is_err();
-                    // A closed channel: the loader gave up (the flow did not parse).
-                    if events.send(decoded).is_err() || stop {
-                        Flow::Stop
-                    } else {
-                        Flow::Continue
+                        });
+                        return Flow::Stop;
                     }
-                })
+                };
+                let event = match Event::from_raw(&r) {
+                    Ok(event) => event,
+                    Err(message) => {
+                        hole = Some(StoreError::Hole {
+                            run: run.to_string(),
+                            seq: r.seq,
+                            message,
+                        });
+                        return Flow::Stop;
+                    }
+                };
+                length += 1;
+                if let Event::RunStarted(s) = &event
+                    && started.is_none()
+                {
+                    started = Some((s.clone(), r.at));
+                }
+                if waiting.len() >= LOAD_AHEAD && parsed.is_none() {
+                    parsed = Some(Self::indexed(parsing.take(), next_seq, &mut waiting));
+                }
+                match &mut parsed {
+                    None => waiting.push((r.seq, r.at, event)),
+                    Some(Ok((_, idx))) => idx.add(r.seq, r.at, event),
+                    // The flow did not parse: nothing more to read.
+                    Some(Err(_)) => return Flow::Stop,
+                }
+                Flow::Continue
             });
-            let indexed = Self::index(store, &row, &read);
-            // Whatever the loader made of it, the reader is let go before it is waited for.
-            drop(read);
-            let journal = reader
-                .join()
-                .unwrap_or_else(|_| Err(StoreError::Sqlite("the journal reader panicked".into())));
-            let (spec, idx, length, started) = indexed?;
-            journal?;
+            let read = read
+                .map_err(Refusal::from)
+                .and_then(|()| hole.map_or(Ok(()), |h| Err(h.into())));
+            // The flow's error first, as when the flow was read before the journal: a run
+            // whose flow cannot be read has nothing to replay.
+            let (spec, idx) = match parsed {
+                Some(parsed) => parsed?,
+                None => Self::indexed(parsing.take(), next_seq, &mut waiting)?,
+            };
+            read?;
             let Some((started, started_at)) = started else {
                 return Err(Refusal::Store(StoreError::Hole {
                     run: run.to_string(),
@@ -128,35 +153,28 @@ impl Recording {
         })
     }
 
-    /// Parses run `row`'s FlowSpec, then indexes the events `read` brings: the flow, the
-    /// index, how many events there were, and the first `run_started` with its time.
+    /// Waits for the flow `parsing` reads, then indexes the events that waited for it.
     #[allow(clippy::type_complexity)]
-    fn index(
-        store: &dyn StoreRead,
-        row: &RunRow,
-        read: &std::sync::mpsc::Receiver<Result<(u64, i64, Event), StoreError>>,
-    ) -> Result<(Arc<FlowSpec>, Index, u64, Option<(RunStarted, i64)>), Refusal> {
-        let spec = crate::rider::recorded_spec(store, &row.flow_digest)?;
+    fn indexed(
+        parsing: Option<std::thread::ScopedJoinHandle<'_, Result<Arc<FlowSpec>, Refusal>>>,
+        next_seq: u64,
+        waiting: &mut Vec<(u64, i64, Event)>,
+    ) -> Result<(Arc<FlowSpec>, Index), Refusal> {
+        let spec = parsing
+            .ok_or_else(|| Refusal::Spec("the FlowSpec was read already".into()))?
+            .join()
+            .unwrap_or_else(|_| Err(Refusal::Spec("the FlowSpec's reader panicked".into())))?;
         let mut idx = Index::new(&spec);
-        // A call is at least two events (its start and its result): room for them all at
-        // once rather than a table grown and rehashed a dozen times (up to a bound: the row's
-        // count is not trusted with memory).
-        let calls = usize::try_from(row.next_seq / 2).map_or(0, |n| n.min(1 << 20));
+        // A call is at least two events (its start and its result): room for them all at once
+        // rather than a table grown and rehashed a dozen times (up to a bound: the row's count
+        // is not trusted with memory).
+        let calls = usize::try_from(next_seq / 2).map_or(0, |n| n.min(1 << 20));
         Arc::make_mut(&mut idx.calls).reserve(calls);
         idx.results.reserve(calls);
-        let mut length = 0;
-        let mut started = None;
-        for decoded in read {
-            let (seq, at, event) = decoded?;
-            length += 1;
-            if let Event::RunStarted(s) = &event
-                && started.is_none()
-            {
-                started = Some((s.clone(), at));
-            }
+        for (seq, at, event) in waiting.drain(..) {
             idx.add(seq, at, event);
         }
-        Ok((spec, idx, length, started))
+        Ok((spec, idx))
     }
 }
 
