@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use reel_runtime::{
-    Divergence, ForkPlan, Recording, ReplayOptions, RerunRequest, plan_fork, replay_recording,
-    rerun, resolve_inputs,
+    Divergence, ForkPlan, Recording, Refusal, ReplayOptions, RerunRequest, plan_fork,
+    replay_recording, rerun, resolve_inputs,
 };
 use reel_store::StoreRead;
 use serde_json::{Map, Value, json};
@@ -280,8 +280,23 @@ fn check_flow(
     json: bool,
     ui: &Ui,
 ) -> Result<Status, Failure> {
-    let rec = Recording::load(store, id).map_err(refused)?;
-    let (_, _, spec) = super::run::compile_correction(file, &rec.run.flow, ui)?;
+    let row = store
+        .run(id)
+        .map_err(|e| refused(e.into()))?
+        .ok_or_else(|| refused(Refusal::UnknownRun(id.to_string())))?;
+    // The record loads on a thread of its own while the corrected file compiles: for a big
+    // flow each takes a good part of the check. The record's error comes first, as it did
+    // when it was read first.
+    let (rec, compiled) = std::thread::scope(|scope| {
+        let loading = scope.spawn(|| Recording::load(store, id));
+        let compiled = super::run::compile_correction(file, &row.flow, ui);
+        let rec = loading
+            .join()
+            .unwrap_or_else(|_| Err(Refusal::Spec("the run's record could not be read".into())));
+        (rec, compiled)
+    });
+    let rec = rec.map_err(refused)?;
+    let (_, _, spec) = compiled?;
     let mut given = rec.inputs.clone();
     given.retain(|k, _| spec.inputs.iter().any(|i| &i.name == k));
     let inputs = resolve_inputs(&spec, &given).map_err(Failure::usage)?;
