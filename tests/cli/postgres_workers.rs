@@ -362,29 +362,35 @@ fn a_worker_killed_mid_runs_leaves_them_to_the_other_which_repeats_only_unrecord
         assert!(made.iter().all(|k| *k == recorded[0]), "run {n}: {made:?}");
         assert!(started.iter().all(|k| *k == recorded[0]), "run {n}");
         // A call was made again only when the journal shows an earlier start without a
-        // record, that is, the killed worker's call in flight.
-        match made.len() {
-            1 => assert_eq!(started.len(), 1, "run {n}: {events:#?}"),
-            2 => {
-                repeated += 1;
-                assert_eq!(started.len(), 2, "run {n}: {events:#?}");
-                let first_start = events
-                    .iter()
-                    .position(|e| e["kind"] == "step_started" && e["step"] == "charge")
-                    .unwrap();
-                let took_over = events[first_start..]
-                    .iter()
-                    .position(|e| e["kind"] == "run_resumed");
-                let recorded_at = events
-                    .iter()
-                    .position(|e| e["kind"] == "effect_recorded")
-                    .unwrap();
-                assert!(
-                    took_over.is_some_and(|t| first_start + t < recorded_at),
-                    "run {n}: a repeat without a takeover: {events:#?}"
-                );
-            }
-            _ => panic!("run {n} made its call {} times: {made:?}", made.len()),
+        // record, that is, a call the killed worker had in flight. Such a start may also have
+        // no call behind it: the worker died after its start was synced and before its tool
+        // process counted the call (seen once under a loaded CI machine), and the call was then
+        // made once, by the other worker.
+        assert!(
+            (1..=2).contains(&started.len()) && (1..=started.len()).contains(&made.len()),
+            "run {n} made its call {} times for {} starts: {made:?}",
+            made.len(),
+            started.len()
+        );
+        if started.len() == 2 {
+            let first_start = events
+                .iter()
+                .position(|e| e["kind"] == "step_started" && e["step"] == "charge")
+                .unwrap();
+            let took_over = events[first_start..]
+                .iter()
+                .position(|e| e["kind"] == "run_resumed");
+            let recorded_at = events
+                .iter()
+                .position(|e| e["kind"] == "effect_recorded")
+                .unwrap();
+            assert!(
+                took_over.is_some_and(|t| first_start + t < recorded_at),
+                "run {n}: a second start without a takeover: {events:#?}"
+            );
+        }
+        if made.len() == 2 {
+            repeated += 1;
         }
     }
     // At least the call that killed its worker had no record, and was made again.
