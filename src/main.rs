@@ -3,5 +3,7 @@
 mod cli;
 
 fn main() -> std::process::ExitCode {
+    // The process's allocator (mimalloc) comes with `reel_alloc`: set before any thread.
+    reel_alloc::tune();
     cli::main()
 }

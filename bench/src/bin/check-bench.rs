@@ -383,6 +383,8 @@ fn verdict(met: bool) -> &'static str {
 }
 
 fn main() {
+    // Allocate as `reel` does (see `reel_alloc`).
+    reel_bench::reel_alloc::tune();
     let args = Args::parse();
     if let Some(phase) = args.only {
         for &n in &args.sizes {

@@ -65,6 +65,8 @@ struct Args {
 }
 
 fn main() {
+    // Allocate as `reel` does (see `reel_alloc`).
+    reel_bench::reel_alloc::tune();
     let args = Args::parse();
     let reel = args.reel.clone().unwrap_or_else(|| {
         std::env::current_exe()

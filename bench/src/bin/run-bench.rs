@@ -113,6 +113,8 @@ enum Cmd {
 }
 
 fn main() {
+    // Allocate as `reel` does (see `reel_alloc`).
+    reel_bench::reel_alloc::tune();
     let args = Args::parse();
     match &args.command {
         Some(Cmd::ResumeChild { store, run }) => return resume_child(store, run),
