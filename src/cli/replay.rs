@@ -288,8 +288,9 @@ fn check_flow(
     // flow each takes a good part of the check. The record's error comes first, as it did
     // when it was read first.
     let (rec, compiled) = std::thread::scope(|scope| {
-        let loading = scope.spawn(|| Recording::load(store, id));
-        let compiled = super::run::compile_correction(file, &row.flow, ui);
+        let flow = row.flow.clone();
+        let loading = scope.spawn(|| Recording::load_row(store, row));
+        let compiled = super::run::compile_correction(file, &flow, ui);
         let rec = loading
             .join()
             .unwrap_or_else(|_| Err(Refusal::Spec("the run's record could not be read".into())));

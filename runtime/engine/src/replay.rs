@@ -65,13 +65,20 @@ impl Recording {
     /// The FlowSpec (for a flow of many steps, tens of MiB of JSON) is parsed on a thread of
     /// its own while this one reads and decodes the journal: the two take about as long. The
     /// index needs the flow's steps before it takes in an event, so events wait for it, at
-    /// most [`LOAD_AHEAD`] of them (then the reader waits for the flow): what a load holds
+    /// most [`LOAD_AHEAD`] of them (then this thread waits for the flow): what a load holds
     /// stays bounded by the run's calls and steps, not its events. Each event is decoded and
     /// dropped on this thread (memory freed on the thread that took it is the cheap kind).
     pub fn load(store: &dyn StoreRead, run: &str) -> Result<Recording, Refusal> {
         let row = store
             .run(run)?
             .ok_or_else(|| Refusal::UnknownRun(run.to_string()))?;
+        Self::load_row(store, row)
+    }
+
+    /// [`Recording::load`] of the run whose row the caller has read already.
+    pub fn load_row(store: &dyn StoreRead, row: RunRow) -> Result<Recording, Refusal> {
+        let id = row.id.clone();
+        let run = id.as_str();
         let digest = row.flow_digest.clone();
         std::thread::scope(|scope| {
             let mut parsing =
@@ -213,7 +220,7 @@ impl Recording {
     }
 }
 
-/// How many decoded events a load's journal reader may hold while the FlowSpec parses.
+/// How many decoded events a load may hold while the FlowSpec parses.
 const LOAD_AHEAD: usize = 1 << 16;
 
 /// How many of the record's next results a replay reads along with one it lacks.
