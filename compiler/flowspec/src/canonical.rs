@@ -58,10 +58,19 @@ pub(crate) fn canonical_without<T: Serialize + ?Sized>(
 
 /// Lowercase hex SHA-256 of `bytes` (64 characters).
 pub fn sha256_hex(bytes: &[u8]) -> String {
+    sha256_hex_parts(&[bytes])
+}
+
+/// [`sha256_hex`] of the concatenation of `parts`, without concatenating them first.
+pub fn sha256_hex_parts(parts: &[&[u8]]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part);
+    }
     // Into a fixed buffer at once: `hex::encode` pushes one char at a time, and a run digests
     // every value it stores.
     let mut text = [0u8; 64];
-    hex::encode_to_slice(Sha256::digest(bytes), &mut text).expect("32 bytes are 64 hex digits");
+    hex::encode_to_slice(hasher.finalize(), &mut text).expect("32 bytes are 64 hex digits");
     String::from_utf8(text.to_vec()).expect("hex digits are ASCII")
 }
 

@@ -85,7 +85,11 @@ impl Recording {
                 Some(scope.spawn(move || crate::rider::recorded_spec(store, &digest)));
             let next_seq = row.next_seq;
             let mut parsed: Option<Result<(Arc<FlowSpec>, Index), Refusal>> = None;
-            let mut waiting: Vec<(u64, i64, Event)> = Vec::new();
+            // Room for the events that may wait for the flow, at once: grown by doubling, the
+            // buffer was copied a dozen times (the row's count is bounded, not trusted).
+            let mut waiting: Vec<(u64, i64, Event)> = Vec::with_capacity(
+                usize::try_from(next_seq).map_or(LOAD_AHEAD, |n| n.min(LOAD_AHEAD)),
+            );
             let mut length = 0;
             let mut started = None;
             let mut hole = None;

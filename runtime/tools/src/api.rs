@@ -1,6 +1,7 @@
 //! The tool host's interface and the plain types that cross it.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use reel_flowspec::{ToolKind, Type};
@@ -35,13 +36,13 @@ pub struct ToolCall {
     pub run_dir: PathBuf,
     /// The flow's declared `env` values from the run's snapshot (unset ones left out): every
     /// command the call starts sees them, and no other variable of the launching shell.
-    pub env: Vec<(String, String)>,
+    pub env: Arc<[(String, String)]>,
     /// Set for a user tool.
     pub user: Option<UserTool>,
     /// The attempt's time limit.
     pub timeout: Option<Duration>,
     /// Secret values to scrub from anything the host returns (stderr, error messages).
-    pub secrets: Vec<(String, String)>,
+    pub secrets: Arc<[(String, String)]>,
 }
 
 /// A call that succeeded.

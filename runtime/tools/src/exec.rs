@@ -28,7 +28,7 @@ pub(crate) async fn call(
         Some(cwd) => call.run_dir.join(cwd),
         None => call.run_dir.clone(),
     };
-    let mut env = call.env.clone();
+    let mut env = call.env.to_vec();
     env.extend(env_vars(&args)?);
     let label = format!("exec `{}`", clip(&secrets.text(&argv.join(" ")), 200));
     let done = process::run(
@@ -128,10 +128,10 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_else(Map::new),
             idempotency_key: None,
             run_dir: dir.to_path_buf(),
-            env: Vec::new(),
+            env: Default::default(),
             user: None,
             timeout: None,
-            secrets: Vec::new(),
+            secrets: Default::default(),
         }
     }
 
@@ -258,7 +258,8 @@ mod tests {
                 ("FLOW_VAR".into(), "flow".into()),
                 ("DECLARED".into(), "declared".into()),
                 ("REEL_SECRET_SNEAKY".into(), "hunter2".into()),
-            ];
+            ]
+            .into();
             call.idempotency_key = Some("k1".into());
             let out = run(call).await.unwrap();
             let env = out.value["stdout"].as_str().unwrap().to_string();
@@ -408,7 +409,7 @@ mod tests {
             json!({"cmd": ["sh", "-c", "echo tok-999; echo tok-999 >&2; exit 2"]}),
             dir.path(),
         );
-        call.secrets = vec![("api".to_string(), "tok-999".to_string())];
+        call.secrets = vec![("api".to_string(), "tok-999".to_string())].into();
         let err = run(call).await.unwrap_err();
         let text = format!("{} {} {:?}", err.message, err.log, err.cause);
         assert!(!text.contains("tok-999"), "{text}");

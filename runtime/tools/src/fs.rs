@@ -153,10 +153,10 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_else(Map::new),
             idempotency_key: None,
             run_dir: dir.to_path_buf(),
-            env: Vec::new(),
+            env: Default::default(),
             user: None,
             timeout: None,
-            secrets: Vec::new(),
+            secrets: Default::default(),
         }
     }
 

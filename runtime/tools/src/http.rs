@@ -463,10 +463,10 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_default(),
             idempotency_key: (tool != "http.get").then(|| "idem-1".to_string()),
             run_dir: PathBuf::from("/"),
-            env: Vec::new(),
+            env: Default::default(),
             user: None,
             timeout: Some(Duration::from_secs(10)),
-            secrets: Vec::new(),
+            secrets: Default::default(),
         }
     }
 
@@ -490,7 +490,7 @@ mod tests {
             json!({"url": format!("{base}/data?fixed=1"), "query": {"q": "a b", "n": "2"},
                    "headers": {"X-Custom": "yes"}, "bearer": "tok-abc"}),
         );
-        call.secrets = vec![("api".to_string(), "tok-abc".to_string())];
+        call.secrets = vec![("api".to_string(), "tok-abc".to_string())].into();
         let out = run(call).await.unwrap();
         assert_eq!(out.value["status"], 200);
         assert_eq!(out.value["body"], json!({"items": [1, 2]}));
@@ -699,7 +699,7 @@ mod tests {
             "http.get",
             json!({"url": "http://x", "bearer": "line\nbreak"}),
         );
-        call.secrets = vec![("tok".to_string(), "line\nbreak".to_string())];
+        call.secrets = vec![("tok".to_string(), "line\nbreak".to_string())].into();
         let err = run(call).await.unwrap_err();
         assert_eq!(err.code, codes::ARGS);
         assert!(!err.message.contains("line\nbreak"));

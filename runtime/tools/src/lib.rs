@@ -174,10 +174,10 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_default(),
             idempotency_key: None,
             run_dir: PathBuf::from("/"),
-            env: Vec::new(),
+            env: Default::default(),
             user: None,
             timeout: None,
-            secrets: Vec::new(),
+            secrets: Default::default(),
         }
     }
 

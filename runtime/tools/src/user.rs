@@ -42,7 +42,7 @@ pub(crate) async fn call(
             argv: user.exec.clone(),
             dir: user.dir.clone(),
             base: base.clone(),
-            env: call.env.clone(),
+            env: call.env.to_vec(),
             idempotency_key: call.idempotency_key.clone(),
             stdin: Some(stdin),
             timeout: call.timeout,
@@ -128,14 +128,14 @@ mod tests {
             args: args.as_object().cloned().unwrap_or_else(Map::new),
             idempotency_key: None,
             run_dir: std::env::temp_dir(),
-            env: Vec::new(),
+            env: Default::default(),
             user: Some(UserTool {
                 exec: vec!["python3".to_string(), format!("tools/{name}.py")],
                 dir: dir.to_path_buf(),
                 output,
             }),
             timeout: None,
-            secrets: Vec::new(),
+            secrets: Default::default(),
         }
     }
 
@@ -263,7 +263,7 @@ mod tests {
             json!({"token": "sk-live-42"}),
             Type::Json,
         );
-        call.secrets = vec![("api_key".to_string(), "sk-live-42".to_string())];
+        call.secrets = vec![("api_key".to_string(), "sk-live-42".to_string())].into();
         let err = run(call.clone()).await.unwrap_err();
         assert_eq!(err.code, codes::OUTPUT_JSON);
         let all = format!("{} | {} | {:?}", err.message, err.log, err.cause);

@@ -38,7 +38,7 @@ pub struct Setup {
     /// The environment values the flow declares.
     pub env: Map<String, Value>,
     /// The secrets' values (never recorded).
-    pub secrets: Vec<(String, String)>,
+    pub secrets: Arc<[(String, String)]>,
     /// The write mode.
     pub durability: Durability,
     /// Most calls in flight at once.
@@ -299,6 +299,9 @@ enum Go<T> {
 pub struct Machine {
     setup: Setup,
     spec: Arc<FlowSpec>,
+    /// The environment every call sees (the declared values that are set), made once rather
+    /// than per call.
+    call_env: Arc<[(String, String)]>,
     steps: Vec<StepRt>,
     /// Finished steps' digests, and the values still to be read.
     values: StepValues,
@@ -392,7 +395,13 @@ impl Machine {
             steps[i].deps = deps;
         }
         let values = StepValues::new(index);
+        let call_env = setup
+            .env
+            .iter()
+            .filter_map(|(name, value)| Some((name.clone(), value.as_str()?.to_string())))
+            .collect();
         Machine {
+            call_env,
             setup,
             spec,
             steps,
@@ -1624,12 +1633,7 @@ impl Machine {
             args,
             idempotency_key: key,
             run_dir: self.setup.cwd.clone(),
-            env: self
-                .setup
-                .env
-                .iter()
-                .filter_map(|(name, value)| Some((name.clone(), value.as_str()?.to_string())))
-                .collect(),
+            env: self.call_env.clone(),
             user,
             timeout: spec
                 .timeout

@@ -466,7 +466,7 @@ pub fn setup(spec: &Arc<FlowSpec>, inputs: Map<String, Value>, durable: bool) ->
         cwd: PathBuf::from("/run"),
         inputs,
         env: Map::new(),
-        secrets: Vec::new(),
+        secrets: Default::default(),
         durability: if durable {
             Durability::Durable
         } else {
