@@ -10,16 +10,44 @@
 use serde::Serialize;
 
 use crate::args::Args;
-use crate::canonical::{canonical_without, sha256_hex, to_canonical_string};
+use crate::canonical::{canonical_without, sha256_hex, sha256_hex_parts, to_canonical_string};
 use crate::spec::{
     Duration, Expr, FORMAT_VERSION, FlowSpec, OLDEST_VERSION, Repeat, RetrySpec, StepSpec,
     ToolKind, ToolSpec, writing_implied_types,
 };
 use crate::types::Type;
 
-/// From how many steps [`FlowSpec::seal`] digests them on two threads (below, a thread costs
-/// more than it saves).
-const PARALLEL_DIGESTS_FROM: usize = 512;
+/// From how many steps [`FlowSpec::seal`] digests and writes them on two threads (below, a
+/// thread costs more than it saves).
+const PARALLEL_STEPS_FROM: usize = 512;
+
+/// Where the steps go in the canonical text of a spec written without them: just after the `[`
+/// of its top-level `"steps":[]` (a record literal elsewhere may have a member of that name, so
+/// only the top-level object's counts). `None` when there is no such member.
+fn steps_list(text: &str) -> Option<usize> {
+    const MEMBER: &[u8] = b"\"steps\":[]";
+    let bytes = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                // A string's inner quotes are escaped, so only a member name can match here.
+                if depth == 1 && bytes[i..].starts_with(MEMBER) {
+                    return Some(i + MEMBER.len() - 1);
+                }
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
 
 /// What a step's semantic digest covers; field names are part of the digest, so never rename.
 #[derive(Serialize)]
@@ -140,32 +168,32 @@ impl FlowSpec {
         self.digest = self.compute_digest();
     }
 
-    /// Every step's semantic digest, in order. A big flow's steps are digested in two halves
-    /// at once, one on a thread of its own: each digest is independent of the others, and
-    /// digesting was a quarter of `reel build` after the check. The result is the same either
-    /// way; only when the work is done changes.
+    /// Every step's semantic digest, in order.
     fn step_digests(&self) -> Vec<String> {
-        let digest_all = |steps: &[StepSpec]| -> Vec<String> {
-            self.written(|| {
-                steps
-                    .iter()
-                    .map(|step| step_semantic_digest(step, self.tool_of(step)))
-                    .collect()
-            })
-        };
-        if self.steps.len() < PARALLEL_DIGESTS_FROM {
-            return digest_all(&self.steps);
+        self.map_steps(|step| step_semantic_digest(step, self.tool_of(step)))
+    }
+
+    /// `f` of every step, in order, written as this spec's version writes. A big flow's steps
+    /// are done in two halves at once, one on a thread of its own: digesting and writing the
+    /// steps are most of sealing, which was half of `reel build` after the check, and each
+    /// step's part is independent of the others. The result is the same either way; only when
+    /// the work is done changes.
+    fn map_steps<R: Send>(&self, f: impl Fn(&StepSpec) -> R + Sync) -> Vec<R> {
+        let all =
+            |steps: &[StepSpec]| -> Vec<R> { self.written(|| steps.iter().map(&f).collect()) };
+        if self.steps.len() < PARALLEL_STEPS_FROM {
+            return all(&self.steps);
         }
         let (first, second) = self.steps.split_at(self.steps.len() / 2);
         std::thread::scope(|scope| {
-            let other = scope.spawn(|| digest_all(second));
-            let mut digests = digest_all(first);
+            let other = scope.spawn(|| all(second));
+            let mut out = all(first);
             // A panic there is one here, as it would have been without the thread.
             match other.join() {
-                Ok(rest) => digests.extend(rest),
+                Ok(rest) => out.extend(rest),
                 Err(panic) => std::panic::resume_unwind(panic),
             }
-            digests
+            out
         })
     }
 
@@ -190,13 +218,59 @@ impl FlowSpec {
     }
 
     /// SHA-256 of the canonical JSON of this spec without its `digest` member.
+    ///
+    /// The steps are most of that text (megabytes for a big flow), so it is never assembled:
+    /// the spec is written without its steps, each step is written on its own (see
+    /// [`Self::map_steps`]), and the hash takes the steps' texts in place of the empty list. An
+    /// object's canonical text does not depend on where it sits, so this is the digest of the
+    /// whole text (a test holds it to that).
     pub fn compute_digest(&self) -> String {
-        let text = self.written(|| canonical_without(self, "digest"));
+        // Every field named, none copied by `..`: a field added to the spec is a compile error
+        // here rather than a digest that leaves it out.
+        let FlowSpec {
+            format,
+            version,
+            name,
+            doc,
+            span,
+            inputs,
+            secrets,
+            env,
+            tools,
+            steps: _,
+            output,
+            digest: _,
+        } = self;
+        let shell = FlowSpec {
+            format: format.clone(),
+            version: *version,
+            name: name.clone(),
+            doc: doc.clone(),
+            span: span.clone(),
+            inputs: inputs.clone(),
+            secrets: secrets.clone(),
+            env: env.clone(),
+            tools: tools.clone(),
+            steps: Vec::new(),
+            output: output.clone(),
+            digest: String::new(),
+        };
         // Same invariant as `canonical`.
-        sha256_hex(
-            text.expect("FlowSpec data always has a canonical form")
-                .as_bytes(),
-        )
+        let text = self
+            .written(|| canonical_without(&shell, "digest"))
+            .expect("FlowSpec data always has a canonical form");
+        let at = steps_list(&text).expect("a spec's canonical text has its `steps` member");
+        let steps = self.map_steps(canonical);
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * steps.len() + 2);
+        parts.push(&text.as_bytes()[..at]);
+        for (i, step) in steps.iter().enumerate() {
+            if i > 0 {
+                parts.push(b",");
+            }
+            parts.push(step.as_bytes());
+        }
+        parts.push(&text.as_bytes()[at..]);
+        sha256_hex_parts(&parts)
     }
 
     /// Whether `digest` and every step's `semantic_digest` match the spec's content.
@@ -257,13 +331,42 @@ mod tests {
         assert!(spec.verify_digest());
     }
 
+    /// The digest as it was always computed: of the whole canonical text at once.
+    fn whole_text_digest(spec: &FlowSpec) -> String {
+        let text = spec.written(|| canonical_without(spec, "digest")).unwrap();
+        sha256_hex(text.as_bytes())
+    }
+
+    #[test]
+    fn the_spec_digest_is_of_the_whole_canonical_text() {
+        let mut spec = sealed();
+        assert_eq!(spec.compute_digest(), whole_text_digest(&spec));
+        // A member named `steps` holding an empty list, in the output (written before the
+        // spec's own `steps`): only the top-level one is where the steps go.
+        if let Some(output) = spec.output.as_mut() {
+            output.expr.node = Node::Lit {
+                value: json!({"steps": [], "x": {"steps": []}}),
+            };
+        }
+        spec.seal();
+        assert_eq!(spec.compute_digest(), whole_text_digest(&spec));
+        // No steps at all.
+        spec.steps.clear();
+        spec.seal();
+        assert_eq!(spec.compute_digest(), whole_text_digest(&spec));
+        // A string holding what the member looks like, escaped as JSON escapes it.
+        spec.name = "\"steps\":[]".into();
+        spec.seal();
+        assert_eq!(spec.compute_digest(), whole_text_digest(&spec));
+    }
+
     #[test]
     fn a_big_flow_gets_the_digests_one_thread_gives() {
-        // Past PARALLEL_DIGESTS_FROM steps, half are digested on another thread: each digest
+        // Past PARALLEL_STEPS_FROM steps, half are digested on another thread: each digest
         // must still be its own step's, in order, and under the same version's writing.
         let mut spec = sample_spec();
         let model = spec.steps.clone();
-        spec.steps = (0..PARALLEL_DIGESTS_FROM + 3)
+        spec.steps = (0..PARALLEL_STEPS_FROM + 3)
             .map(|i| {
                 let mut step = model[i % model.len()].clone();
                 step.id = format!("{}{i}", step.id);
@@ -272,6 +375,7 @@ mod tests {
             .collect();
         spec.seal();
         assert!(spec.verify_digest());
+        assert_eq!(spec.digest, whole_text_digest(&spec));
         let one_thread: Vec<String> = spec.written(|| {
             spec.steps
                 .iter()
