@@ -175,9 +175,9 @@ impl FlowSpec {
 
     /// `f` of every step, in order, written as this spec's version writes. A big flow's steps
     /// are done in two halves at once, one on a thread of its own: digesting and writing the
-    /// steps are most of sealing, which was half of `reel build` after the check, and each
-    /// step's part is independent of the others. The result is the same either way; only when
-    /// the work is done changes.
+    /// steps were most of sealing, and sealing most of lowering a checked flow, and each step's
+    /// part is independent of the others. The result is the same either way; only when the
+    /// work is done changes.
     fn map_steps<R: Send>(&self, f: impl Fn(&StepSpec) -> R + Sync) -> Vec<R> {
         let all =
             |steps: &[StepSpec]| -> Vec<R> { self.written(|| steps.iter().map(&f).collect()) };
