@@ -108,7 +108,7 @@ impl StderrProgress {
             }
             None => {
                 // One write per line: stderr is unbuffered, and `writeln!` wrote the line and
-                // its newline apart (two system calls a step, a tenth of a 1,000-step run).
+                // its newline apart (two system calls a step).
                 let mut text = String::with_capacity(line.len() + 1);
                 text.push_str(line);
                 text.push('\n');
