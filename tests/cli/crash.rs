@@ -322,6 +322,7 @@ fn crashed_run(
     mode: &str,
     rng: &mut StdRng,
     reference: &(Value, Vec<(CallId, String)>, Duration),
+    span: &mut u64,
     trace: &mut Trace,
 ) {
     let dir = temp();
@@ -329,12 +330,12 @@ fn crashed_run(
     let out = temp();
     setup(dir.path());
     let home = dir.path().join(".reel");
-    let span = reference.2.as_millis() as u64 + 100;
 
     // The first attempt, killed; started again while it was killed before recording anything.
     let mut attempt = 0;
     let run_id = loop {
-        let delay = Duration::from_millis(rng.random_range(0..span));
+        let delay = Duration::from_millis(rng.random_range(0..*span));
+        let began = Instant::now();
         let (mut child, stdout) = spawn(
             reel_cmd(
                 dir.path(),
@@ -350,6 +351,9 @@ fn crashed_run(
         if !killed {
             let o = outcome(&mut child, &stdout);
             assert_eq!(o["status"], "succeeded", "{o}");
+            // A whole run took this long: later kills are drawn within it, so that a reference
+            // run slowed by the machine's load at the start does not send them past the end.
+            *span = (*span).min(began.elapsed().as_millis() as u64).max(1);
             break o["run"].as_str().unwrap().to_string();
         }
         settle_log(dir.path());
@@ -390,7 +394,7 @@ fn crashed_run(
         round += 1;
         let killed = if kills < KILLS_PER_RUN {
             kills += 1;
-            let delay = Duration::from_millis(rng.random_range(0..span));
+            let delay = Duration::from_millis(rng.random_range(0..*span));
             let killed = kill_after(&mut child, delay);
             trace.note(format!(
                 "resume {round} from {}: kill at {delay:?}, killed={killed}",
@@ -537,6 +541,9 @@ fn crash_mode(mode: &str) {
         reference.1
     );
     let (mut resumed, mut repeated) = (0, 0);
+    // Kills are drawn within this many milliseconds of a start: the reference run's time at
+    // first, then the shortest whole run seen (see `crashed_run`).
+    let mut span = reference.2.as_millis() as u64 + 100;
     for i in 0..RUNS_PER_MODE {
         let mut trace = Trace {
             lines: vec![format!(
@@ -545,13 +552,13 @@ fn crash_mode(mode: &str) {
             resumed_mid_run: 0,
             repeated: 0,
         };
-        crashed_run(mode, &mut rng, &reference, &mut trace);
+        crashed_run(mode, &mut rng, &reference, &mut span, &mut trace);
         eprintln!("{}", trace.text());
         resumed += trace.resumed_mid_run;
         repeated += trace.repeated;
     }
     eprintln!(
-        "{mode}: seed {seed}, reference run {:?}, {resumed} resumes of interrupted runs, {repeated} invocations repeated",
+        "{mode}: seed {seed}, reference run {:?}, kills drawn within {span} ms at the end, {resumed} resumes of interrupted runs, {repeated} invocations repeated",
         reference.2
     );
     // The kills must land inside runs, or this test tests nothing.
