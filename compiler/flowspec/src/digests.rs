@@ -7,10 +7,13 @@
 //! without changing behaviour: spans, doc comments, the tool's directory, and `deps` (derived
 //! from the expressions and `after`, which are covered themselves).
 
+use std::ops::ControlFlow;
+
 use serde::Serialize;
 
 use crate::args::Args;
 use crate::canonical::{canonical_without, sha256_hex, sha256_hex_parts, to_canonical_string};
+use crate::document::{Mark, scan_json};
 use crate::spec::{
     Duration, Expr, FORMAT_VERSION, FlowSpec, OLDEST_VERSION, Repeat, RetrySpec, StepSpec,
     ToolKind, ToolSpec, writing_implied_types,
@@ -26,27 +29,13 @@ const PARALLEL_STEPS_FROM: usize = 512;
 /// only the top-level object's counts). `None` when there is no such member.
 fn steps_list(text: &str) -> Option<usize> {
     const MEMBER: &[u8] = b"\"steps\":[]";
-    let bytes = text.as_bytes();
-    let (mut depth, mut i) = (0usize, 0usize);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'"' => {
-                // A string's inner quotes are escaped, so only a member name can match here.
-                if depth == 1 && bytes[i..].starts_with(MEMBER) {
-                    return Some(i + MEMBER.len() - 1);
-                }
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            _ => {}
+    // A string's inner quotes are escaped, so only a member name can match at a string's start.
+    scan_json(text, |mark| match mark {
+        Mark::Str { at, depth: 1 } if text.as_bytes()[at..].starts_with(MEMBER) => {
+            ControlFlow::Break(at + MEMBER.len() - 1)
         }
-        i += 1;
-    }
-    None
+        _ => ControlFlow::Continue(()),
+    })
 }
 
 /// What a step's semantic digest covers; field names are part of the digest, so never rename.

@@ -1,5 +1,7 @@
 //! Reading a FlowSpec from JSON: the `format`/`version` gate, then the shape.
 
+use std::ops::ControlFlow;
+
 use serde_json::Value;
 
 use crate::spec::{FORMAT_VERSION, FlowSpec, OLDEST_VERSION};
@@ -71,15 +73,27 @@ impl std::error::Error for SpecError {
 /// evaluation) stay within a 2 MiB stack at this depth.
 pub const MAX_JSON_DEPTH: usize = 512;
 
-/// Whether `text` nests arrays and objects at most `max` deep (brackets in strings do not count;
-/// the text need not be valid JSON).
-fn nests_within(text: &str, max: usize) -> bool {
+/// What [`scan_json`] reports as it walks a text's structure.
+pub(crate) enum Mark {
+    /// An array or object opened; `depth` counts it and those holding it.
+    Open { depth: usize },
+    /// A string starts at byte `at` (its opening quote), inside `depth` arrays and objects.
+    Str { at: usize, depth: usize },
+}
+
+/// Walks the arrays, objects and strings of `text` (brackets in strings do not count; the text
+/// need not be valid JSON), telling `visit` of each opening and each string until it breaks
+/// with an answer; `None` when it never does.
+pub(crate) fn scan_json<R>(text: &str, mut visit: impl FnMut(Mark) -> ControlFlow<R>) -> Option<R> {
     let bytes = text.as_bytes();
     let mut depth = 0usize;
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'"' => {
+                if let ControlFlow::Break(r) = visit(Mark::Str { at: i, depth }) {
+                    return Some(r);
+                }
                 // Strings are most of a spec's bytes: jump through each to its closing quote.
                 i += 1;
                 loop {
@@ -88,7 +102,7 @@ fn nests_within(text: &str, max: usize) -> bool {
                         .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
                     else {
                         // Unterminated: the reader reports it.
-                        return true;
+                        return None;
                     };
                     if bytes[i + k] == b'\\' {
                         i += k + 2;
@@ -101,8 +115,8 @@ fn nests_within(text: &str, max: usize) -> bool {
             }
             b'[' | b'{' => {
                 depth += 1;
-                if depth > max {
-                    return false;
+                if let ControlFlow::Break(r) = visit(Mark::Open { depth }) {
+                    return Some(r);
                 }
             }
             b']' | b'}' => depth = depth.saturating_sub(1),
@@ -110,7 +124,17 @@ fn nests_within(text: &str, max: usize) -> bool {
         }
         i += 1;
     }
-    true
+    None
+}
+
+/// Whether `text` nests arrays and objects at most `max` deep (brackets in strings do not count;
+/// the text need not be valid JSON).
+fn nests_within(text: &str, max: usize) -> bool {
+    scan_json(text, |mark| match mark {
+        Mark::Open { depth } if depth > max => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    })
+    .is_none()
 }
 
 /// Reads `text` as a `T` without serde_json's fixed limit of 128 levels, which a spec within
