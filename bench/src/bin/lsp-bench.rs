@@ -708,17 +708,25 @@ impl Server {
             .expect("reel lsp starts");
         let stdin = child.stdin.take().expect("piped stdin");
         let stdout = child.stdout.take().expect("piped stdout");
-        let (stamp, incoming) = std::sync::mpsc::channel();
+        let (stamp, stamped) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+        let (parsed, incoming) = std::sync::mpsc::channel();
+        // Stamped when the last byte is in, on a thread that does nothing else, and parsed on
+        // another: neither a big answer nor the answers behind it (already in the pipe while
+        // this client parses the big one) are made to look later by the benchmark's parser.
         std::thread::spawn(move || {
             let mut reader = std::io::BufReader::new(stdout);
-            // Stamped when the last byte is in, before this client parses it: a big answer
-            // (the full semantic tokens) is not made to look later by the benchmark's parser.
             while let Some(body) = read_frame(&mut reader) {
-                let at = Instant::now();
+                if stamp.send((Instant::now(), body)).is_err() {
+                    break;
+                }
+            }
+        });
+        std::thread::spawn(move || {
+            for (at, body) in stamped {
                 let Ok(m) = serde_json::from_slice::<Value>(&body) else {
                     break;
                 };
-                if stamp.send((at, m)).is_err() {
+                if parsed.send((at, m)).is_err() {
                     break;
                 }
             }
