@@ -227,8 +227,56 @@ impl Recording {
 /// How many decoded events a load may hold while the FlowSpec parses.
 const LOAD_AHEAD: usize = 1 << 16;
 
-/// How many of the record's next results a replay reads along with one it lacks.
+/// How many of the record's next results a replay reads along with one it lacks, and how many
+/// the thread reading ahead (see [`read_ahead`]) reads at a time.
 const READ_AHEAD: usize = 512;
+
+/// How many batches of [`READ_AHEAD`] values the thread reading ahead may have read that the
+/// replay has not taken yet.
+const READ_AHEAD_BATCHES: usize = 4;
+
+/// Batches of the record's results (digest, value; `None` when the store lacks it), in the
+/// record's order.
+type ReadAhead<'a> = std::sync::mpsc::Receiver<Vec<(&'a str, Option<Value>)>>;
+
+/// Reads the values of the record's results on a thread of `scope`, in the record's order, a
+/// batch at a time, while the replay works out its calls: a replay asks for them in about
+/// that order, so most are at hand when asked for instead of read then. `None` for a record
+/// too short to be worth a thread. The thread stops at the end of the record, at an error
+/// (the replay then reads what it lacks itself, and meets the error there), or once the
+/// receiver is dropped.
+fn read_ahead<'scope, 'a: 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    store: &'a dyn StoreRead,
+    idx: &'a Index,
+) -> Option<ReadAhead<'a>> {
+    if idx.results.len() < 2 * READ_AHEAD {
+        return None;
+    }
+    let (batches, taken) = std::sync::mpsc::sync_channel(READ_AHEAD_BATCHES);
+    scope.spawn(move || {
+        let mut seen: HashSet<&str> = HashSet::default();
+        for keys in idx.results.chunks(READ_AHEAD) {
+            let mut digests: Vec<&str> = keys
+                .iter()
+                .filter_map(|k| idx.result_digest(k))
+                .filter(|d| seen.insert(d))
+                .collect();
+            // In the index's order: neighbouring lookups share its pages.
+            digests.sort_unstable();
+            let Ok(values) = store.get_values(&digests) else {
+                return;
+            };
+            if batches
+                .send(digests.into_iter().zip(values).collect())
+                .is_err()
+            {
+                return;
+            }
+        }
+    });
+    Some(taken)
+}
 
 /// A call: its step's number in the record (`Index::numbers`), `foreach` index and attempt. A
 /// number rather than the step's name, so that looking a call up allocates nothing.
@@ -566,9 +614,12 @@ pub fn replay_recording(
     progress: &dyn ProgressSink,
 ) -> Result<ReplayReport, Refusal> {
     let spec = rec.spec.clone();
-    let mut r = Replayer::new(store, rec, spec, Mode::Replay(opts.verify), progress);
-    r.setup.faults = opts.faults.clone();
-    finish(r, opts.verify)
+    std::thread::scope(|scope| {
+        let mut r = Replayer::new(store, rec, spec, Mode::Replay(opts.verify), progress);
+        r.setup.faults = opts.faults.clone();
+        r.read_ahead = read_ahead(scope, store, &rec.idx);
+        finish(r, opts.verify)
+    })
 }
 
 /// Runs `spec` against a recording that stands for a cassette (`reel test`): every call is
@@ -583,9 +634,12 @@ pub fn test_against(
     faults: &[String],
     progress: &dyn ProgressSink,
 ) -> Result<ReplayReport, Refusal> {
-    let mut r = Replayer::new(store, rec, spec, Mode::Test, progress);
-    r.setup.faults = faults.to_vec();
-    finish(r, true)
+    std::thread::scope(|scope| {
+        let mut r = Replayer::new(store, rec, spec, Mode::Test, progress);
+        r.setup.faults = faults.to_vec();
+        r.read_ahead = read_ahead(scope, store, &rec.idx);
+        finish(r, true)
+    })
 }
 
 /// Drives `r` to its end and compares the ending (and, when `strict`, the calls never made)
@@ -936,6 +990,10 @@ struct Replayer<'a> {
     answered: usize,
     /// How far in the record's results (`Index::results`) values were read ahead.
     ahead: usize,
+    /// The values a thread reads ahead of the replay, while it does (see [`read_ahead`]).
+    read_ahead: Option<ReadAhead<'a>>,
+    /// Digests the thread reading ahead found the store without: not waited for again.
+    absent: HashSet<&'a str>,
     /// Calls the record started and never answered before its cancel: (step, index, attempt).
     held: Vec<(usize, usize, u32)>,
     timers: HashMap<WaitKey, i64>,
@@ -1060,6 +1118,8 @@ impl<'a> Replayer<'a> {
             answers: BinaryHeap::new(),
             answered: 0,
             ahead: 0,
+            read_ahead: None,
+            absent: HashSet::default(),
             held: Vec::new(),
             timers: HashMap::default(),
             signal_waits: HashSet::default(),
@@ -1127,16 +1187,19 @@ impl<'a> Replayer<'a> {
             return Ok(());
         }
         // A replay asks for results in about the record's order: the next ones are read
-        // along (they would be kept once the machine put them anyway).
+        // along (they would be kept once the machine put them anyway), unless a thread reads
+        // them ahead already.
         let idx: &'a Index = self.idx;
-        let end = (self.ahead + READ_AHEAD).min(idx.results.len());
-        wanted.extend(
-            idx.results[self.ahead..end]
-                .iter()
-                .filter_map(|k| idx.result_digest(k))
-                .filter(|d| !self.values.contains_key(*d)),
-        );
-        self.ahead = end;
+        if self.read_ahead.is_none() {
+            let end = (self.ahead + READ_AHEAD).min(idx.results.len());
+            wanted.extend(
+                idx.results[self.ahead..end]
+                    .iter()
+                    .filter_map(|k| idx.result_digest(k))
+                    .filter(|d| !self.values.contains_key(*d)),
+            );
+            self.ahead = end;
+        }
         wanted.sort_unstable();
         wanted.dedup();
         let found = self.store.get_values(&wanted)?;
@@ -1146,6 +1209,48 @@ impl<'a> Replayer<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Takes the values read ahead so far; while `wait` holds digests not at hand yet, waits
+    /// for the batches that follow (the thread reads every recorded result, so only digests of
+    /// results are waited for). A value the thread did not deliver is left to [`Self::prefetch`].
+    fn take_read_ahead(&mut self, wait: &[&'a str]) {
+        let Some(taken) = self.read_ahead.take() else {
+            return;
+        };
+        let mut open = true;
+        loop {
+            let missing = wait
+                .iter()
+                .any(|d| !self.values.contains_key(*d) && !self.absent.contains(d));
+            let batch = if missing {
+                taken.recv().ok()
+            } else {
+                match taken.try_recv() {
+                    Ok(batch) => Some(batch),
+                    Err(std::sync::mpsc::TryRecvError::Empty) => break,
+                    Err(std::sync::mpsc::TryRecvError::Disconnected) => None,
+                }
+            };
+            let Some(batch) = batch else {
+                open = false;
+                break;
+            };
+            for (digest, value) in batch {
+                match value {
+                    Some(value) => {
+                        self.values.entry(digest.to_string()).or_insert(value);
+                    }
+                    // Asked for, it is the error [`Self::value`] reports.
+                    None => {
+                        self.absent.insert(digest);
+                    }
+                }
+            }
+        }
+        if open {
+            self.read_ahead = Some(taken);
+        }
     }
 
     /// The record's key of the call of step `step` (a position in `spec`), if the record has
@@ -1185,6 +1290,22 @@ impl<'a> Replayer<'a> {
                             .map(|(digest, _, _)| Cow::Owned(digest.to_string()))
                     }
                 }
+            })
+            .collect()
+    }
+
+    /// The digests of the recorded results of `calls` that succeeded: those the thread reading
+    /// ahead delivers (a failure's cause is not among them).
+    fn recorded_ok_results(&self, calls: &[CallStart]) -> Vec<&'a str> {
+        let idx: &'a Index = self.idx;
+        calls
+            .iter()
+            .filter_map(|c| {
+                let index = self.spec.steps[c.step]
+                    .foreach
+                    .as_ref()
+                    .map(|_| c.index as u32);
+                idx.result_digest(&self.key(c.step, index, c.attempt)?)
             })
             .collect()
     }
@@ -1310,6 +1431,7 @@ impl<'a> Replayer<'a> {
                     }
                 }
                 Command::LoadValues(digests) => {
+                    self.take_read_ahead(&[]);
                     self.prefetch(digests.iter().map(String::as_str))?;
                     let values = digests
                         .iter()
@@ -1323,6 +1445,10 @@ impl<'a> Replayer<'a> {
                 }
                 Command::Launch(calls) => {
                     let wanted = self.recorded_results(&calls);
+                    if self.read_ahead.is_some() {
+                        let results = self.recorded_ok_results(&calls);
+                        self.take_read_ahead(&results);
+                    }
                     self.prefetch(wanted.iter().map(|d| d.as_ref()))?;
                     for c in calls {
                         self.answer(c)?;

@@ -1,6 +1,8 @@
 //! What a resume holds and what a `durable` run costs: a resumed run reads from the store only
 //! the values still to be read, and sequential steps in `durable` mode take one commit each.
-//! And what a replay computes again: no recorded result is hashed a second time.
+//! And what a replay computes again: no recorded result is hashed a second time; and a replay
+//! long enough to read its values ahead on a thread gives the same report, stops where it
+//! diverges, and names a value the store lacks.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,11 +34,16 @@ struct Counting {
     reads: AtomicU64,
     /// Applied to every spec read, when set.
     spoil: Option<Spoil>,
+    /// A value the store is made to lack, when set.
+    hidden: Option<String>,
 }
 
 impl StoreRead for Counting {
     fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.hidden.as_deref() == Some(digest) {
+            return Ok(None);
+        }
         self.inner.get_value(digest)
     }
 
@@ -244,6 +251,7 @@ async fn a_resume_reads_only_the_values_still_to_be_read() {
         inner: sqlite.clone(),
         reads: AtomicU64::new(0),
         spoil: None,
+        hidden: None,
     });
     let again = resume(
         &deps(counting.clone()),
@@ -329,6 +337,7 @@ async fn a_stored_flow_that_does_not_read_stops_the_resume() {
             inner: sqlite.clone(),
             reads: AtomicU64::new(0),
             spoil: Some(spoil),
+            hidden: None,
         });
         let refused = resume(&deps(spoiled), &RiderConfig::default(), "r3", "resume")
             .await
@@ -446,5 +455,94 @@ async fn a_replay_hashes_no_recorded_result_again() {
             assert_eq!(report.calls, n);
             assert_eq!(report.digests, n as u64 + 1, "n = {n}, verify = {verify}");
         }
+    }
+}
+
+/// The digest of the result recorded for step `step` of run `run`.
+fn result_of(store: &dyn Store, run: &str, step: &str) -> String {
+    let mut digest = None;
+    store
+        .read_journal(run, 0, &mut |e| {
+            let recorded = match e.kind.as_str() {
+                "call_succeeded" => &e.data["output"],
+                "effect_recorded" => &e.data["result"],
+                _ => &Value::Null,
+            };
+            if e.step.as_deref() == Some(step) && recorded.is_string() {
+                digest = recorded.as_str().map(str::to_string);
+                return Flow::Stop;
+            }
+            Flow::Continue
+        })
+        .expect("the journal reads");
+    digest.unwrap_or_else(|| panic!("no recorded result of `{step}`"))
+}
+
+/// A replay of a run with enough results for a thread to read their values ahead gives the
+/// report a short one gives; changed on purpose half-way, the verifying replay stops there (the
+/// thread reading ahead is let go, nothing waits for it); and a value the store lacks half-way
+/// is named, not waited for.
+#[tokio::test]
+async fn a_long_replay_reads_ahead_stops_where_it_diverges_and_names_a_lost_value() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
+    let n = 3000;
+    let half = n / 2;
+    let mut source = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
+    for i in 1..n {
+        let before = if i == half + 1 {
+            "p".to_string()
+        } else {
+            format!("s{}", i - 1)
+        };
+        source.push_str(&format!("  step s{i} = echo {{ value: {before} + 1 }}\n"));
+        if i == half {
+            source.push_str(&format!("  step p = max(s{half}, 0)\n"));
+        }
+    }
+    source.push_str(&format!("  output s{}\n}}\n", n - 1));
+    let run = start(
+        &deps(sqlite.clone()),
+        &RiderConfig::default(),
+        request("long", compile(&source), Durability::Fast, dir.path()),
+    )
+    .await
+    .expect("the run starts");
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    for verify in [false, true] {
+        let opts = ReplayOptions {
+            verify,
+            faults: Vec::new(),
+        };
+        let report = replay(sqlite.as_ref(), "long", &opts, &NoProgress).expect("it replays");
+        assert_eq!(report.divergence, None);
+        assert_eq!(report.output, Some(json!(n - 1)));
+        assert_eq!(report.calls, n);
+    }
+
+    let changed = ReplayOptions {
+        verify: true,
+        faults: vec!["max".into()],
+    };
+    let report = replay(sqlite.as_ref(), "long", &changed, &NoProgress).expect("it replays");
+    let divergence = report.divergence.expect("the changed builtin is caught");
+    assert_eq!(divergence.step.as_deref(), Some("p"), "{divergence:?}");
+    assert!(
+        report.calls <= half + 2,
+        "it stopped at `p`: {} calls",
+        report.calls
+    );
+
+    let lost = result_of(sqlite.as_ref(), "long", &format!("s{}", half + 100));
+    let losing = Counting {
+        inner: sqlite.clone(),
+        reads: AtomicU64::new(0),
+        spoil: None,
+        hidden: Some(lost.clone()),
+    };
+    let opts = ReplayOptions::default();
+    match replay(&losing, "long", &opts, &NoProgress) {
+        Err(e) => assert!(e.to_string().contains(&lost), "{e}"),
+        Ok(report) => panic!("a lost value replayed: {:?}", report.status),
     }
 }
