@@ -81,6 +81,30 @@ fn an_example_flow_gives_the_same_output_on_both_stores() {
     assert_eq!(runs, serde_json::json!([]));
 }
 
+/// A replay long enough to read its recorded values ahead on a thread of its own (1,024
+/// results or more) reads them from PostgreSQL beside its own reads, and verifies.
+#[test]
+fn a_long_run_on_postgres_replays_and_verifies() {
+    let dir = temp();
+    let steps = 1100;
+    let mut flow = String::from("flow chain {\n  step s0 = echo { value: 0 }\n");
+    for i in 1..steps {
+        flow.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
+    }
+    flow.push_str(&format!("  output s{}\n}}\n", steps - 1));
+    write(dir.path(), "chain.reel", &flow);
+    let url = database();
+    let run = on_postgres(dir.path(), &url, &["run", "chain.reel", "--json"]);
+    assert_eq!(run.status, 0, "{run:?}");
+    let id = json(&run)["run"].as_str().unwrap().to_string();
+    let replay = on_postgres(dir.path(), &url, &["replay", &id, "--verify", "--json"]);
+    assert_eq!(replay.status, 0, "{replay:?}");
+    let report = json(&replay);
+    assert_eq!(report["status"], "succeeded", "{report}");
+    assert_eq!(report["output"], steps - 1, "{report}");
+    assert_eq!(report["calls"], steps, "{report}");
+}
+
 #[test]
 fn a_run_parked_on_postgres_is_signaled_and_finished_by_a_worker_elsewhere() {
     let flow =
