@@ -422,6 +422,18 @@ async fn durable_sequential_steps_take_one_commit_each() {
     );
 }
 
+/// Runs `source` as run `id` in `fast` mode, to its success.
+async fn run_to_end(store: &Arc<SqliteStore>, id: &str, source: &str, dir: &Path) {
+    let run = start(
+        &deps(store.clone()),
+        &RiderConfig::default(),
+        request(id, compile(source), Durability::Fast, dir),
+    )
+    .await
+    .expect("the run starts");
+    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+}
+
 /// A replay hands each recorded result to the core with the digest the record gives it: what
 /// it hashes is each call's inputs and the run's output, however many results it answers
 /// (before, every result and every step's output were hashed again: 3 per step).
@@ -435,14 +447,7 @@ async fn a_replay_hashes_no_recorded_result_again() {
             source.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
         }
         source.push_str(&format!("  output s{}\n}}\n", n - 1));
-        let run = start(
-            &deps(sqlite.clone()),
-            &RiderConfig::default(),
-            request(id, compile(&source), Durability::Fast, dir.path()),
-        )
-        .await
-        .expect("the run starts");
-        assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+        run_to_end(&sqlite, id, &source, dir.path()).await;
         for verify in [false, true] {
             let opts = ReplayOptions {
                 verify,
@@ -501,14 +506,7 @@ async fn a_long_replay_reads_ahead_stops_where_it_diverges_and_names_a_lost_valu
         }
     }
     source.push_str(&format!("  output s{}\n}}\n", n - 1));
-    let run = start(
-        &deps(sqlite.clone()),
-        &RiderConfig::default(),
-        request("long", compile(&source), Durability::Fast, dir.path()),
-    )
-    .await
-    .expect("the run starts");
-    assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+    run_to_end(&sqlite, "long", &source, dir.path()).await;
     for verify in [false, true] {
         let opts = ReplayOptions {
             verify,
