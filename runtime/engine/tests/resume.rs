@@ -201,12 +201,23 @@ fn request(id: &str, spec: FlowSpec, durability: Durability, cwd: &Path) -> Star
     }
 }
 
-/// `n` `echo` steps, each reading the one before, then a wait for signal `go`.
-fn chain_then_signal(n: usize) -> String {
-    let mut s = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
+/// The steps `s0` … `s{n-1}` of a chain of `echo` calls, each one more than the one before.
+fn echo_chain(n: usize) -> String {
+    let mut s = String::from("  step s0 = echo { value: 0 }\n");
     for i in 1..n {
         s.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
     }
+    s
+}
+
+/// A chain of `n` `echo` calls ending in `output s{n-1}`.
+fn chain(n: usize) -> String {
+    format!("flow t {{\n{}  output s{}\n}}\n", echo_chain(n), n - 1)
+}
+
+/// `n` `echo` steps, each reading the one before, then a wait for signal `go`.
+fn chain_then_signal(n: usize) -> String {
+    let mut s = format!("flow t {{\n{}", echo_chain(n));
     s.push_str(&format!(
         "  step w = signal {{\n    name: \"go\"\n    after: [s{}]\n  }}\n  output {{ last: s{}, first: s0, w: w }}\n}}\n",
         n - 1,
@@ -396,12 +407,7 @@ async fn durable_sequential_steps_take_one_commit_each() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
     let n = 60;
-    let mut source = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
-    for i in 1..n {
-        source.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
-    }
-    source.push_str(&format!("  output s{}\n}}\n", n - 1));
-    let spec = compile(&source);
+    let spec = compile(&chain(n));
     let before = sqlite.stats().full_syncs;
     let done = start(
         &deps(sqlite.clone()),
@@ -442,12 +448,7 @@ async fn a_replay_hashes_no_recorded_result_again() {
     let dir = tempfile::tempdir().expect("a temp dir");
     let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
     for (id, n) in [("r1", 20usize), ("r2", 200)] {
-        let mut source = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
-        for i in 1..n {
-            source.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
-        }
-        source.push_str(&format!("  output s{}\n}}\n", n - 1));
-        run_to_end(&sqlite, id, &source, dir.path()).await;
+        run_to_end(&sqlite, id, &chain(n), dir.path()).await;
         for verify in [false, true] {
             let opts = ReplayOptions {
                 verify,
@@ -493,19 +494,15 @@ async fn a_long_replay_reads_ahead_stops_where_it_diverges_and_names_a_lost_valu
     let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
     let n = 3000;
     let half = n / 2;
-    let mut source = String::from("flow t {\n  step s0 = echo { value: 0 }\n");
-    for i in 1..n {
-        let before = if i == half + 1 {
-            "p".to_string()
-        } else {
-            format!("s{}", i - 1)
-        };
-        source.push_str(&format!("  step s{i} = echo {{ value: {before} + 1 }}\n"));
-        if i == half {
-            source.push_str(&format!("  step p = max(s{half}, 0)\n"));
-        }
-    }
-    source.push_str(&format!("  output s{}\n}}\n", n - 1));
+    // A pure step `p` between `s{half}` and the step after it.
+    let source = chain(n).replace(
+        &format!("  step s{} = echo {{ value: s{half} + 1 }}\n", half + 1),
+        &format!(
+            "  step p = max(s{half}, 0)\n  step s{} = echo {{ value: p + 1 }}\n",
+            half + 1
+        ),
+    );
+    assert!(source.contains("step p = "), "the pure step is in the flow");
     run_to_end(&sqlite, "long", &source, dir.path()).await;
     for verify in [false, true] {
         let opts = ReplayOptions {
