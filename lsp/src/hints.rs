@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use reel_compiler::queries::{flow_dag, flow_members, step_check, step_syntax, user_tools};
+use reel_compiler::queries::{flow_dag, step_check, step_named, step_syntax, user_tools};
 use reel_compiler::step::step_mentions;
 use reel_compiler::{Db, FlowId, file_flows};
 use reel_flowspec::{FORMAT, FORMAT_VERSION, FlowSpec, SourceSpan, StepSpec, ToolSpec};
@@ -237,14 +237,13 @@ impl<'c, 'a> Standings<'c, 'a> {
             return Vec::new();
         };
         let db = self.cx.db;
-        let ids = &flow_members(db, flow).ids;
-        let Some(syntax) = ids.get(step).and_then(|&id| step_syntax(db, id)) else {
+        let Some(syntax) = step_named(db, flow, step).and_then(|id| step_syntax(db, id)) else {
             return Vec::new();
         };
         let mut deps: Vec<String> = step_mentions(syntax)
             .0
             .into_iter()
-            .filter(|n| n != step && ids.contains_key(n))
+            .filter(|n| n != step && step_named(db, flow, n).is_some())
             .collect();
         deps.sort();
         deps.dedup();
@@ -304,7 +303,7 @@ enum NoDigest {
 /// a text that does not build as a whole: the step alone in a spec with the user tool it calls,
 /// sealed (so the version, and with it how literals are written, is decided as for the whole).
 fn step_digest(db: &dyn Db, flow: FlowId<'_>, name: &str) -> Result<String, NoDigest> {
-    let Some(&id) = flow_members(db, flow).ids.get(name) else {
+    let Some(id) = step_named(db, flow, name) else {
         return Err(NoDigest::NoStep);
     };
     if flow_dag(db, flow).in_cycle.contains(name) {

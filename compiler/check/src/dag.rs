@@ -70,7 +70,8 @@ fn walk_cycle(adj: &[Vec<usize>], members: &BTreeSet<usize>, start: usize) -> Ve
     vec![start]
 }
 
-/// Iterative Tarjan: deep flows must not overflow the stack.
+/// Iterative Tarjan: deep flows must not overflow the stack. Returns the components that are
+/// cycles only (more than one step, or one that reads itself).
 fn tarjan(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
     let n = adj.len();
     let mut index = vec![usize::MAX; n];
@@ -107,6 +108,13 @@ fn tarjan(adj: &[Vec<usize>]) -> Vec<Vec<usize>> {
                 low[parent] = low[parent].min(low[v]);
             }
             if low[v] == index[v] {
+                // A step alone in its component and not reading itself is no cycle: most are
+                // that, so they are popped without a list of their own.
+                if stack.last() == Some(&v) && !adj[v].contains(&v) {
+                    stack.pop();
+                    on_stack[v] = false;
+                    continue;
+                }
                 let mut scc = Vec::new();
                 while let Some(w) = stack.pop() {
                     on_stack[w] = false;

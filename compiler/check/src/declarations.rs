@@ -123,6 +123,19 @@ impl MemberHead {
             _ => None,
         }
     }
+
+    /// The names this member declares, or, for a member that did not parse, writes: the names
+    /// whose declarations it can clash with.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        let (one, many): (Option<&str>, &[String]) = match self {
+            MemberHead::Input(i) => (Some(&i.name.name), &[]),
+            MemberHead::Secret(name) | MemberHead::Env(name) => (Some(&name.name), &[]),
+            MemberHead::Step { name, .. } => (Some(&name.name), &[]),
+            MemberHead::Broken(names) => (None, names),
+            MemberHead::Output(_) | MemberHead::Other => (None, &[]),
+        };
+        one.into_iter().chain(many.iter().map(String::as_str))
+    }
 }
 
 /// Where a member is in its flow: the index of its group, and its index in that group.
@@ -130,18 +143,20 @@ pub type Place = (u32, u32);
 
 /// A problem with the declarations, its spans relative to the members they point at: `places[0]`
 /// is the primary label's member (and its fixes'), then one place per secondary label. The
-/// caller, which knows where members are, makes the spans absolute.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PlacedDiagnostic {
+/// caller, which knows where members are, makes the spans absolute. A place is a [`Place`], or
+/// whatever else names a member (the per-shard declarations name the member's group itself, so
+/// that a group added above does not change them).
+#[derive(Clone, Debug, PartialEq, salsa::SalsaValue)]
+pub struct PlacedDiagnostic<P = Place> {
     /// The diagnostic, spans relative to members.
     pub diagnostic: Diagnostic,
     /// The members its labels are in.
-    pub places: Vec<Place>,
+    pub places: Vec<P>,
 }
 
-impl PlacedDiagnostic {
+impl<P: Copy> PlacedDiagnostic<P> {
     /// The diagnostic with absolute spans, given where each member starts.
-    pub fn placed(&self, start_of: impl Fn(Place) -> u32) -> Diagnostic {
+    pub fn placed(&self, start_of: impl Fn(P) -> u32) -> Diagnostic {
         let mut d = self.diagnostic.clone();
         let mv = |s: &mut Span, at: u32| *s = s.shifted(at);
         let primary = start_of(self.places[0]);
@@ -156,36 +171,39 @@ impl PlacedDiagnostic {
 
 /// The signature of a flow and what its declarations got wrong.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Declarations {
+pub struct Declarations<P = Place> {
     /// Names and types, duplicates dropped.
     pub signature: FlowSignature,
     /// Inputs with their defaults, in order.
     pub inputs: Vec<CheckedInput>,
     /// Problems with the declarations, placed by member.
-    pub diagnostics: Vec<PlacedDiagnostic>,
+    pub diagnostics: Vec<PlacedDiagnostic<P>>,
 }
 
 /// Checks the declarations of a flow from its members' heads, in source order (about
-/// `expected` of them), each with its place.
-pub fn check_declarations<'a>(
-    heads: impl IntoIterator<Item = (Place, &'a MemberHead)>,
+/// `expected` of them), each with its place. Two declarations clash only when they have the
+/// same name, so the heads may be those of the names of one shard only (see
+/// `queries::shards`): `broken` then keeps the names a broken member writes that are in it.
+pub fn check_declarations<'a, P: Copy>(
+    heads: impl IntoIterator<Item = (P, &'a MemberHead)>,
     expected: usize,
-) -> Declarations {
+    broken: impl Fn(&str) -> bool,
+) -> Declarations<P> {
     let mut diags = Vec::new();
     let mut sig = FlowSignature::default();
     sig.steps.reserve(expected);
     sig.step_index.reserve(expected);
     let mut inputs = Vec::new();
     // One namespace for inputs, secrets and steps (the contract), one for env names.
-    let mut names: rustc_hash::FxHashMap<&'a str, (Place, Span, &'static str)> =
+    let mut names: rustc_hash::FxHashMap<&'a str, (P, Span, &'static str)> =
         rustc_hash::FxHashMap::default();
     names.reserve(expected);
-    let mut env_names: Vec<(&'a str, Place, Span)> = Vec::new();
-    let mut output: Option<(Place, Span)> = None;
+    let mut env_names: Vec<(&'a str, P, Span)> = Vec::new();
+    let mut output: Option<(P, Span)> = None;
     let mut declare = |name: &'a ast::Ident,
-                       place: Place,
+                       place: P,
                        what: &'static str,
-                       diags: &mut Vec<PlacedDiagnostic>|
+                       diags: &mut Vec<PlacedDiagnostic<P>>|
      -> bool {
         if let Some((first_place, first, first_what)) = names.get(name.name.as_str()) {
             diags.push(PlacedDiagnostic {
@@ -309,7 +327,9 @@ pub fn check_declarations<'a>(
                     output = Some((place, span));
                 }
             }
-            MemberHead::Broken(names) => sig.broken_names.extend(names.iter().cloned()),
+            MemberHead::Broken(names) => sig
+                .broken_names
+                .extend(names.iter().filter(|n| broken(n)).cloned()),
             MemberHead::Other => {}
         }
         // Every label of a local problem is in this member.

@@ -9,6 +9,7 @@ use reel_syntax::{Code, Diagnostic, Span};
 use serde_json::Value;
 
 use crate::contracts::{ArgRule, Contract, META_ARGUMENTS, ResultType, builtin_contract};
+use crate::declarations::RESERVED_STEP_NAMES;
 use crate::infer::{Checker, ItemScope, Refs};
 use crate::signature::FlowSignature;
 use crate::suggest::closest;
@@ -679,8 +680,9 @@ pub fn syntactic_dependencies(step: &ast::Step, sig: &FlowSignature) -> Vec<(Str
     out
 }
 
-/// Every free name a step's expressions mention and every name in its `after` list, whether
-/// or not a step has it: what the DAG needs from a step before the flow's steps are known.
+/// Every free name a step's expressions mention (each once, reserved names left out) and every
+/// name in its `after` list, whether or not a step has it: what the DAG needs from a step
+/// before the flow's steps are known.
 /// [`syntactic_dependencies`] is these, kept to the names of steps.
 pub fn step_mentions(step: &ast::Step) -> (Vec<String>, Vec<String>) {
     let mut names = Vec::new();
@@ -688,7 +690,15 @@ pub fn step_mentions(step: &ast::Step) -> (Vec<String>, Vec<String>) {
         collect_names(e, &|_| true, &mut Vec::new(), &mut names);
     }
     let after = after_names(step).map(|id| id.name.clone()).collect();
-    (names.into_iter().map(|(n, _)| n).collect(), after)
+    // Each name once, in order, and none a step cannot take (`input`, `env`, …): the step
+    // graph looks each one up on every key that changes a step's references.
+    let mut out: Vec<String> = Vec::with_capacity(names.len());
+    for (n, _) in names {
+        if !RESERVED_STEP_NAMES.contains(&n.as_str()) && !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    (out, after)
 }
 
 /// The expressions of a step that can refer to steps, `after` left out.

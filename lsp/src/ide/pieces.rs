@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use reel_compiler::queries::{
-    FlowLayout, GroupMembers, MemberGroup, file_layout, flow_groups, flow_layout, flow_members,
+    FlowLayout, GroupMembers, MemberGroup, file_layout, flow_groups, flow_layout, step_named,
 };
 use reel_compiler::{Db, SourceFile, file_flows};
 use reel_syntax::ast::{ExprKind, Member};
@@ -128,10 +128,10 @@ pub fn group_names<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> Vec<String>
 /// the group writes became or stopped being a step.
 #[salsa::tracked(returns(ref))]
 pub fn group_steps<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> Vec<String> {
-    let ids = &flow_members(db, group.flow(db)).ids;
+    let flow = group.flow(db);
     group_names(db, group)
         .iter()
-        .filter(|n| ids.contains_key(n.as_str()))
+        .filter(|n| step_named(db, flow, n).is_some())
         .cloned()
         .collect()
 }

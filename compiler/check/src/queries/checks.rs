@@ -20,12 +20,13 @@ use crate::signature::FlowSignature;
 use crate::step::{StepCheck, check_step, syntactic_dependencies};
 use crate::tools::{UserTool, check_tool};
 
+use super::layout::StepMentions;
 use super::layout::{Shared, file_layout};
 use super::members::{
-    FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, flow_members,
-    step_place, step_syntax,
+    FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, step_place,
+    step_syntax,
 };
-use super::shards::{shard_of, signature_shard};
+use super::shards::{SHARDS, flow_output, shard_declarations, shard_of, signature_shard};
 
 /// The flow's declarations, checked from its members' heads: an edit inside a step's body does
 /// not re-run it.
@@ -40,7 +41,7 @@ pub fn flow_declarations<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Declaration
             .enumerate()
             .map(move |(m, head)| ((g as u32, m as u32), head))
     });
-    check_declarations(placed, count)
+    check_declarations(placed, count, |_| true)
 }
 
 /// The names and types a flow's expressions resolve against: free of spans, so most edits keep it equal.
@@ -118,39 +119,51 @@ pub fn step_dependencies<'db>(db: &'db dyn Db, step: StepId<'db>) -> Vec<(String
 
 /// The flow's step graph and its cycles. Built before any type is inferred, from what each
 /// group's steps mention: an edit that keeps every step's references does not re-run it. It
-/// re-runs on most keys typed into a step, so it works on indices into the signature's steps and
-/// borrows every name: no name is copied unless it is on a cycle.
+/// re-runs on most keys typed into a step, so it works on indices and borrows every name: no
+/// name is copied unless it is on a cycle. Which mentions are the signature's steps it reads
+/// from the signature's shards, so a name typed elsewhere does not build the whole signature.
 #[salsa::tracked(returns(ref))]
 pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
-    let sig = flow_signature(db, flow);
-    let index = |n: &str| sig.step_index.get(n).copied();
-    let names: Vec<&str> = sig.steps.iter().map(|s| s.name.as_str()).collect();
-    let mut adj: Vec<Option<Vec<usize>>> = vec![None; names.len()];
-    for &group in flow_groups(db, flow) {
+    let groups = flow_groups(db, flow);
+    // The nodes, in source order: the first step of each name, if the signature holds it (a
+    // duplicate, a reserved name or a name an input took first is not a step to depend on).
+    // Every shard read once, up front: a salsa read per mention would cost more than the rest.
+    let shards: Vec<&Shared<FlowSignature>> = (0..SHARDS)
+        .map(|shard| signature_shard(db, flow, shard))
+        .collect();
+    let steps: usize = shards.iter().map(|s| s.steps.len()).sum();
+    let mut index: FxHashMap<&str, usize> = FxHashMap::default();
+    index.reserve(steps);
+    let mut nodes: Vec<&StepMentions> = Vec::with_capacity(steps);
+    for &group in groups {
         for m in group.mentions(db).iter() {
-            // The first step of each name is the one in the graph (a duplicate is an error).
-            let Some(i) = index(&m.name) else { continue };
-            if adj[i].is_some() {
-                continue;
+            if let std::collections::hash_map::Entry::Vacant(v) = index.entry(m.name.as_str())
+                && shards[shard_of(&m.name) as usize].step(&m.name).is_some()
+            {
+                v.insert(nodes.len());
+                nodes.push(m);
             }
-            let after = m.after.iter().filter(|n| **n != m.name);
-            adj[i] = Some(
-                m.names
-                    .iter()
-                    .chain(after)
-                    .filter_map(|n| index(n))
-                    .collect(),
-            );
         }
     }
-    let adj: Vec<Vec<usize>> = adj.into_iter().map(Option::unwrap_or_default).collect();
+    let names: Vec<&str> = nodes.iter().map(|m| m.name.as_str()).collect();
+    let adj: Vec<Vec<usize>> = nodes
+        .iter()
+        .map(|m| {
+            let after = m.after.iter().filter(|n| **n != m.name);
+            m.names
+                .iter()
+                .chain(after)
+                .filter_map(|n| index.get(n.as_str()).copied())
+                .collect()
+        })
+        .collect();
     find_cycles(&names, &adj)
 }
 
 /// The full check of one step (relative spans). It reads its group's `steps`, which an edit of
 /// any of the group's steps changes: the steps of the edited group are checked again (a few), an
 /// edit that only moves them (a blank line, a comment, a longer step above) checks none. It reads
-/// the flow's names through the shards of the names it writes (see [`step_signature`]), so a
+/// the flow's names through the shards of the names it writes (see [`names_signature`]), so a
 /// name typed elsewhere checks it again only when the two share a shard.
 #[salsa::tracked(returns(ref))]
 pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> {
@@ -161,7 +174,11 @@ pub fn step_check<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<StepCheck> 
         user_tools(db, file).get(name).map(|t| t.contract.clone())
     };
     let types = |name: &str| dep_type(db, flow, name);
-    let check = check_step(syntax, &step_signature(db, flow, syntax), &tools, &types);
+    let exprs: Vec<&ast::Expr> = match &syntax.body {
+        ast::StepBody::Expr(e) => vec![e],
+        ast::StepBody::Call(c) => c.args.iter().map(|a| &a.value).collect(),
+    };
+    let check = check_step(syntax, &names_signature(db, flow, &exprs), &tools, &types);
     // An unknown name's help suggests among every name of the flow: only then is the whole
     // signature read (and the step checked again when any of the flow's names changes).
     if check.diagnostics.iter().any(|d| suggests_names(d.code)) {
@@ -184,19 +201,15 @@ fn suggests_names(code: Code) -> bool {
     )
 }
 
-/// The part of the flow's signature that one step's names look up: the inputs, secrets, env
-/// names, steps and broken members named like an identifier the step writes (a plain name, or
-/// a name after `.`). A step checked against it gets the check the whole signature gives unless
-/// it reports an unknown name (see [`step_check`]). Not a query of its own (one memo fewer per
-/// step for every edit to verify): it reads the signature's shards of those names only (see
-/// [`signature_shard`]).
-fn step_signature<'db>(db: &'db dyn Db, flow: FlowId<'db>, syntax: &ast::Step) -> FlowSignature {
+/// The part of the flow's signature that some expressions' names look up: the inputs, secrets,
+/// env names, steps and broken members named like an identifier they write (a plain name, or a
+/// name after `.`). A step (or the output) checked against it gets the check the whole
+/// signature gives unless it reports an unknown name (see [`step_check`]). Not a query of its
+/// own (one memo fewer per step for every edit to verify): it reads the signature's shards of
+/// those names only (see [`signature_shard`]).
+fn names_signature<'db>(db: &'db dyn Db, flow: FlowId<'db>, exprs: &[&ast::Expr]) -> FlowSignature {
     let mut out = FlowSignature::default();
     let mut names = Vec::new();
-    let exprs: Vec<&ast::Expr> = match &syntax.body {
-        ast::StepBody::Expr(e) => vec![e],
-        ast::StepBody::Call(c) => c.args.iter().map(|a| &a.value).collect(),
-    };
     for e in exprs {
         reel_syntax::visit::walk_expr(e, &mut |e| match &e.kind {
             ast::ExprKind::Name(id) => names.push(id.name.as_str()),
@@ -275,7 +288,7 @@ pub struct OutputCheck {
 /// The output member, relative to its start.
 #[salsa::tracked(returns(ref))]
 pub fn output_syntax<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<ast::Output> {
-    let at = flow_members(db, flow).output?;
+    let at = flow_output(db, flow).first?;
     match at.member(db)? {
         Member::Output(o) => {
             let mut m = Member::Output(o.clone());
@@ -293,15 +306,23 @@ pub fn output_syntax<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<ast::Out
 #[salsa::tracked(returns(ref))]
 pub fn output_check<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<OutputCheck> {
     let out = output_syntax(db, flow).as_ref()?;
-    let sig = flow_signature(db, flow);
     let types = |name: &str| dep_type(db, flow, name);
-    let mut cx = Checker::new(sig, &types, ItemScope::Outside);
-    let expr = cx.expr(&out.expr);
-    Some(OutputCheck {
-        expr,
-        refs: cx.refs,
-        diagnostics: cx.diags,
-    })
+    let check = |sig: &FlowSignature| {
+        let mut cx = Checker::new(sig, &types, ItemScope::Outside);
+        let expr = cx.expr(&out.expr);
+        OutputCheck {
+            expr,
+            refs: cx.refs,
+            diagnostics: cx.diags,
+        }
+    };
+    // As a step's check: the shards of the names it writes, the whole signature only for the
+    // suggestions of an unknown name.
+    let first = check(&names_signature(db, flow, &[&out.expr]));
+    if first.diagnostics.iter().any(|d| suggests_names(d.code)) {
+        return Some(check(flow_signature(db, flow)));
+    }
+    Some(first)
 }
 
 /// Every diagnostic of one flow (absolute spans).
@@ -310,7 +331,6 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     let Some(layout) = flow_layout(db, flow) else {
         return Vec::new();
     };
-    let decls = flow_declarations(db, flow);
     let start_of = |(g, m): crate::declarations::Place| -> u32 {
         layout.groups.get(g as usize).map_or(0, |(offset, group)| {
             offset
@@ -320,25 +340,34 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
                     .map_or(0, |m| m.span().start)
         })
     };
-    let mut diags: Vec<Diagnostic> = decls
-        .diagnostics
-        .iter()
-        .map(|d| d.placed(start_of))
-        .collect();
-    let dag = flow_dag(db, flow);
     // The layout's groups and the flow's `MemberGroup`s are built one from the other, in order.
     let groups = flow_groups(db, flow);
-    let members = flow_members(db, flow);
-    // Where a member starts in the file: a scan of the groups, for the output and cycles only.
+    // Where a member starts in the file, for the few members a declaration problem, the output
+    // or a cycle points at: the groups' positions are looked up only when one is needed.
+    let positions: std::cell::OnceCell<FxHashMap<MemberGroup<'db>, u32>> = Default::default();
     let start_at = |at: MemberAt<'db>| -> u32 {
-        groups
-            .iter()
-            .position(|g| *g == at.group)
-            .map_or(0, |g| start_of((g as u32, at.index)))
+        let positions = positions.get_or_init(|| {
+            groups
+                .iter()
+                .enumerate()
+                .map(|(i, &g)| (g, i as u32))
+                .collect()
+        });
+        positions
+            .get(&at.group)
+            .map_or(0, |&g| start_of((g, at.index)))
     };
-    let step_offset = |_: &dyn Db, id: StepId<'db>| -> u32 {
-        members.steps.get(&id).map_or(0, |&at| start_at(at))
-    };
+    // The declarations' problems, shard by shard (see `shards`), then the outputs'.
+    let mut diags: Vec<Diagnostic> = Vec::new();
+    for shard in 0..SHARDS {
+        let decls = shard_declarations(db, flow, shard);
+        diags.extend(decls.diagnostics.iter().map(|d| d.placed(start_at)));
+    }
+    let output = flow_output(db, flow);
+    diags.extend(output.diagnostics.iter().map(|d| d.placed(start_at)));
+    let dag = flow_dag(db, flow);
+    let step_offset =
+        |_: &dyn Db, id: StepId<'db>| -> u32 { step_place(db, id).map_or(0, start_at) };
 
     // Cycles: one diagnostic each, a label on every edge's reference.
     for cycle in &dag.cycles {
@@ -377,7 +406,7 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
         let report = group_report(db, group);
         diags.extend(report.diagnostics.iter().map(|d| d.shifted(*offset)));
     }
-    let output_at = members.output.map(start_at);
+    let output_at = output.first.map(start_at);
     if let (Some(check), Some(at)) = (output_check(db, flow), output_at) {
         diags.extend(check.diagnostics.iter().map(|d| d.shifted(at)));
     }

@@ -188,6 +188,16 @@ pub fn step_place<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<MemberAt<'d
         .map(|&(_, at)| at)
 }
 
+/// The id of the flow's step called `name`, if the flow has one (the first of the name), read
+/// from its name's shard (see [`member_shard`]) rather than from the whole member table: what
+/// asks depends on the steps of one shard.
+pub fn step_named<'db>(db: &'db dyn Db, flow: FlowId<'db>, name: &str) -> Option<StepId<'db>> {
+    member_shard(db, flow, shard_of(name))
+        .iter()
+        .find(|(id, _)| id.name(db) == name)
+        .map(|&(id, _)| id)
+}
+
 /// The syntax of a flow's step `step` (the first of its name), spans relative to its own start.
 /// Not a query: the group's `steps` field already is what an edit elsewhere leaves equal.
 pub fn step_syntax<'db>(db: &'db dyn Db, step: StepId<'db>) -> Option<&'db ast::Step> {

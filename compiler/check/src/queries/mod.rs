@@ -8,8 +8,9 @@
 //!   every stretch of text an edit did not touch.
 //! - [`members`]: the interned ids of flows and steps, and each flow's members as the groups
 //!   they were parsed in, with the table that finds a step's group.
-//! - [`shards`]: the flow's names split by a hash of the name, so that a per-step query reads
-//!   the names it looks up without depending on every name of the flow.
+//! - [`shards`]: the flow's declarations checked by shard (a hash of the name), each from the
+//!   members named in it, so that typing a name rebuilds a few shards, not the flow's tables,
+//!   and a per-step query reads the names it looks up without depending on every name.
 //! - [`checks`]: the checking queries over those groups: declarations, the DAG, step and output
 //!   checks, unused-name warnings and every diagnostic of a file.
 

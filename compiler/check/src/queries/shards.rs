@@ -1,19 +1,23 @@
-//! A flow's names split into shards by a hash of the name, so that a query that looks up a few
-//! names depends on their shards only. Typing a new step's name (and, before it parses, the
-//! names its broken member writes) changes the flow's signature and member table on every key;
-//! read whole, they would re-run one query per step of the flow on each key. Read by shard, a
-//! key re-runs the shard queries (a fixed number, each a copy of a few names) and the per-step
-//! queries that read a name of a shard that changed.
+//! A flow's declarations split into shards by a hash of the name, each built from the members
+//! whose names fall in it. Two declarations clash only when they have the same name, so a
+//! shard's declarations (its part of the signature, the first step of each of its names, its
+//! duplicate and reserved names) are those of the whole flow restricted to it. Typing a new
+//! step's name changes one group's heads on every key: built flow-wide, the declarations, the
+//! signature and the member table (10,000 entries each at 10,000 steps) would be built again on
+//! each key. Built by shard, a key rebuilds the shards of the edited group's names (a few, each
+//! a few dozen names) and an index of which groups declare names in which shard (integers
+//! only); a per-step query reads the shards of the names it looks up, and runs again only when
+//! one of those changed.
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::db::Db;
+use crate::declarations::{MemberHead, PlacedDiagnostic, check_declarations};
 use crate::signature::FlowSignature;
 
-use super::checks::flow_signature;
 use super::layout::Shared;
-use super::members::{FlowId, MemberAt, StepId, flow_members};
+use super::members::{FlowId, MemberAt, MemberGroup, StepId, flow_groups};
 
 /// How many shards a flow's names are split into: enough that a changed name is read by few of
 /// a 10,000-step flow's steps, few enough that re-running every shard's query costs little.
@@ -26,62 +30,128 @@ pub fn shard_of(name: &str) -> u32 {
     (h.finish() % u64::from(SHARDS)) as u32
 }
 
-/// The flow's signature split by shard, in one pass. Always a new value when re-run (the
-/// signature it splits changed), so it skips the comparison.
+/// Where a group's names fall: re-run when its heads change, equal unless a name moved shard.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct GroupShards {
+    /// `(shard, member index)` for each name a member declares or writes, sorted, each once.
+    pub names: Vec<(u32, u32)>,
+    /// The indices of the group's `output` members.
+    pub outputs: Vec<u32>,
+}
+
+impl GroupShards {
+    /// The indices of the members with a name in `shard`, in order.
+    fn members_in(&self, shard: u32) -> impl Iterator<Item = u32> + '_ {
+        let from = self.names.partition_point(|&(s, _)| s < shard);
+        self.names[from..]
+            .iter()
+            .take_while(move |&&(s, _)| s == shard)
+            .map(|&(_, i)| i)
+    }
+}
+
+/// Where the names of `group`'s members fall (see [`GroupShards`]).
+#[salsa::tracked(returns(ref))]
+pub fn group_shards<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> GroupShards {
+    let mut out = GroupShards::default();
+    for (index, head) in group.heads(db).iter().enumerate() {
+        let index = index as u32;
+        out.names
+            .extend(head.names().map(|name| (shard_of(name), index)));
+        if matches!(head, MemberHead::Output(_)) {
+            out.outputs.push(index);
+        }
+    }
+    out.names.sort_unstable();
+    out.names.dedup();
+    out
+}
+
+/// For each shard, the groups with a member named in it, in source order. Integers only, so
+/// re-running it on each key that changes a name costs little; always a new value (no
+/// comparison), as what reads it is [`shard_groups`], one shard at a time.
 #[salsa::tracked(returns(ref), no_eq)]
-fn signature_shards<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Shared<FlowSignature>> {
-    let sig = flow_signature(db, flow);
-    let mut out = vec![FlowSignature::default(); SHARDS as usize];
-    for (name, ty) in &sig.inputs {
-        out[shard_of(name) as usize]
-            .inputs
-            .push((name.clone(), ty.clone()));
+fn groups_by_shard<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Vec<MemberGroup<'db>>> {
+    let mut out = vec![Vec::new(); SHARDS as usize];
+    for &group in flow_groups(db, flow) {
+        let mut last = None;
+        for &(shard, _) in &group_shards(db, group).names {
+            if last != Some(shard) {
+                out[shard as usize].push(group);
+                last = Some(shard);
+            }
+        }
     }
-    for name in &sig.secrets {
-        out[shard_of(name) as usize].secrets.push(name.clone());
+    out
+}
+
+/// The groups with a member named in shard `shard`, in source order: equal unless a group
+/// gained or lost a name there, or such groups were reordered.
+#[salsa::tracked(returns(ref))]
+pub fn shard_groups<'db>(db: &'db dyn Db, flow: FlowId<'db>, shard: u32) -> Vec<MemberGroup<'db>> {
+    groups_by_shard(db, flow)
+        .get(shard as usize)
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// What the members named in one shard declare, checked.
+#[derive(Clone, Debug, PartialEq, Default, salsa::SalsaValue)]
+pub struct ShardDeclarations<'db> {
+    /// The shard's part of the flow's signature.
+    pub signature: Shared<FlowSignature>,
+    /// Where the first step of each of the shard's names is, in source order.
+    pub steps: Vec<(StepId<'db>, MemberAt<'db>)>,
+    /// The problems with these declarations (duplicate and reserved names, input types and
+    /// defaults), placed by member.
+    pub diagnostics: Vec<PlacedDiagnostic<MemberAt<'db>>>,
+}
+
+/// The declarations of the members named in shard `shard` (see [`ShardDeclarations`]): re-run
+/// when one of its groups' heads changed, equal unless one of its names' declarations did.
+#[salsa::tracked(returns(ref))]
+pub fn shard_declarations<'db>(
+    db: &'db dyn Db,
+    flow: FlowId<'db>,
+    shard: u32,
+) -> ShardDeclarations<'db> {
+    let mut heads: Vec<(MemberAt<'db>, &MemberHead)> = Vec::new();
+    for &group in shard_groups(db, flow, shard) {
+        let all = group.heads(db);
+        for index in group_shards(db, group).members_in(shard) {
+            if let Some(head) = all.get(index as usize) {
+                heads.push((MemberAt { group, index }, head));
+            }
+        }
     }
-    for name in &sig.env {
-        out[shard_of(name) as usize].env.push(name.clone());
+    let decls = check_declarations(heads.iter().copied(), heads.len(), |name| {
+        shard_of(name) == shard
+    });
+    let mut steps: Vec<(StepId<'db>, MemberAt<'db>)> = Vec::new();
+    for &(at, head) in &heads {
+        if let Some(name) = head.step_name() {
+            let id = StepId::new(db, flow, name);
+            if !steps.iter().any(|(seen, _)| *seen == id) {
+                steps.push((id, at));
+            }
+        }
     }
-    for head in &sig.steps {
-        out[shard_of(&head.name) as usize].push_step(head.clone());
+    ShardDeclarations {
+        signature: Shared(Arc::new(decls.signature)),
+        steps,
+        diagnostics: decls.diagnostics,
     }
-    for name in &sig.broken_names {
-        out[shard_of(name) as usize].broken_names.push(name.clone());
-    }
-    out.into_iter().map(|s| Shared(Arc::new(s))).collect()
 }
 
 /// The names of the flow's signature that fall in shard `shard` (see [`shard_of`]), with their
-/// declarations: re-run when any name of the flow changes, but equal unless one of this shard's
-/// did, so what reads it is not re-run.
+/// declarations: equal unless one of this shard's did change, so what reads it is not re-run.
 #[salsa::tracked(returns(ref))]
 pub fn signature_shard<'db>(
     db: &'db dyn Db,
     flow: FlowId<'db>,
     shard: u32,
 ) -> Shared<FlowSignature> {
-    signature_shards(db, flow)
-        .get(shard as usize)
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// The flow's member table split by the shard of each step's name.
-#[salsa::tracked(returns(ref), no_eq)]
-fn member_shards<'db>(
-    db: &'db dyn Db,
-    flow: FlowId<'db>,
-) -> Vec<Vec<(StepId<'db>, MemberAt<'db>)>> {
-    let members = flow_members(db, flow);
-    let mut out = vec![Vec::new(); SHARDS as usize];
-    // In source order, so that equal tables give equal shards.
-    for &id in &members.order {
-        if let Some(&at) = members.steps.get(&id) {
-            out[shard_of(id.name(db)) as usize].push((id, at));
-        }
-    }
-    out
+    shard_declarations(db, flow, shard).signature.clone()
 }
 
 /// Where the steps whose names fall in shard `shard` are (the first of each name): equal unless
@@ -92,8 +162,36 @@ pub fn member_shard<'db>(
     flow: FlowId<'db>,
     shard: u32,
 ) -> Vec<(StepId<'db>, MemberAt<'db>)> {
-    member_shards(db, flow)
-        .get(shard as usize)
-        .cloned()
-        .unwrap_or_default()
+    shard_declarations(db, flow, shard).steps.clone()
+}
+
+/// The flow's output (the first) and the problems with the others.
+#[derive(Clone, Debug, PartialEq, Default, salsa::SalsaValue)]
+pub struct FlowOutput<'db> {
+    /// Where the first `output` is.
+    pub first: Option<MemberAt<'db>>,
+    /// A second `output` is an error.
+    pub diagnostics: Vec<PlacedDiagnostic<MemberAt<'db>>>,
+}
+
+/// Where the flow's output is: reads every group's [`GroupShards`] (integers), not their heads.
+#[salsa::tracked(returns(ref))]
+pub fn flow_output<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowOutput<'db> {
+    let mut heads: Vec<(MemberAt<'db>, &MemberHead)> = Vec::new();
+    for &group in flow_groups(db, flow) {
+        let outputs = &group_shards(db, group).outputs;
+        if outputs.is_empty() {
+            continue;
+        }
+        let all = group.heads(db);
+        for &index in outputs {
+            if let Some(head) = all.get(index as usize) {
+                heads.push((MemberAt { group, index }, head));
+            }
+        }
+    }
+    FlowOutput {
+        first: heads.first().map(|&(at, _)| at),
+        diagnostics: check_declarations(heads.iter().copied(), 0, |_| false).diagnostics,
+    }
 }

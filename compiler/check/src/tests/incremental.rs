@@ -211,6 +211,7 @@ fn a_step_typed_key_by_key_rechecks_its_group_not_the_flow() {
     let file = SourceFile::new(&db, "f.reel".into(), "/".into(), Arc::from(before.as_str()));
     assert!(file_diagnostics(&db, file).is_empty());
     let mut one_group = 0;
+    let mut whole_signatures = 0;
     for (i, _) in typed.char_indices().skip(1).chain([(typed.len(), ' ')]) {
         let text = format!("{}{}{}", &before[..at], &typed[..i], &before[at..]);
         log.lock().unwrap().clear();
@@ -225,6 +226,14 @@ fn a_step_typed_key_by_key_rechecks_its_group_not_the_flow() {
             assert!(runs <= n / 5, "{:?} ran {query} {runs} times", &typed[..i]);
         }
         assert_eq!(count(&log, "piece_parse"), 0, "{:?}", &typed[..i]);
+        // The flow-wide tables are not built again: the declarations of the shards of the
+        // edited group's names are (22 or 23 shards on each key that changes a name), and the
+        // member table not at all. The whole signature is built once, for the suggestions of
+        // the one key that writes an unknown name (`l`).
+        assert_eq!(count(&log, "flow_members"), 0, "{:?}", &typed[..i]);
+        let shards = count(&log, "shard_declarations");
+        assert!(shards <= 40, "{:?} rebuilt {shards} shards", &typed[..i]);
+        whole_signatures += count(&log, "flow_declarations");
         if count(&log, "group_parse") == 1 {
             one_group += 1;
             // The edited group's steps, the steps that read them, and the steps whose names
@@ -242,6 +251,10 @@ fn a_step_typed_key_by_key_rechecks_its_group_not_the_flow() {
     let diags = file_diagnostics(&db, file);
     assert!(!diags.iter().any(|d| d.is_error()), "{diags:?}");
     assert!(one_group >= 10, "{one_group} keys parsed one group again");
+    assert_eq!(
+        whole_signatures, 1,
+        "the whole signature was built {whole_signatures} times"
+    );
 }
 
 #[test]
