@@ -36,50 +36,83 @@ pub struct Prepared {
 impl Prepared {
     /// Serializes `answer` and keeps it; returns the ticket to put in the stand-in's place.
     pub fn hold(&self, answer: &impl Serialize) -> Result<String, serde_json::Error> {
-        let bytes = serde_json::to_vec(answer)?;
+        Ok(self.hold_json(serde_json::to_vec(answer)?))
+    }
+
+    /// Keeps `bytes`, an answer already made JSON; returns the ticket to put in the stand-in's
+    /// place.
+    pub fn hold_json(&self, bytes: Vec<u8>) -> String {
         let ticket = self.next.fetch_add(1, Ordering::Relaxed);
         let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         if waiting.len() == KEPT {
             waiting.pop_front();
         }
         waiting.push_back((ticket, bytes));
-        Ok(format!("{MARK}{ticket}"))
+        format!("{MARK}{ticket}")
     }
 
     /// `body`, a response of the server, with its prepared answer in place when it is a
-    /// stand-in; else `body` as it is.
-    pub fn swap(&self, body: Vec<u8>) -> Vec<u8> {
+    /// stand-in; else `body` as it is. As the pieces to write one after the other: the answer
+    /// (megabytes) is not copied into a new body.
+    pub fn swap(&self, body: Vec<u8>) -> Swapped {
         let ticket = {
             let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             if waiting.is_empty() {
-                return body;
+                return Swapped::Body(body);
             }
             match ticket_in(&body) {
                 Some(ticket) => ticket,
-                None => return body,
+                None => return Swapped::Body(body),
             }
         };
         let Some(id) = serde_json::from_slice::<Value>(&body)
             .ok()
             .and_then(|v| v.get("id").cloned())
         else {
-            return body;
+            return Swapped::Body(body);
         };
         let bytes = {
             let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
             let Some(at) = waiting.iter().position(|(t, _)| *t == ticket) else {
-                return body;
+                return Swapped::Body(body);
             };
             waiting.remove(at).map(|(_, bytes)| bytes)
         };
-        let Some(bytes) = bytes else { return body };
-        let mut out = Vec::with_capacity(bytes.len() + 64);
-        out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-        out.extend_from_slice(id.to_string().as_bytes());
-        out.extend_from_slice(b",\"result\":");
-        out.extend_from_slice(&bytes);
-        out.push(b'}');
-        out
+        let Some(answer) = bytes else {
+            return Swapped::Body(body);
+        };
+        let head = format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":").into_bytes();
+        Swapped::Answer { head, answer }
+    }
+}
+
+/// A response as the relay writes it (see [`Prepared::swap`]).
+#[derive(Debug, PartialEq)]
+pub enum Swapped {
+    /// The server's body, as it was.
+    Body(Vec<u8>),
+    /// A prepared answer: `head`, then `answer`, then the closing `}`.
+    Answer {
+        /// The response up to its result.
+        head: Vec<u8>,
+        /// The result, as JSON.
+        answer: Vec<u8>,
+    },
+}
+
+impl Swapped {
+    /// The pieces of the body, in order.
+    pub fn pieces(&self) -> Vec<&[u8]> {
+        match self {
+            Swapped::Body(body) => vec![body],
+            Swapped::Answer { head, answer } => vec![head, answer, b"}"],
+        }
+    }
+
+    /// The body whole.
+    #[cfg(test)]
+    fn concat(&self) -> Vec<u8> {
+        self.pieces().concat()
     }
 }
 
@@ -106,20 +139,21 @@ mod tests {
     fn a_stand_in_gets_its_answer_and_other_bodies_pass_as_they_are() {
         let prepared = Prepared::default();
         let plain = br#"{"jsonrpc":"2.0","result":null,"id":3}"#.to_vec();
-        assert_eq!(prepared.swap(plain.clone()), plain);
+        assert_eq!(prepared.swap(plain.clone()).concat(), plain);
         let ticket = prepared.hold(&json!({ "data": [1, 2, 3] })).unwrap();
         let stand_in = serde_json::to_vec(
             &json!({ "jsonrpc": "2.0", "result": { "resultId": ticket, "data": [] }, "id": 7 }),
         )
         .unwrap();
-        assert_eq!(prepared.swap(plain.clone()), plain);
-        let swapped: Value = serde_json::from_slice(&prepared.swap(stand_in.clone())).unwrap();
+        assert_eq!(prepared.swap(plain.clone()).concat(), plain);
+        let swapped: Value =
+            serde_json::from_slice(&prepared.swap(stand_in.clone()).concat()).unwrap();
         assert_eq!(
             swapped,
             json!({ "jsonrpc": "2.0", "id": 7, "result": { "data": [1, 2, 3] } })
         );
         // Taken once: the same stand-in again finds nothing.
-        assert_eq!(prepared.swap(stand_in.clone()), stand_in);
+        assert_eq!(prepared.swap(stand_in.clone()).concat(), stand_in);
     }
 
     #[test]

@@ -160,6 +160,9 @@ pub struct Backend {
     clock: Arc<dyn Clock>,
     /// Where the biggest answers go as ready JSON when the server runs behind the relay.
     prepared: Option<Arc<Prepared>>,
+    /// The JSON of each group's document symbols in the last answer, per document (see
+    /// `outline::document_symbols_json`).
+    kept_symbols: Mutex<HashMap<Uri, Arc<Mutex<outline::SymbolsJson>>>>,
 }
 
 impl Backend {
@@ -183,6 +186,7 @@ impl Backend {
             refresh_support: AtomicBool::new(false),
             lens_refresh_support: AtomicBool::new(false),
             prepared: None,
+            kept_symbols: Mutex::default(),
         }
     }
 
@@ -798,6 +802,10 @@ impl LanguageServer for Backend {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .remove(&uri);
+        self.kept_symbols
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&uri);
         self.client.publish_diagnostics(uri, Vec::new(), None).await;
     }
 
@@ -889,6 +897,29 @@ impl LanguageServer for Backend {
         &self,
         params: DocumentSymbolParams,
     ) -> Result<Option<DocumentSymbolResponse>> {
+        if let Some(prepared) = self.prepared.clone() {
+            // Behind the relay: made JSON from the last answer's pieces, on the blocking thread.
+            let uri = &params.text_document.uri;
+            let kept = self
+                .kept_symbols
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(uri.clone())
+                .or_default()
+                .clone();
+            let Some(json) = self
+                .query(uri, move |cx| {
+                    let mut kept = kept.lock().unwrap_or_else(|p| p.into_inner());
+                    outline::document_symbols_json(cx, &mut kept)
+                })
+                .await?
+            else {
+                return Ok(None);
+            };
+            if let Ok(json) = json {
+                return Ok(Some(symbols_stand_in(prepared.hold_json(json))));
+            }
+        }
         let Some(answer) = self
             .query(&params.text_document.uri, |cx| {
                 DocumentSymbolResponse::Nested(outline::document_symbols(cx))

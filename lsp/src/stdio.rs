@@ -306,7 +306,7 @@ pub async fn relay_output(
                     // The server writes well-formed frames; each is passed on whole, a
                     // stand-in with its prepared answer in its place.
                     if let Frame::Message(body) = frame {
-                        write_frame(&mut output, &prepared.swap(body)).await?;
+                        write_pieces(&mut output, &prepared.swap(body).pieces()).await?;
                     }
                 }
             }
@@ -315,9 +315,17 @@ pub async fn relay_output(
 }
 
 async fn write_frame(output: &mut (impl AsyncWrite + Unpin), body: &[u8]) -> io::Result<()> {
-    let header = format!("Content-Length: {}\r\n\r\n", body.len());
+    write_pieces(output, &[body]).await
+}
+
+/// Writes one frame whose body is `pieces`, one after the other.
+async fn write_pieces(output: &mut (impl AsyncWrite + Unpin), pieces: &[&[u8]]) -> io::Result<()> {
+    let length: usize = pieces.iter().map(|p| p.len()).sum();
+    let header = format!("Content-Length: {length}\r\n\r\n");
     output.write_all(header.as_bytes()).await?;
-    output.write_all(body).await?;
+    for piece in pieces {
+        output.write_all(piece).await?;
+    }
     output.flush().await
 }
 

@@ -2,7 +2,9 @@
 //! fixture in `tests/incremental/` is a file and, after `=== edits`, one edit per line, applied
 //! in order to one database; after each edit the semantic tokens (full, and by range over
 //! every window of lines), the document symbols and the folding ranges are compared with those
-//! of a new database given the edited text.
+//! of a new database given the edited text; so is the symbols' JSON the server makes from the
+//! pieces it kept from the answer before (`outline::document_symbols_json`), with what
+//! `serde_json` makes of the new database's symbols.
 //!
 //! An edit line is `VERB<TAB>A<TAB>B`, `\n` in `A` and `B` a line break:
 //! - `replace`, `A`, `B`: the first `A` becomes `B`;
@@ -16,7 +18,7 @@ use std::path::Path;
 use reel_compiler::{RootDb, SourceFile};
 use reel_lsp::ide::{Ctx, outline, pieces, tokens};
 use salsa::Setter;
-use tower_lsp_server::lsp_types::{Position, Range};
+use tower_lsp_server::lsp_types::{DocumentSymbolResponse, Position, Range};
 
 /// The texts a fixture goes through: its first text, then one per edit (a typed text gives one
 /// per character).
@@ -89,9 +91,16 @@ fn check(name: &str, fixture: &str) -> usize {
         .iter()
         .filter(|s| s.group.is_some())
         .count();
+    // The JSON of the document symbols made from the last answer's pieces, kept across edits.
+    let mut kept_json = outline::SymbolsJson::default();
+    let mut reused = 0;
     for (step, text) in texts.iter().enumerate() {
         file.set_text(&mut db).to(text.as_str().into());
-        let kept = answers(&Ctx::new(&db, file));
+        let mut kept = answers(&Ctx::new(&db, file));
+        let json = outline::document_symbols_json(&Ctx::new(&db, file), &mut kept_json)
+            .expect("symbols are JSON");
+        kept.push(format!("symbols json {}", String::from_utf8(json).unwrap()));
+        reused += kept_json.reused();
         let fresh_db = RootDb::default();
         let fresh = SourceFile::new(
             &fresh_db,
@@ -99,11 +108,22 @@ fn check(name: &str, fixture: &str) -> usize {
             "/tmp".into(),
             text.as_str().into(),
         );
-        let want = answers(&Ctx::new(&fresh_db, fresh));
+        let mut want = answers(&Ctx::new(&fresh_db, fresh));
+        let whole =
+            DocumentSymbolResponse::Nested(outline::document_symbols(&Ctx::new(&fresh_db, fresh)));
+        want.push(format!(
+            "symbols json {}",
+            serde_json::to_string(&whole).unwrap()
+        ));
         assert!(!want[0].ends_with("[]"), "{name}: the file has tokens");
+        assert_eq!(kept.len(), want.len());
         for (got, want) in kept.iter().zip(&want) {
             assert_eq!(got, want, "{name}, text {step}:\n{text}");
         }
+    }
+    // A fixture with kept segments and edits reuses some group's JSON from the answer before.
+    if kept_segments > 1 && texts.len() > 1 {
+        assert!(reused > 0, "{name}: no group's symbols JSON was reused");
     }
     kept_segments
 }

@@ -161,6 +161,152 @@ pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
     out
 }
 
+/// The document symbols made JSON, as `serde_json::to_vec` makes
+/// `DocumentSymbolResponse::Nested(document_symbols(cx))`, from the JSON of each group's
+/// symbols that `kept` holds from the last answer. While a line is typed, every other group's
+/// symbols are where they were (the same kept symbols, the same place), so their JSON is copied,
+/// not made again: at 10,000 steps making the 2.2 MB of JSON cost more than computing the
+/// symbols. A piece is kept by the address of the group's kept symbols and where it is in the
+/// file, and used only if the symbols it was made from are equal to the group's.
+pub fn document_symbols_json(
+    cx: &Ctx<'_>,
+    kept: &mut SymbolsJson,
+) -> Result<Vec<u8>, serde_json::Error> {
+    let layout = file_layout(cx.db, cx.file);
+    let groups = kept_groups(cx);
+    let mut next: HashMap<PieceKey, KeptPiece> = HashMap::with_capacity(kept.pieces.len());
+    let mut out = Vec::with_capacity(kept.last_len + 4096);
+    let mut reused = 0;
+    out.push(b'[');
+    for (n, &(kind, i)) in layout.order.iter().enumerate() {
+        if n > 0 {
+            out.push(b',');
+        }
+        match kind {
+            ItemKind::Tool => {
+                let t = &layout.tools[i];
+                serde_json::to_writer(
+                    &mut out,
+                    &symbol(
+                        &cx.lines,
+                        &t.tool.name.name,
+                        Some("tool".into()),
+                        SymbolKind::INTERFACE,
+                        t.tool.span.shifted(t.offset),
+                        t.tool.name.span.shifted(t.offset),
+                        None,
+                    ),
+                )?;
+            }
+            ItemKind::Flow => {
+                let f = &layout.flows[i];
+                let head = symbol(
+                    &cx.lines,
+                    &f.name,
+                    Some("flow".into()),
+                    SymbolKind::MODULE,
+                    f.span,
+                    f.name_span,
+                    Some(Vec::new()),
+                );
+                serde_json::to_writer(&mut out, &head)?;
+                // `children` is the symbol's last field: the JSON ends `"children":[]}`, and the
+                // members' symbols go between the brackets.
+                out.truncate(out.len() - 2);
+                let mut first = true;
+                let mut comma = |out: &mut Vec<u8>| {
+                    if !std::mem::take(&mut first) {
+                        out.push(b',');
+                    }
+                };
+                for (g, (offset, group)) in f.groups.iter().enumerate() {
+                    // A long flow is many groups: an edit stops the walk between two.
+                    if g % 64 == 63 {
+                        cx.db.unwind_if_revision_cancelled();
+                    }
+                    let base = cx.lines.position(*offset as usize);
+                    match groups.get(&(*offset as usize)) {
+                        Some(&kept_group) if matches!(group, GroupMembers::Split(_)) => {
+                            let symbols = pieces::group_symbols(cx.db, kept_group);
+                            if symbols.is_empty() {
+                                continue;
+                            }
+                            let key = (symbols.as_ptr() as usize, base.line, base.character);
+                            let piece = match kept.pieces.remove(&key) {
+                                Some(piece) if piece.symbols == *symbols => {
+                                    reused += 1;
+                                    piece
+                                }
+                                _ => {
+                                    let mut json = Vec::new();
+                                    for (k, s) in symbols.iter().enumerate() {
+                                        if k > 0 {
+                                            json.push(b',');
+                                        }
+                                        serde_json::to_writer(
+                                            &mut json,
+                                            &pieces::shift_symbol(s.clone(), base),
+                                        )?;
+                                    }
+                                    KeptPiece {
+                                        symbols: symbols.clone(),
+                                        json,
+                                    }
+                                }
+                            };
+                            comma(&mut out);
+                            out.extend_from_slice(&piece.json);
+                            next.insert(key, piece);
+                        }
+                        _ => {
+                            for m in group.members() {
+                                let mut m = m.clone();
+                                member_spans_mut(&mut m, &mut |s: &mut Span| {
+                                    *s = s.shifted(*offset)
+                                });
+                                if let Some(symbol) = member_symbol(&cx.lines, &m) {
+                                    comma(&mut out);
+                                    serde_json::to_writer(&mut out, &symbol)?;
+                                }
+                            }
+                        }
+                    }
+                }
+                out.extend_from_slice(b"]}");
+            }
+        }
+    }
+    out.push(b']');
+    kept.pieces = next;
+    kept.last_len = out.len();
+    kept.reused = reused;
+    Ok(out)
+}
+
+/// The JSON of each group's document symbols in the last answer (see [`document_symbols_json`]).
+#[derive(Default)]
+pub struct SymbolsJson {
+    pieces: HashMap<PieceKey, KeptPiece>,
+    last_len: usize,
+    reused: usize,
+}
+
+impl SymbolsJson {
+    /// How many groups' JSON the last answer copied from the one before.
+    pub fn reused(&self) -> usize {
+        self.reused
+    }
+}
+
+/// A group's kept symbols by address, and the line and column its segment starts at.
+type PieceKey = (usize, u32, u32);
+
+/// One group's symbols and their JSON, moved into place.
+struct KeptPiece {
+    symbols: Vec<DocumentSymbol>,
+    json: Vec<u8>,
+}
+
 /// A fold for every flow, tool, step or output spanning several lines, and for runs of comments:
 /// the lines of the items and of the kept member symbols of each group, and the comments among
 /// the segments' kept tokens. Only lines are read: the symbols are not copied into place nor
