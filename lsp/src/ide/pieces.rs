@@ -15,7 +15,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use reel_compiler::queries::{
-    FlowLayout, GroupMembers, MemberGroup, file_layout, flow_groups, flow_layout, step_named,
+    FlowLayout, GroupMembers, MemberGroup, file_layout, flow_groups, flow_layout, group_positions,
+    step_named,
 };
 use reel_compiler::{Db, SourceFile, file_flows};
 use reel_syntax::ast::{ExprKind, Member};
@@ -88,10 +89,11 @@ pub fn segments<'db>(db: &'db dyn Db, file: SourceFile) -> Vec<Segment<'db>> {
 pub fn group_text<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> String {
     let flow = group.flow(db);
     let file = flow.file(db);
-    let Some(index) = flow_groups(db, flow).iter().position(|g| *g == group) else {
+    let Some(index) = group_positions(db, flow).of(group) else {
         return String::new();
     };
-    let Some(&(offset, _)) = flow_layout(db, flow).and_then(|l| l.groups.get(index)) else {
+    let Some(&(offset, _)) = flow_layout(db, flow).and_then(|l| l.groups.get(index as usize))
+    else {
         return String::new();
     };
     let bounds = segment_bounds(db, file);

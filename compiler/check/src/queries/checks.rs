@@ -23,8 +23,8 @@ use crate::tools::{UserTool, check_tool};
 use super::layout::StepMentions;
 use super::layout::{Shared, file_layout};
 use super::members::{
-    FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, step_place,
-    step_syntax,
+    FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, group_positions,
+    step_place, step_syntax,
 };
 use super::shards::{SHARDS, flow_output, shard_declarations, shard_of, signature_shard};
 
@@ -343,19 +343,11 @@ pub fn flow_diagnostics<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Diagnost
     // The layout's groups and the flow's `MemberGroup`s are built one from the other, in order.
     let groups = flow_groups(db, flow);
     // Where a member starts in the file, for the few members a declaration problem, the output
-    // or a cycle points at: the groups' positions are looked up only when one is needed.
-    let positions: std::cell::OnceCell<FxHashMap<MemberGroup<'db>, u32>> = Default::default();
+    // or a cycle points at.
     let start_at = |at: MemberAt<'db>| -> u32 {
-        let positions = positions.get_or_init(|| {
-            groups
-                .iter()
-                .enumerate()
-                .map(|(i, &g)| (g, i as u32))
-                .collect()
-        });
-        positions
-            .get(&at.group)
-            .map_or(0, |&g| start_of((g, at.index)))
+        group_positions(db, flow)
+            .of(at.group)
+            .map_or(0, |g| start_of((g, at.index)))
     };
     // The declarations' problems, shard by shard (see `shards`), then the outputs'.
     let mut diags: Vec<Diagnostic> = Vec::new();

@@ -30,55 +30,30 @@ pub fn shard_of(name: &str) -> u32 {
     (h.finish() % u64::from(SHARDS)) as u32
 }
 
-/// Where a group's names fall: re-run when its heads change, equal unless a name moved shard.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct GroupShards {
-    /// `(shard, member index)` for each name a member declares or writes, sorted, each once.
-    pub names: Vec<(u32, u32)>,
-    /// The indices of the group's `output` members.
-    pub outputs: Vec<u32>,
+/// The members of `heads` (a group's) with a name in `shard`, in order. A plain function, not
+/// a memo per group: hashing a group's few names again where they are needed costs less than
+/// salsa verifying a memo for each of 1,000 groups on every key.
+fn members_in(heads: &[MemberHead], shard: u32) -> impl Iterator<Item = (u32, &MemberHead)> {
+    heads
+        .iter()
+        .enumerate()
+        .filter(move |(_, head)| head.names().any(|name| shard_of(name) == shard))
+        .map(|(index, head)| (index as u32, head))
 }
 
-impl GroupShards {
-    /// The indices of the members with a name in `shard`, in order.
-    fn members_in(&self, shard: u32) -> impl Iterator<Item = u32> + '_ {
-        let from = self.names.partition_point(|&(s, _)| s < shard);
-        self.names[from..]
-            .iter()
-            .take_while(move |&&(s, _)| s == shard)
-            .map(|&(_, i)| i)
-    }
-}
-
-/// Where the names of `group`'s members fall (see [`GroupShards`]).
-#[salsa::tracked(returns(ref))]
-pub fn group_shards<'db>(db: &'db dyn Db, group: MemberGroup<'db>) -> GroupShards {
-    let mut out = GroupShards::default();
-    for (index, head) in group.heads(db).iter().enumerate() {
-        let index = index as u32;
-        out.names
-            .extend(head.names().map(|name| (shard_of(name), index)));
-        if matches!(head, MemberHead::Output(_)) {
-            out.outputs.push(index);
-        }
-    }
-    out.names.sort_unstable();
-    out.names.dedup();
-    out
-}
-
-/// For each shard, the groups with a member named in it, in source order. Integers only, so
+/// For each shard, the groups with a member named in it, in source order. Ids only, so
 /// re-running it on each key that changes a name costs little; always a new value (no
 /// comparison), as what reads it is [`shard_groups`], one shard at a time.
 #[salsa::tracked(returns(ref), no_eq)]
 fn groups_by_shard<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Vec<Vec<MemberGroup<'db>>> {
-    let mut out = vec![Vec::new(); SHARDS as usize];
+    let mut out: Vec<Vec<MemberGroup<'db>>> = vec![Vec::new(); SHARDS as usize];
     for &group in flow_groups(db, flow) {
-        let mut last = None;
-        for &(shard, _) in &group_shards(db, group).names {
-            if last != Some(shard) {
-                out[shard as usize].push(group);
-                last = Some(shard);
+        for head in group.heads(db).iter() {
+            for name in head.names() {
+                let groups = &mut out[shard_of(name) as usize];
+                if groups.last() != Some(&group) {
+                    groups.push(group);
+                }
             }
         }
     }
@@ -117,11 +92,8 @@ pub fn shard_declarations<'db>(
 ) -> ShardDeclarations<'db> {
     let mut heads: Vec<(MemberAt<'db>, &MemberHead)> = Vec::new();
     for &group in shard_groups(db, flow, shard) {
-        let all = group.heads(db);
-        for index in group_shards(db, group).members_in(shard) {
-            if let Some(head) = all.get(index as usize) {
-                heads.push((MemberAt { group, index }, head));
-            }
+        for (index, head) in members_in(group.heads(db), shard) {
+            heads.push((MemberAt { group, index }, head));
         }
     }
     let decls = check_declarations(heads.iter().copied(), heads.len(), |name| {
@@ -174,18 +146,14 @@ pub struct FlowOutput<'db> {
     pub diagnostics: Vec<PlacedDiagnostic<MemberAt<'db>>>,
 }
 
-/// Where the flow's output is: reads every group's [`GroupShards`] (integers), not their heads.
+/// Where the flow's output is: a walk over the groups' heads, re-run only when one changed.
 #[salsa::tracked(returns(ref))]
 pub fn flow_output<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> FlowOutput<'db> {
     let mut heads: Vec<(MemberAt<'db>, &MemberHead)> = Vec::new();
     for &group in flow_groups(db, flow) {
-        let outputs = &group_shards(db, group).outputs;
-        if outputs.is_empty() {
-            continue;
-        }
-        let all = group.heads(db);
-        for &index in outputs {
-            if let Some(head) = all.get(index as usize) {
+        for (index, head) in group.heads(db).iter().enumerate() {
+            if matches!(head, MemberHead::Output(_)) {
+                let index = index as u32;
                 heads.push((MemberAt { group, index }, head));
             }
         }
