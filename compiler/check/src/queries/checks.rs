@@ -203,7 +203,7 @@ fn suggests_names(code: Code) -> bool {
 
 /// The part of the flow's signature that some expressions' names look up: the inputs, secrets,
 /// env names, steps and broken members named like an identifier they write (a plain name, or a
-/// name after `.`). A step (or the output) checked against it gets the check the whole
+/// name after `input.`, `env.` or `secret.`). A step (or the output) checked against it gets the check the whole
 /// signature gives unless it reports an unknown name (see [`step_check`]). Not a query of its
 /// own (one memo fewer per step for every edit to verify): it reads the signature's shards of
 /// those names only (see [`signature_shard`]).
@@ -213,7 +213,14 @@ fn names_signature<'db>(db: &'db dyn Db, flow: FlowId<'db>, exprs: &[&ast::Expr]
     for e in exprs {
         reel_syntax::visit::walk_expr(e, &mut |e| match &e.kind {
             ast::ExprKind::Name(id) => names.push(id.name.as_str()),
-            ast::ExprKind::Member { name, .. } => names.push(name.name.as_str()),
+            // A name after `.` is looked up only in `input.`, `env.` and `secret.`; after a
+            // step's name it is a field, checked against the step's type.
+            ast::ExprKind::Member { base, name, .. }
+                if matches!(&base.kind, ast::ExprKind::Name(ns)
+                    if matches!(ns.name.as_str(), "input" | "env" | "secret")) =>
+            {
+                names.push(name.name.as_str())
+            }
             _ => {}
         });
     }
