@@ -914,6 +914,11 @@ impl LanguageServer for Backend {
                 })
                 .await?
             else {
+                // Not an open document: keep nothing for it.
+                self.kept_symbols
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(uri);
                 return Ok(None);
             };
             if let Ok(json) = json {

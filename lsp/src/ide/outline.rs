@@ -211,7 +211,13 @@ pub fn document_symbols_json(
                 );
                 serde_json::to_writer(&mut out, &head)?;
                 // `children` is the symbol's last field: the JSON ends `"children":[]}`, and the
-                // members' symbols go between the brackets.
+                // members' symbols go between the brackets. (Should lsp-types ever write it
+                // otherwise, the error makes the server answer the plain way.)
+                if !out.ends_with(b"[]}") {
+                    return Err(serde::ser::Error::custom(
+                        "a flow's symbol does not end with its children",
+                    ));
+                }
                 out.truncate(out.len() - 2);
                 let mut first = true;
                 let mut comma = |out: &mut Vec<u8>| {

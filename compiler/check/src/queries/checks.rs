@@ -20,8 +20,7 @@ use crate::signature::FlowSignature;
 use crate::step::{StepCheck, check_step, syntactic_dependencies};
 use crate::tools::{UserTool, check_tool};
 
-use super::layout::StepMentions;
-use super::layout::{Shared, file_layout};
+use super::layout::{Shared, StepMentions, file_layout};
 use super::members::{
     FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, group_positions,
     step_place, step_syntax,
@@ -203,10 +202,10 @@ fn suggests_names(code: Code) -> bool {
 
 /// The part of the flow's signature that some expressions' names look up: the inputs, secrets,
 /// env names, steps and broken members named like an identifier they write (a plain name, or a
-/// name after `input.`, `env.` or `secret.`). A step (or the output) checked against it gets the check the whole
-/// signature gives unless it reports an unknown name (see [`step_check`]). Not a query of its
-/// own (one memo fewer per step for every edit to verify): it reads the signature's shards of
-/// those names only (see [`signature_shard`]).
+/// name after `input.`, `env.` or `secret.`). A step (or the output) checked against it gets
+/// the check the whole signature gives unless it reports an unknown name (see [`step_check`]).
+/// Not a query of its own (one memo fewer per step for every edit to verify): it reads the
+/// signature's shards of those names only (see [`signature_shard`]).
 fn names_signature<'db>(db: &'db dyn Db, flow: FlowId<'db>, exprs: &[&ast::Expr]) -> FlowSignature {
     let mut out = FlowSignature::default();
     let mut names = Vec::new();

@@ -5,7 +5,7 @@
 //! step's name changes one group's heads on every key: built flow-wide, the declarations, the
 //! signature and the member table (10,000 entries each at 10,000 steps) would be built again on
 //! each key. Built by shard, a key rebuilds the shards of the edited group's names (a few, each
-//! a few dozen names) and an index of which groups declare names in which shard (integers
+//! a few dozen names) and an index of which groups declare names in which shard (group ids
 //! only); a per-step query reads the shards of the names it looks up, and runs again only when
 //! one of those changed.
 
