@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use reel_compiler::queries::{GroupMembers, MemberGroup, file_layout};
+use reel_compiler::queries::{FlowLayout, GroupMembers, MemberGroup, ToolLayout, file_layout};
 use reel_syntax::Span;
 use reel_syntax::ast::Member;
 use reel_syntax::outline::ItemKind;
@@ -104,6 +104,46 @@ fn kept_groups<'a>(cx: &Ctx<'a>) -> HashMap<usize, MemberGroup<'a>> {
         .collect()
 }
 
+/// A tool's symbol.
+fn tool_symbol(lines: &Lines<'_>, t: &ToolLayout) -> DocumentSymbol {
+    symbol(
+        lines,
+        &t.tool.name.name,
+        Some("tool".into()),
+        SymbolKind::INTERFACE,
+        t.tool.span.shifted(t.offset),
+        t.tool.name.span.shifted(t.offset),
+        None,
+    )
+}
+
+/// A flow's symbol, with its members' symbols as `children`.
+fn flow_symbol(lines: &Lines<'_>, f: &FlowLayout, children: Vec<DocumentSymbol>) -> DocumentSymbol {
+    symbol(
+        lines,
+        &f.name,
+        Some("flow".into()),
+        SymbolKind::MODULE,
+        f.span,
+        f.name_span,
+        Some(children),
+    )
+}
+
+/// The symbols of a group's members, spans relative to `offset`, computed in place (for a
+/// group whose symbols are not kept: a flow parsed whole).
+fn placed_member_symbols<'a>(
+    lines: &'a Lines<'_>,
+    offset: u32,
+    group: &'a GroupMembers,
+) -> impl Iterator<Item = DocumentSymbol> + 'a {
+    group.members().iter().filter_map(move |m| {
+        let mut m = m.clone();
+        member_spans_mut(&mut m, &mut |s: &mut Span| *s = s.shifted(offset));
+        member_symbol(lines, &m)
+    })
+}
+
 /// Flows (with inputs, secrets, env names, steps and the output) and tools, in source order:
 /// each group's kept member symbols moved into place (see [`super::pieces`]).
 pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
@@ -112,18 +152,7 @@ pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
     let mut out = Vec::with_capacity(layout.order.len());
     for &(kind, i) in &layout.order {
         match kind {
-            ItemKind::Tool => {
-                let t = &layout.tools[i];
-                out.push(symbol(
-                    &cx.lines,
-                    &t.tool.name.name,
-                    Some("tool".into()),
-                    SymbolKind::INTERFACE,
-                    t.tool.span.shifted(t.offset),
-                    t.tool.name.span.shifted(t.offset),
-                    None,
-                ));
-            }
+            ItemKind::Tool => out.push(tool_symbol(&cx.lines, &layout.tools[i])),
             ItemKind::Flow => {
                 let f = &layout.flows[i];
                 let mut children = Vec::new();
@@ -139,22 +168,10 @@ pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
                                 .iter()
                                 .map(|s| pieces::shift_symbol(s.clone(), base)),
                         ),
-                        _ => children.extend(group.members().iter().filter_map(|m| {
-                            let mut m = m.clone();
-                            member_spans_mut(&mut m, &mut |s: &mut Span| *s = s.shifted(*offset));
-                            member_symbol(&cx.lines, &m)
-                        })),
+                        _ => children.extend(placed_member_symbols(&cx.lines, *offset, group)),
                     }
                 }
-                out.push(symbol(
-                    &cx.lines,
-                    &f.name,
-                    Some("flow".into()),
-                    SymbolKind::MODULE,
-                    f.span,
-                    f.name_span,
-                    Some(children),
-                ));
+                out.push(flow_symbol(&cx.lines, f, children));
             }
         }
     }
@@ -184,32 +201,11 @@ pub fn document_symbols_json(
         }
         match kind {
             ItemKind::Tool => {
-                let t = &layout.tools[i];
-                serde_json::to_writer(
-                    &mut out,
-                    &symbol(
-                        &cx.lines,
-                        &t.tool.name.name,
-                        Some("tool".into()),
-                        SymbolKind::INTERFACE,
-                        t.tool.span.shifted(t.offset),
-                        t.tool.name.span.shifted(t.offset),
-                        None,
-                    ),
-                )?;
+                serde_json::to_writer(&mut out, &tool_symbol(&cx.lines, &layout.tools[i]))?
             }
             ItemKind::Flow => {
                 let f = &layout.flows[i];
-                let head = symbol(
-                    &cx.lines,
-                    &f.name,
-                    Some("flow".into()),
-                    SymbolKind::MODULE,
-                    f.span,
-                    f.name_span,
-                    Some(Vec::new()),
-                );
-                serde_json::to_writer(&mut out, &head)?;
+                serde_json::to_writer(&mut out, &flow_symbol(&cx.lines, f, Vec::new()))?;
                 // `children` is the symbol's last field: the JSON ends `"children":[]}`, and the
                 // members' symbols go between the brackets. (Should lsp-types ever write it
                 // otherwise, the error makes the server answer the plain way.)
@@ -265,15 +261,9 @@ pub fn document_symbols_json(
                             next.insert(key, piece);
                         }
                         _ => {
-                            for m in group.members() {
-                                let mut m = m.clone();
-                                member_spans_mut(&mut m, &mut |s: &mut Span| {
-                                    *s = s.shifted(*offset)
-                                });
-                                if let Some(symbol) = member_symbol(&cx.lines, &m) {
-                                    comma(&mut out);
-                                    serde_json::to_writer(&mut out, &symbol)?;
-                                }
+                            for symbol in placed_member_symbols(&cx.lines, *offset, group) {
+                                comma(&mut out);
+                                serde_json::to_writer(&mut out, &symbol)?;
                             }
                         }
                     }
