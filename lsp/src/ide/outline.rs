@@ -7,7 +7,9 @@ use reel_syntax::Span;
 use reel_syntax::ast::Member;
 use reel_syntax::outline::ItemKind;
 use reel_syntax::visit::member_spans_mut;
-use tower_lsp_server::lsp_types::{DocumentSymbol, FoldingRange, FoldingRangeKind, SymbolKind};
+use tower_lsp_server::lsp_types::{
+    DocumentSymbol, FoldingRange, FoldingRangeKind, Position, SymbolKind,
+};
 
 use super::{Ctx, pieces, tokens};
 use crate::position::Lines;
@@ -144,6 +146,44 @@ fn placed_member_symbols<'a>(
     })
 }
 
+/// The member symbols of one group of a flow, as [`flow_member_pieces`] gives them.
+enum MemberPiece<'a> {
+    /// A group of a split flow: its kept symbols, relative to `base`, where its segment starts.
+    Kept {
+        symbols: &'a Vec<DocumentSymbol>,
+        base: Position,
+    },
+    /// A group whose symbols are not kept (a flow parsed whole), computed in place.
+    Placed(Vec<DocumentSymbol>),
+}
+
+/// The member symbols of flow `f`, group by group, in source order: the one walk both the
+/// plain answer and its JSON make. `kept` is [`kept_groups`].
+fn flow_member_pieces<'a>(
+    cx: &'a Ctx<'_>,
+    f: &'a FlowLayout,
+    kept: &'a HashMap<usize, MemberGroup<'a>>,
+) -> impl Iterator<Item = MemberPiece<'a>> + 'a {
+    f.groups
+        .iter()
+        .enumerate()
+        .map(move |(n, (offset, group))| {
+            // A long flow is many groups: an edit stops the walk between two.
+            if n % 64 == 63 {
+                cx.db.unwind_if_revision_cancelled();
+            }
+            match kept.get(&(*offset as usize)) {
+                Some(&g) if matches!(group, GroupMembers::Split(_)) => MemberPiece::Kept {
+                    symbols: pieces::group_symbols(cx.db, g),
+                    base: cx.lines.position(*offset as usize),
+                },
+                _ => {
+                    MemberPiece::Placed(placed_member_symbols(&cx.lines, *offset, group).collect())
+                }
+            }
+        })
+}
+
 /// Flows (with inputs, secrets, env names, steps and the output) and tools, in source order:
 /// each group's kept member symbols moved into place (see [`super::pieces`]).
 pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
@@ -156,19 +196,14 @@ pub fn document_symbols(cx: &Ctx<'_>) -> Vec<DocumentSymbol> {
             ItemKind::Flow => {
                 let f = &layout.flows[i];
                 let mut children = Vec::new();
-                for (n, (offset, group)) in f.groups.iter().enumerate() {
-                    // A long flow is many groups: an edit stops the walk between two.
-                    if n % 64 == 63 {
-                        cx.db.unwind_if_revision_cancelled();
-                    }
-                    let base = cx.lines.position(*offset as usize);
-                    match kept.get(&(*offset as usize)) {
-                        Some(&g) if matches!(group, GroupMembers::Split(_)) => children.extend(
-                            pieces::group_symbols(cx.db, g)
+                for piece in flow_member_pieces(cx, f, &kept) {
+                    match piece {
+                        MemberPiece::Kept { symbols, base } => children.extend(
+                            symbols
                                 .iter()
                                 .map(|s| pieces::shift_symbol(s.clone(), base)),
                         ),
-                        _ => children.extend(placed_member_symbols(&cx.lines, *offset, group)),
+                        MemberPiece::Placed(symbols) => children.extend(symbols),
                     }
                 }
                 out.push(flow_symbol(&cx.lines, f, children));
@@ -221,15 +256,9 @@ pub fn document_symbols_json(
                         out.push(b',');
                     }
                 };
-                for (g, (offset, group)) in f.groups.iter().enumerate() {
-                    // A long flow is many groups: an edit stops the walk between two.
-                    if g % 64 == 63 {
-                        cx.db.unwind_if_revision_cancelled();
-                    }
-                    let base = cx.lines.position(*offset as usize);
-                    match groups.get(&(*offset as usize)) {
-                        Some(&kept_group) if matches!(group, GroupMembers::Split(_)) => {
-                            let symbols = pieces::group_symbols(cx.db, kept_group);
+                for piece in flow_member_pieces(cx, f, &groups) {
+                    match piece {
+                        MemberPiece::Kept { symbols, base } => {
                             if symbols.is_empty() {
                                 continue;
                             }
@@ -260,10 +289,10 @@ pub fn document_symbols_json(
                             out.extend_from_slice(&piece.json);
                             next.insert(key, piece);
                         }
-                        _ => {
-                            for symbol in placed_member_symbols(&cx.lines, *offset, group) {
+                        MemberPiece::Placed(symbols) => {
+                            for symbol in &symbols {
                                 comma(&mut out);
-                                serde_json::to_writer(&mut out, &symbol)?;
+                                serde_json::to_writer(&mut out, symbol)?;
                             }
                         }
                     }
