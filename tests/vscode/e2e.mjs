@@ -134,6 +134,28 @@ async function wordPoint(lineRe, word) {
   return p;
 }
 
+/**
+ * Selects `word` on the editor line matching `lineRe` by a double click, and checks that the
+ * selection covers it. Lenses, hints or a panel closing can move the lines between finding the
+ * word and clicking it (a CI run once typed over the line below), so a miss is tried again.
+ */
+async function selectWord(lineRe, word) {
+  for (let attempt = 1; ; attempt++) {
+    const p = await wordPoint(lineRe, word);
+    await page.mouse.dblclick(p.x, p.y);
+    await page.waitForTimeout(150);
+    const w = await wordBox(lineRe, word);
+    const boxes = await page.evaluate((sel) =>
+      [...(document.querySelector(sel)?.querySelectorAll('.selected-text') ?? [])].map((el) => {
+        const r = el.getBoundingClientRect();
+        return { top: r.top, bottom: r.bottom, left: r.left, right: r.right };
+      }), EDITOR);
+    const covers = !!w && boxes.some((b) => b.top < w.bottom && b.bottom > w.top && b.left <= w.left + 1 && b.right >= w.right - 1);
+    if (covers) return;
+    if (attempt === 3) throw new Error(`a double click did not select "${word}" on the line matching ${lineRe} (word at ${JSON.stringify(w)}, selection ${JSON.stringify(boxes)})`);
+  }
+}
+
 /** Puts the cursor at the end of the line matching `lineRe` (a click on its code, then End). */
 async function cursorToEndOf(lineRe, word) {
   const p = await wordPoint(lineRe, word);
@@ -412,8 +434,7 @@ if (opened) await check('stale mark', async () => {
     const lines = await editorLines();
     return { ok: !lineOf(lines, /step typo/), seen: show(lines) };
   }, 5_000);
-  const q = await wordPoint(/^\s*value: upper\(greeting\)/, 'upper');
-  await page.mouse.dblclick(q.x, q.y);
+  await selectWord(/^\s*value: upper\(greeting\)/, 'upper');
   await page.keyboard.insertText('lower');
   await waitFor('`shout` marked (stale), `greeting` not', async () => {
     const lines = await editorLines();
@@ -531,8 +552,7 @@ if (opened) await check('preview a fork', async () => {
   // Room for the whole flow: no panel under the editor.
   if (await page.locator('.part.panel').isVisible()) await page.keyboard.press('Control+J');
   await reveal(lineNumber(/step broken = exec/));
-  const three = await wordPoint(/exit 3"/, '3');
-  await page.mouse.dblclick(three.x, three.y);
+  await selectWord(/exit 3"/, '3');
   await page.keyboard.insertText('0');
   await page.keyboard.press('Escape');
   await reveal(lineNumber(/^flow greet/));
@@ -557,8 +577,7 @@ if (opened) await check('preview a fork', async () => {
   await page.mouse.move(200, 450);
   await shot('fork-preview');
   // Typing on: `shout` back as it ran. The preview follows: it is reused again, and so is `stats`.
-  const lower = await wordPoint(/^\s*value: lower\(greeting\)/, 'lower');
-  await page.mouse.dblclick(lower.x, lower.y);
+  await selectWord(/^\s*value: lower\(greeting\)/, 'lower');
   await page.keyboard.insertText('upper');
   await page.keyboard.press('Escape');
   await expectMarks('the marks following the edit: `shout` and `stats` reused again', [
@@ -766,8 +785,7 @@ if (opened) await check('typing into a big flow', async () => {
 
   // The name corrected by typing: the error goes away (the new step, read by nothing, is only
   // warned about).
-  const bad = await wordPoint(EXTRA, typo);
-  await page.mouse.dblclick(bad.x, bad.y);
+  await selectWord(EXTRA, typo);
   await page.keyboard.type(name, { delay: 60 });
   const fixKey = Date.now();
   const goneMs = await msUntil(fixKey, 'the error gone: no red squiggle on the line, no error counted', async () => {
@@ -799,8 +817,7 @@ if (opened) await check('typing into a big flow', async () => {
   // chain, are not. The whole chain on screen: the panel closed, the editor scrolled to it.
   await page.keyboard.press('Control+J');
   await reveal(lineNo(COUNT));
-  const arg = await wordPoint(new RegExp(`^\\s*value: upper\\(${name}\\)`), name);
-  await page.mouse.dblclick(arg.x, arg.y);
+  await selectWord(new RegExp(`^\\s*value: upper\\(${name}\\)`), name);
   await page.keyboard.type('extra', { delay: 60 });
   const staleKey = Date.now();
   const staleMs = await msUntil(staleKey, `\`shout_${T + 1}\` and the steps that read it marked (stale), the others not`, async () => {
