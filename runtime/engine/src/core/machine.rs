@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::canonical::{canonical_json, sha256_hex};
-use reel_flowspec::{Backoff, FlowSpec, Node, StepSpec, ToolKind};
+use reel_flowspec::{Backoff, Expr, FlowSpec, Node, StepSpec, ToolKind};
 use reel_store::Durability;
 use reel_tools::{ToolCall, UserTool, scrub};
 use serde_json::{Map, Value};
@@ -393,6 +393,17 @@ impl Machine {
                 steps[d].readers_left += 1;
             }
             steps[i].deps = deps;
+        }
+        // The output reads its steps when the run ends: their values stay in memory for it
+        // rather than being read back from the store.
+        if let Some(out) = &spec.output {
+            let mut read = Vec::new();
+            steps_named(&out.expr, &index, &mut read);
+            read.sort_unstable();
+            read.dedup();
+            for d in read {
+                steps[d].readers_left += 1;
+            }
         }
         let values = StepValues::new(index);
         let call_env = setup
@@ -2033,6 +2044,18 @@ impl Machine {
         self.flush();
         self.commands.push_back(Command::Finish(ending));
         self.stage = Stage::Done;
+    }
+}
+
+/// The steps `expr` names, by their index (as often as named).
+fn steps_named(expr: &Expr, index: &rustc_hash::FxHashMap<String, usize>, out: &mut Vec<usize>) {
+    if let Node::Step { name } = &expr.node
+        && let Some(&i) = index.get(name)
+    {
+        out.push(i);
+    }
+    for child in expr.node.children() {
+        steps_named(child, index, out);
     }
 }
 
