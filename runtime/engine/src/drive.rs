@@ -472,7 +472,6 @@ impl Driver<'_> {
         let store: &Arc<dyn Store> = &self.deps.store;
         let (status, output, error, digest) = match ending {
             Ending::Waiting => {
-                store.sync(&self.lease).await?;
                 store.release(&self.lease).await?;
                 return Ok(RunOutcome {
                     run: self.run_id().to_string(),
@@ -502,7 +501,6 @@ impl Driver<'_> {
                 ..RunUpdate::default()
             },
         )?;
-        store.sync(&self.lease).await?;
         store.release(&self.lease).await?;
         Ok(RunOutcome {
             run: self.run_id().to_string(),

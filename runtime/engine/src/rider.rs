@@ -276,7 +276,12 @@ async fn resume_run(
     held: Option<DueClaim>,
 ) -> Result<RunOutcome, Refusal> {
     let store = deps.store.clone();
-    let looked = look(deps, run_id, &decisions);
+    let looked = look(
+        deps,
+        run_id,
+        &decisions,
+        held.as_ref().map(|h| (*h.row).clone()),
+    );
     let (mut row, spec, secrets) = match (looked, held.as_ref()) {
         (Ok(Look::Go { row, spec, secrets }), _) => (*row, spec, secrets),
         (Ok(Look::Done(outcome)), held) => {
@@ -296,8 +301,8 @@ async fn resume_run(
     let (lease, current) = match held {
         Some(held) => {
             reel_store::crash::reached(reel_store::crash::CrashPoint::Takeover);
-            // The row was read after the claim, which made a waiting run `running`: it is the
-            // run as the claim left it, so it is not read again.
+            // The row came with the claim, which made a waiting run `running`: it is the run
+            // as the claim left it, so it is not read again.
             let current = Some(row.clone());
             row.status = held.was;
             (held.lease, current)
@@ -333,7 +338,6 @@ async fn resume_run(
     if current.is_some_and(|now| now.cancel_requested && !now.status.is_ended()) {
         let now = deps.clock.now_ms();
         end_canceled(store.as_ref(), &lease, now)?;
-        store.sync(&lease).await?;
         store.release(&lease).await?;
         return Ok(RunOutcome {
             run: row.id,
@@ -343,7 +347,10 @@ async fn resume_run(
         });
     }
     let lease = Arc::new(lease);
-    let (folded, started, started_at, inputs, env) = match read_back(&store, &row.id).await {
+    // The journal's length as the claim found it.
+    let length = lease.next_seq.load(std::sync::atomic::Ordering::SeqCst);
+    let (folded, started, started_at, inputs, env) = match read_back(&store, &row.id, length).await
+    {
         Ok(read) => read,
         Err(refusal) => {
             give_back(&store, &lease, row.status).await;
@@ -412,12 +419,20 @@ enum Look {
     },
 }
 
-/// Reads the run and what resuming it needs.
-fn look(deps: &RunDeps, run_id: &str, decisions: &[Decided]) -> Result<Look, Refusal> {
+/// Reads the run (unless a claim brought its row) and what resuming it needs.
+fn look(
+    deps: &RunDeps,
+    run_id: &str,
+    decisions: &[Decided],
+    claimed: Option<RunRow>,
+) -> Result<Look, Refusal> {
     let store = &deps.store;
-    let row = store
-        .run(run_id)?
-        .ok_or_else(|| Refusal::UnknownRun(run_id.to_string()))?;
+    let row = match claimed {
+        Some(row) => row,
+        None => store
+            .run(run_id)?
+            .ok_or_else(|| Refusal::UnknownRun(run_id.to_string()))?,
+    };
     match row.status {
         RunStatus::Succeeded if !decisions.is_empty() => {
             return Err(Refusal::Input(format!(
@@ -478,6 +493,7 @@ async fn claim(deps: &RunDeps, cfg: &RiderConfig, row: &RunRow) -> Result<Lease,
 async fn read_back(
     store: &Arc<dyn Store>,
     run: &str,
+    length: u64,
 ) -> Result<
     (
         Folded,
@@ -491,7 +507,7 @@ async fn read_back(
     let folded = {
         let store = store.clone();
         let id = run.to_string();
-        tokio::task::spawn_blocking(move || fold_journal(store.as_ref(), &id))
+        tokio::task::spawn_blocking(move || fold_journal(store.as_ref(), &id, length))
             .await
             .map_err(|e| Refusal::Store(StoreError::Sqlite(e.to_string())))??
     };
@@ -622,7 +638,6 @@ pub async fn cancel(
                 return Ok(CancelOutcome::AlreadyEnded(now.status));
             }
             end_canceled(store.as_ref(), &lease, deps.clock.now_ms())?;
-            store.sync(&lease).await?;
             store.release(&lease).await?;
             Ok(CancelOutcome::Canceled)
         }
@@ -684,7 +699,6 @@ pub async fn release(
             ..RunUpdate::default()
         },
     )?;
-    store.sync(&lease).await?;
     store.release(&lease).await?;
     resume(deps, cfg, &row.id, "release").await
 }
@@ -730,7 +744,6 @@ pub async fn abandon(
             ..RunUpdate::default()
         },
     )?;
-    store.sync(&lease).await?;
     store.release(&lease).await?;
     Ok(RunOutcome {
         run: row.id,

@@ -551,9 +551,58 @@ pub fn marks(store: &dyn StoreRead, run: &str) -> Result<Marks, StoreError> {
     Ok(out)
 }
 
+/// Journals of at most this many events are read once and held while folded (see
+/// [`fold_journal`]): one page of a database's read.
+pub const SHORT_JOURNAL: u64 = 1000;
+
 /// Reads a run's journal into the state a resume needs. A row that cannot be read is a hole:
 /// the run cannot resume.
-pub fn fold_journal(store: &dyn StoreRead, run: &str) -> Result<Folded, StoreError> {
+///
+/// `length` is how many events the run's row says its journal holds. A short journal is read
+/// once and its events held until its end says which steps succeeded; a longer one is not
+/// held, and which steps succeeded is read first instead. Either way the calls of succeeded
+/// steps are passed over, and the fold is the same; a wrong `length` costs only memory or a
+/// read.
+pub fn fold_journal(store: &dyn StoreRead, run: &str, length: u64) -> Result<Folded, StoreError> {
+    if length <= SHORT_JOURNAL {
+        let mut events = Vec::new();
+        let mut hole = None;
+        store.read_journal_raw(run, 0, &mut |row| {
+            let (seq, message) = match row {
+                RawJournalRow::Event(row) => match Event::from_raw(&row) {
+                    Ok(event) => {
+                        events.push((row.at, event));
+                        return Flow::Continue;
+                    }
+                    Err(message) => (row.seq, message),
+                },
+                RawJournalRow::Hole { seq, message } => (seq, message.to_string()),
+            };
+            hole = Some(StoreError::Hole {
+                run: run.to_string(),
+                seq,
+                message,
+            });
+            Flow::Stop
+        })?;
+        if let Some(hole) = hole {
+            return Err(hole);
+        }
+        let mut folded = Folded {
+            done: events
+                .iter()
+                .filter_map(|(_, e)| match e {
+                    Event::StepSucceeded { step, .. } => Some(step.clone()),
+                    _ => None,
+                })
+                .collect(),
+            ..Folded::default()
+        };
+        for (at, event) in events {
+            folded.push(at, event);
+        }
+        return Ok(folded);
+    }
     let mut folded = Folded {
         done: store.succeeded_steps(run)?,
         ..Folded::default()
@@ -713,6 +762,19 @@ mod tests {
     }
 
     #[test]
+    fn a_short_journal_held_and_a_long_one_read_twice_fold_the_same() {
+        let (_tmp, store, _) = store_with(rows());
+        // A length up to a page holds the rows; past it, the succeeded steps are read first.
+        let held = fold_journal(&store, "r", 9).unwrap();
+        let twice = fold_journal(&store, "r", SHORT_JOURNAL + 1).unwrap();
+        assert_eq!(held.events, 9);
+        assert_eq!(format!("{held:?}"), format!("{twice:?}"));
+        // `a` succeeded: its calls are passed over; `b`'s wait is kept.
+        assert!(held.calls.keys().all(|(step, _)| step == "b"), "{held:?}");
+        assert!(held.calls.contains_key(&("b".to_string(), None)));
+    }
+
+    #[test]
     fn an_effect_started_without_its_result_keeps_its_key_and_its_marks_show() {
         let started = |step: &str, key: Option<&str>| Event::StepStarted {
             step: step.into(),
@@ -781,9 +843,13 @@ mod tests {
             },
         );
         let (_tmp, store, _) = store_with(all);
-        let err = fold_journal(&store, "r").unwrap_err();
-        assert_eq!(err.code(), "store.hole");
-        assert!(err.to_string().contains("from_the_future"), "{err}");
+        // Read whole and held, or not held: the same refusal.
+        for length in [10, u64::MAX] {
+            let err = fold_journal(&store, "r", length).unwrap_err();
+            assert_eq!(err.code(), "store.hole");
+            assert!(err.to_string().contains("from_the_future"), "{err}");
+            assert!(matches!(err, StoreError::Hole { seq: 2, .. }), "{err}");
+        }
         let mut view = Folded::with_views();
         view.read(&store, "r", Holes::PassOver).unwrap();
         assert_eq!(view.events, 10);

@@ -362,6 +362,9 @@ pub struct DueClaim {
     /// The run's status before the claim (a claim makes a waiting run `running`), to give it
     /// back as it was should the caller not go on with it.
     pub was: RunStatus,
+    /// The run's row as the claim left it, read with the claim: a worker goes on from it
+    /// without reading it again.
+    pub row: Box<RunRow>,
 }
 
 /// Filters for listing runs.
@@ -780,18 +783,23 @@ pub trait Store: StoreRead {
             if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)? {
                 // Another claimer may have ended it since it was found due (a claim takes an
                 // ended run too): it is let go as it ended.
-                if self.run(&run)?.is_none_or(|r| r.status.is_ended()) {
-                    drop(self.release(&lease));
-                    continue;
+                match self.run(&run)? {
+                    Some(row) if !row.status.is_ended() => claimed.push(DueClaim {
+                        lease,
+                        was,
+                        row: Box::new(row),
+                    }),
+                    _ => drop(self.release(&lease)),
                 }
-                claimed.push(DueClaim { lease, was });
             }
         }
         Ok(claimed)
     }
     /// Extends a held lease; `LeaseLost` when it was taken over.
     fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError>;
-    /// Gives the lease up (after parking or ending); resolves when committed.
+    /// Gives the lease up (after parking or ending), after everything enqueued for the run
+    /// before it and in the same transaction when it can be (no separate [`Store::sync`] is
+    /// needed first); resolves when committed, with the error of any of those writes.
     fn release(&self, lease: &Lease) -> Ticket;
 
     /// Enqueues events for the lease's run, numbering them from `lease.next_seq`, with what

@@ -386,6 +386,53 @@ fn a_taken_over_lease_fences_its_old_holder(b: &dyn Backend) {
     new.renew(&second, 60_000).unwrap();
 }
 
+fn a_release_commits_what_came_before_it_and_reports_a_refused_write(b: &dyn Backend) {
+    // A run that ends gives its lease up without waiting for its last writes first: the
+    // release comes after them, in their transaction or a later one.
+    let store = b.open().unwrap();
+    let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
+    store
+        .append(&lease, vec![event("e", 0), event("e", 1)])
+        .unwrap();
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Succeeded),
+                ended_at: Some(9_000),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.release(&lease)).unwrap();
+    let other = b.open().unwrap();
+    assert_eq!(numbers(&journal(&*other, "r").unwrap()), vec![0, 1]);
+    let run = other.run("r").unwrap().unwrap();
+    assert_eq!(
+        (run.status, run.ended_at, run.lease_owner),
+        (RunStatus::Succeeded, Some(9_000), None)
+    );
+
+    // A holder whose lease was taken over hears, from its release alone, that its writes
+    // were refused; the new holder keeps the run.
+    let first = store.create_run(new_run("s"), &me(), 30).unwrap();
+    b.clock().advance(60);
+    let Claim::Claimed(second) = other.claim_run("s", &other_live_owner(), 60_000).unwrap() else {
+        panic!("the expired lease should be taken over");
+    };
+    store.append(&first, vec![event("e", 100)]).unwrap();
+    assert_eq!(
+        wait(store.release(&first)),
+        Err(StoreError::LeaseLost {
+            run: "s".to_string()
+        })
+    );
+    assert!(journal(&*other, "s").unwrap().is_empty());
+    let run = other.run("s").unwrap().unwrap();
+    assert_eq!(run.lease_owner, Some(other_live_owner()));
+    assert_eq!(run.lease_token, second.token);
+}
+
 fn logs_are_kept_in_order_and_only_from_the_holder(b: &dyn Backend) {
     let store = b.open().unwrap();
     let lease = store.create_run(new_run("r"), &me(), 30).unwrap();
@@ -1735,6 +1782,7 @@ conformance!(
     rows_land_in_order_without_gaps_across_threads_and_runs,
     a_journal_read_while_it_grows_is_always_a_prefix,
     a_taken_over_lease_fences_its_old_holder,
+    a_release_commits_what_came_before_it_and_reports_a_refused_write,
     logs_are_kept_in_order_and_only_from_the_holder,
     a_live_holder_keeps_its_run_and_a_dead_one_loses_it_at_once,
     racing_claims_give_a_run_to_one_claimer,

@@ -17,10 +17,9 @@ use std::collections::HashSet;
 use postgres::Client;
 
 use super::conn::pg;
-use super::read::{Prepared, owner_at};
+use super::read::{Prepared, RUN_COLUMNS, owner_at, run_from};
 use crate::api::{DueClaim, Owner, RunStatus, StoreError};
 use crate::clock::Clock;
-use crate::writer::parse_durability;
 
 /// The database server's clock in ms since the epoch: `clock_timestamp()` rather than `now()`,
 /// since a batch's transaction may have waited on locks since it began.
@@ -80,9 +79,14 @@ pub(crate) fn claim_expired(
             status = CASE runs.status WHEN 'waiting' THEN 'running' ELSE runs.status END
          FROM picked, clock
          WHERE runs.id = picked.id
-         RETURNING runs.id, runs.lease_token, runs.next_seq, runs.durability, picked.status",
+         RETURNING {columns}, picked.status",
         now = lease_time(1),
         due = due(3),
+        columns = RUN_COLUMNS
+            .split(',')
+            .map(|c| format!("runs.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", "),
     );
     let rows = client
         .query_prepared(
@@ -102,20 +106,21 @@ pub(crate) fn claim_expired(
         .map_err(|e| pg(&e))?;
     rows.iter()
         .map(|r| {
-            let run: String = r.try_get(0).map_err(|e| pg(&e))?;
-            let token: i64 = r.try_get(1).map_err(|e| pg(&e))?;
-            let next_seq: i64 = r.try_get(2).map_err(|e| pg(&e))?;
-            let durability: String = r.try_get(3).map_err(|e| pg(&e))?;
-            let was: String = r.try_get(4).map_err(|e| pg(&e))?;
+            let row = run_from(r)?;
+            // The status before the claim, after the row's columns.
+            let was: String = r
+                .try_get(RUN_COLUMNS.split(',').count())
+                .map_err(|e| pg(&e))?;
             Ok(DueClaim {
                 lease: super::new_lease(
-                    &run,
-                    u64::try_from(token).unwrap_or(0),
+                    &row.id,
+                    row.lease_token,
                     owner,
-                    parse_durability(&durability),
-                    u64::try_from(next_seq).unwrap_or(0),
+                    row.durability,
+                    row.next_seq,
                 ),
                 was: RunStatus::parse(&was).unwrap_or(RunStatus::Running),
+                row: Box::new(row),
             })
         })
         .collect()

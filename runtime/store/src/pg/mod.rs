@@ -588,7 +588,15 @@ impl Store for PgStore {
                     break;
                 }
                 if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)? {
-                    claimed.push(DueClaim { lease, was });
+                    // Rare (a worker killed on this host a moment ago): its row is read apart.
+                    match self.run(&run)? {
+                        Some(row) if !row.status.is_ended() => claimed.push(DueClaim {
+                            lease,
+                            was,
+                            row: Box::new(row),
+                        }),
+                        _ => drop(self.release(&lease)),
+                    }
                 }
             }
         }

@@ -258,7 +258,8 @@ pub(crate) fn owner_at(r: &Row, at: usize) -> Option<Owner> {
     }
 }
 
-fn run_from(r: &Row) -> Result<RunRow, StoreError> {
+/// The run of a row whose first columns are [`RUN_COLUMNS`].
+pub(crate) fn run_from(r: &Row) -> Result<RunRow, StoreError> {
     let status: String = get(r, 7)?;
     let waiting_on: String = get(r, 11)?;
     let error: Option<String> = get(r, 21)?;
