@@ -22,11 +22,11 @@ use serde_json::json;
 mod test_server;
 
 fn open() -> PgStore {
-    PgStore::open(
-        &test_server::fresh_database("reel_trips"),
-        Arc::new(ManualClock::at(1_700_000_000_000)),
-    )
-    .unwrap()
+    open_at(&test_server::fresh_database("reel_trips"))
+}
+
+fn open_at(url: &str) -> PgStore {
+    PgStore::open(url, Arc::new(ManualClock::at(1_700_000_000_000))).unwrap()
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -169,6 +169,147 @@ fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
         "the run whose lease was taken over got no row"
     );
     assert!(lengths[1..].iter().all(|&n| n == 2), "{lengths:?}");
+}
+
+#[test]
+fn the_appends_of_many_short_runs_between_their_other_writes_go_in_one_statement() {
+    // What a worker resuming many short runs writes at once: each run appends, updates its
+    // row, appends again and lets its lease go. Run r0's lease was taken over: nothing of it
+    // lands, and its release says why.
+    let clock = Arc::new(ManualClock::at(1_700_000_000_000));
+    let store = PgStore::open(&test_server::fresh_database("reel_trips"), clock.clone()).unwrap();
+    let me = Owner::this_process();
+    let mut leases: Vec<_> = (0..20)
+        .map(|i| {
+            let mut run = new_run(&format!("r{i}"));
+            run.durability = Durability::Fast;
+            store.create_run(run, &me, 60_000).unwrap()
+        })
+        .collect();
+    clock.advance(120_000);
+    let other = Owner {
+        id: format!("{}-other", me.id),
+        ..me.clone()
+    };
+    let reel_store::Claim::Claimed(_taken) = store.claim_run("r0", &other, 60_000).unwrap() else {
+        panic!("an expired lease is taken over");
+    };
+    for lease in &mut leases[1..] {
+        store.renew(lease, 60_000).unwrap();
+    }
+    let start = store.round_trips();
+    let mut releases = Vec::new();
+    for (n, lease) in leases.iter().enumerate() {
+        let n = n as u64;
+        store
+            .append(lease, vec![returned(n), returned(n + 100)])
+            .unwrap();
+        store
+            .update_run(
+                lease,
+                reel_store::RunUpdate {
+                    status: Some(reel_store::RunStatus::Succeeded),
+                    ended_at: Some(2_000 + n as i64),
+                    ..reel_store::RunUpdate::default()
+                },
+            )
+            .unwrap_or(());
+        store.append(lease, vec![returned(n + 200)]).unwrap_or(());
+        releases.push(store.release(lease));
+    }
+    let outcomes: Vec<_> = releases
+        .into_iter()
+        .map(|t| t.0.blocking_recv().unwrap())
+        .collect();
+    let sent = store.round_trips() - start;
+    assert!(
+        matches!(outcomes[0], Err(reel_store::StoreError::LeaseLost { .. })),
+        "{:?}",
+        outcomes[0]
+    );
+    assert!(outcomes[1..].iter().all(Result::is_ok), "{outcomes:?}");
+    // 40 updates and releases, one statement for the 40 appends (not 40), the batch's opening
+    // and commit, one to tell why r0 was refused, and a second batch's when the writer took
+    // the first before everything was enqueued.
+    assert!(sent < 50, "{sent} statements for 20 runs' 80 writes");
+    for i in 0..20u64 {
+        let mut data = Vec::new();
+        store
+            .read_journal(&format!("r{i}"), 0, &mut |row| {
+                data.push(row.data["n"].as_u64());
+                Flow::Continue
+            })
+            .unwrap();
+        let run = store.run(&format!("r{i}")).unwrap().unwrap();
+        if i == 0 {
+            assert!(
+                data.is_empty(),
+                "the run whose lease was taken over got {data:?}"
+            );
+            assert_eq!(run.status, reel_store::RunStatus::Running);
+            assert_eq!(run.lease_owner, Some(other.clone()));
+            continue;
+        }
+        let want = vec![Some(i), Some(i + 100), Some(i + 200)];
+        assert_eq!(data, want, "r{i}'s journal in the order appended");
+        assert_eq!(run.next_seq, 3);
+        assert_eq!(
+            (run.status, run.ended_at, run.lease_owner),
+            (
+                reel_store::RunStatus::Succeeded,
+                Some(2_000 + i as i64),
+                None
+            ),
+            "r{i}"
+        );
+    }
+}
+
+#[test]
+fn a_run_parked_and_let_go_in_one_statement_still_wakes_listening_workers() {
+    let url = test_server::fresh_database("reel_trips");
+    let mut listener = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    listener.batch_execute("LISTEN reel_due").unwrap();
+    let store = open_at(&url);
+    let me = Owner::this_process();
+    let park = |id: &str, status: reel_store::RunStatus, due_at: Option<i64>| {
+        let lease = store.create_run(new_run(id), &me, 60_000).unwrap();
+        store
+            .append(&lease, vec![returned(0), returned(1)])
+            .unwrap();
+        store
+            .update_run(
+                &lease,
+                reel_store::RunUpdate {
+                    status: Some(status),
+                    due_at: Some(due_at),
+                    ..reel_store::RunUpdate::default()
+                },
+            )
+            .unwrap();
+        store.release(&lease).0.blocking_recv().unwrap().unwrap();
+        let run = store.run(id).unwrap().unwrap();
+        assert_eq!(
+            (run.status, run.due_at, run.lease_owner),
+            (status, due_at, None)
+        );
+    };
+    // A run that ended tells nobody; one parked with a timer tells the listeners its id.
+    park("ended", reel_store::RunStatus::Succeeded, None);
+    park(
+        "timer",
+        reel_store::RunStatus::Waiting,
+        Some(1_700_000_060_000),
+    );
+    // Notifications come in the order of their commits: the first is the timer's.
+    use postgres::fallible_iterator::FallibleIterator;
+    let mut notifications = listener.notifications();
+    let first = notifications
+        .timeout_iter(std::time::Duration::from_secs(5))
+        .next()
+        .unwrap()
+        .map(|n| n.payload().to_string());
+    assert_eq!(first.as_deref(), Some("timer"));
 }
 
 /// Reads timed by the read tests below.

@@ -93,8 +93,37 @@ fn int(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)
 }
 
+/// What [`RunUpdate`](crate::RunUpdate) sets on a run's row, with the run as `$1`, its lease's
+/// token as `$2` and the update's fields as `$3`–`$10`.
+const UPDATE_SETS: &str = "
+    status = COALESCE($3::text, status),
+    due_at = CASE WHEN $4 THEN $5::bigint ELSE due_at END,
+    waiting_on = COALESCE($6::text, waiting_on),
+    signal_pending = CASE WHEN $7 THEN EXISTS (
+        SELECT 1 FROM signals WHERE run = $1 AND consumed_by IS NULL)
+        ELSE signal_pending END,
+    ended_at = COALESCE($8::bigint, ended_at),
+    output_digest = COALESCE($9::text, output_digest),
+    error = COALESCE($10::text, error),
+    cancel_requested = CASE
+        WHEN $3::text IN ('succeeded', 'failed', 'canceled') THEN FALSE
+        WHEN $3::text = 'running' AND status IN ('failed', 'canceled') THEN FALSE
+        ELSE cancel_requested END";
+
+/// What a release sets: nobody holds the run.
+const RELEASE_SETS: &str = "lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
+    lease_started = NULL, lease_expires_at = NULL";
+
+/// Tells listening workers (`listen.rs`, when the batch commits) of a run let go as
+/// `released` that is due or may be before their next poll: a signal or cancel that came
+/// while it was held, or a new timer.
+const RELEASE_NOTIFY: &str = "SELECT pg_notify('reel_due', id) FROM released
+    WHERE status = 'waiting'
+      AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)";
+
 /// The statements the writer runs, prepared once per connection.
 struct Statements {
+    update_release: Statement,
     value: Statement,
     values: Statement,
     spec: Statement,
@@ -156,23 +185,19 @@ impl Statements {
                     WHERE u.run IN (SELECT id FROM fenced))
                  SELECT id FROM fenced",
             )?,
-            update: client.prepare(
-                "UPDATE runs SET
-                    status = COALESCE($3::text, status),
-                    due_at = CASE WHEN $4 THEN $5::bigint ELSE due_at END,
-                    waiting_on = COALESCE($6::text, waiting_on),
-                    signal_pending = CASE WHEN $7 THEN EXISTS (
-                        SELECT 1 FROM signals WHERE run = $1 AND consumed_by IS NULL)
-                        ELSE signal_pending END,
-                    ended_at = COALESCE($8::bigint, ended_at),
-                    output_digest = COALESCE($9::text, output_digest),
-                    error = COALESCE($10::text, error),
-                    cancel_requested = CASE
-                        WHEN $3::text IN ('succeeded', 'failed', 'canceled') THEN FALSE
-                        WHEN $3::text = 'running' AND status IN ('failed', 'canceled') THEN FALSE
-                        ELSE cancel_requested END
-                 WHERE id = $1 AND lease_token = $2",
-            )?,
+            update: client.prepare(&format!(
+                "UPDATE runs SET {UPDATE_SETS} WHERE id = $1 AND lease_token = $2"
+            ))?,
+            // A run's last update and its release, as one statement: how it ended and that
+            // nobody holds it. One row when the lease was still held.
+            update_release: client.prepare(&format!(
+                "WITH released AS (
+                    UPDATE runs SET {UPDATE_SETS}, {RELEASE_SETS}
+                    WHERE id = $1 AND lease_token = $2
+                    RETURNING id, status, signal_pending, cancel_requested, due_at),
+                 notified AS ({RELEASE_NOTIFY})
+                 SELECT id, (SELECT count(*) FROM notified) FROM released"
+            ))?,
             log: client.prepare(
                 "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $7 FOR SHARE)
                  INSERT INTO logs (run, step, idx, attempt, at, text)
@@ -183,19 +208,13 @@ impl Statements {
                  UPDATE signals SET consumed_by = $3
                  WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM held)",
             )?,
-            // A signal or cancel that came while the run was held makes it due once let go,
-            // and a new timer may be due before an idle worker's next poll: listening workers
-            // are told (`listen.rs`) when the batch commits.
-            release: client.prepare(
+            release: client.prepare(&format!(
                 "WITH released AS (
-                    UPDATE runs SET lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
-                        lease_started = NULL, lease_expires_at = NULL
+                    UPDATE runs SET {RELEASE_SETS}
                     WHERE id = $1 AND lease_token = $2
                     RETURNING id, status, signal_pending, cancel_requested, due_at)
-                 SELECT pg_notify('reel_due', id) FROM released
-                 WHERE status = 'waiting'
-                   AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)",
-            )?,
+                 {RELEASE_NOTIFY}"
+            ))?,
             why_not: client.prepare("SELECT lease_token, next_seq FROM runs WHERE id = $1")?,
             renew: client.prepare(&format!(
                 "UPDATE runs SET lease_expires_at = {} + $4
@@ -424,13 +443,12 @@ impl Writer {
             run.write_values(batch)?;
             let mut at = 0;
             while at < batch.len() {
-                let end = appends_from(batch, at);
+                let end = stretch_from(batch, at);
                 if end > at {
-                    run.append_together(&batch[at..end], results)?;
+                    run.write_stretch(&mut batch[at..end], results)?;
                     at = end;
                 } else {
-                    results.push(run.run_in_batch(&mut batch[at])?);
-                    at += 1;
+                    at += run.run_next(&mut batch[at..], results)?;
                 }
             }
             values_removed = run.removed;
@@ -552,11 +570,12 @@ fn opening(durable: bool, cleaning: bool) -> String {
     )
 }
 
-/// Where the stretch of commands from `at` that [`Batch::append_together`] writes in one
-/// statement ends (`at` when there is none): appends of two or more, with the values and syncs
-/// between them (which write nothing in order), while each run's appends follow on from each
-/// other. Any other command ends it, so every write keeps its place in the batch.
-fn appends_from(batch: &[Cmd], at: usize) -> usize {
+/// Where the stretch of commands from `at` that [`Batch::write_stretch`] writes ends (`at`
+/// when there is none): the writes of runs under their leases (appends, row updates, logs,
+/// consumed signals, releases) and the values and syncs between them, holding two or more
+/// appends, while each run's appends follow on from each other under one lease. Any other
+/// command (a run's creation, a claim, a signal sent) ends it and keeps its place.
+fn stretch_from(batch: &[Cmd], at: usize) -> usize {
     let mut next_of: Vec<(&str, u64, u64)> = Vec::new();
     let (mut end, mut appends) = (at, 0);
     for cmd in &batch[at..] {
@@ -575,7 +594,12 @@ fn appends_from(batch: &[Cmd], at: usize) -> usize {
                 }
                 appends += 1;
             }
-            Cmd::Value { .. } | Cmd::Sync { .. } => {}
+            Cmd::Value { .. }
+            | Cmd::Sync { .. }
+            | Cmd::Update { .. }
+            | Cmd::Log { .. }
+            | Cmd::Consume { .. }
+            | Cmd::Release { .. } => {}
             _ => break,
         }
         end += 1;
@@ -682,13 +706,87 @@ impl Batch<'_, '_> {
         Ok(())
     }
 
-    /// Runs a stretch of the batch that [`appends_from`] found: its appends in one statement,
-    /// then the answers of its commands in their order, as [`Self::run_in_batch`] would give
-    /// them one by one (an append refused poisons its run, and a later sync of that run in the
-    /// stretch reports it).
+    /// Runs a stretch of the batch that [`stretch_from`] found: its appends first, in one
+    /// statement, then its other commands in their order, each answered in its place. The
+    /// order within a run changes nothing that commits: every write of a run checks only its
+    /// lease's token, which none of them changes, and the transaction commits all or nothing.
+    /// Many short runs each append, mark a signal consumed, update their row and append again
+    /// in one batch; one by one their appends were a third of a batch's statements.
+    ///
+    /// An append refused poisons its run before the run's other commands in the stretch, so
+    /// they are refused too, as the writes after a refused one always are.
+    fn write_stretch(
+        &mut self,
+        stretch: &mut [Cmd],
+        results: &mut Vec<Result<(), StoreError>>,
+    ) -> Result<(), Lost> {
+        let mut appended = Vec::new();
+        {
+            let appends: Vec<&Cmd> = stretch
+                .iter()
+                .filter(|c| matches!(c, Cmd::Append { .. }))
+                .collect();
+            self.append_together(&appends, &mut appended)?;
+        }
+        let mut appended = appended.into_iter();
+        let mut at = 0;
+        while at < stretch.len() {
+            if matches!(stretch[at], Cmd::Append { .. }) {
+                results.push(
+                    appended
+                        .next()
+                        .expect("append_together answers each append"),
+                );
+                at += 1;
+                continue;
+            }
+            let upto = stretch[at..]
+                .iter()
+                .position(|c| matches!(c, Cmd::Append { .. }))
+                .map_or(stretch.len(), |n| at + n);
+            at += self.run_next(&mut stretch[at..upto], results)?;
+        }
+        Ok(())
+    }
+
+    /// Runs the first of `cmds` as [`Self::run_in_batch`] does, or the first two together
+    /// when they are a run's update and then its release under the same lease (how a run
+    /// ends or parks): one statement instead of two. How many it ran.
+    fn run_next(
+        &mut self,
+        cmds: &mut [Cmd],
+        results: &mut Vec<Result<(), StoreError>>,
+    ) -> Result<usize, Lost> {
+        if let [
+            Cmd::Update { tag, update },
+            Cmd::Release { tag: released, .. },
+            ..,
+        ] = &*cmds
+            && released.run == tag.run
+            && released.token == tag.token
+            && self.shared.poisoned(&tag.run, tag.token).is_none()
+        {
+            let result = match self.update(tag, update, true) {
+                Ok(()) => Ok(()),
+                Err(Fail::Batch(e)) => return Err(e),
+                Err(Fail::Command(e)) => {
+                    self.shared.poison(&tag.run, tag.token, e.clone());
+                    Err(e)
+                }
+            };
+            results.push(result.clone());
+            results.push(result);
+            return Ok(2);
+        }
+        results.push(self.run_in_batch(&mut cmds[0])?);
+        Ok(1)
+    }
+
+    /// Writes `appends` (each run's following on from each other) in one statement and
+    /// answers each in its order, as [`Self::run_in_batch`] would one by one.
     fn append_together(
         &mut self,
-        stretch: &[Cmd],
+        stretch: &[&Cmd],
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<(), Lost> {
         // The runs whose appends go in, each with its rows in order (already-poisoned runs
@@ -783,11 +881,7 @@ impl Batch<'_, '_> {
                         }
                     }
                 }
-                Cmd::Sync { tag, .. } => match self.shared.poisoned(&tag.run, tag.token) {
-                    Some(e) => Err(e),
-                    None => Ok(()),
-                },
-                // Written with the batch's other values, before its first command.
+                // Only appends are handed in.
                 _ => Ok(()),
             };
             results.push(result);
@@ -866,7 +960,7 @@ impl Batch<'_, '_> {
                 self.append(tag, *first_seq, rows)?;
                 self.keep(kept)
             }
-            Cmd::Update { tag, update } => self.update(tag, update),
+            Cmd::Update { tag, update } => self.update(tag, update, false),
             Cmd::Log { tag, log } => {
                 let changed = self
                     .tx
@@ -1061,25 +1155,28 @@ impl Batch<'_, '_> {
         Ok(())
     }
 
-    fn update(&mut self, tag: &Tag, u: &Update) -> Result<(), Fail> {
-        let changed = self
-            .tx
-            .execute(
-                &self.st.update,
-                &[
-                    &tag.run,
-                    &int(tag.token),
-                    &u.status,
-                    &u.due_at.is_some(),
-                    &u.due_at.flatten(),
-                    &u.waiting_on,
-                    &u.clear_signal_pending,
-                    &u.ended_at,
-                    &u.output_digest,
-                    &u.error,
-                ],
-            )
-            .map_err(batch)?;
+    /// Changes the run's row, and with `release` gives its lease up in the same statement.
+    fn update(&mut self, tag: &Tag, u: &Update, release: bool) -> Result<(), Fail> {
+        let params: [&(dyn postgres::types::ToSql + Sync); 10] = [
+            &tag.run,
+            &int(tag.token),
+            &u.status,
+            &u.due_at.is_some(),
+            &u.due_at.flatten(),
+            &u.waiting_on,
+            &u.clear_signal_pending,
+            &u.ended_at,
+            &u.output_digest,
+            &u.error,
+        ];
+        let changed = if release {
+            self.tx
+                .query(&self.st.update_release, &params)
+                .map_err(batch)?
+                .len() as u64
+        } else {
+            self.tx.execute(&self.st.update, &params).map_err(batch)?
+        };
         if changed == 0 {
             return Err(Fail::Command(
                 self.why_not(&tag.run, tag.token, |_| lease_lost(&tag.run))?,
