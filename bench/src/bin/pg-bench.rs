@@ -64,7 +64,8 @@ struct Args {
     /// Samples of the signal's latency.
     #[arg(long, default_value_t = 10)]
     signals: usize,
-    /// Samples of the sequential and fan-out workloads (the median is shown).
+    /// Samples of each workload (the median is shown): one burst of short runs lasts a
+    /// fifth of a second, and one such sample swung by a third between invocations.
     #[arg(long, default_value_t = 3)]
     reps: usize,
 }
@@ -195,9 +196,15 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
             .map(|_| timed(&start("fan.reel", 1), args.steps))
             .collect(),
     );
-    let concurrent = timed(
-        &start("short.reel", args.runs),
-        args.runs * args.short_steps,
+    let concurrent = median(
+        (0..reps)
+            .map(|_| {
+                timed(
+                    &start("short.reel", args.runs),
+                    args.runs * args.short_steps,
+                )
+            })
+            .collect(),
     );
     let signal_ms = (0..args.signals)
         .map(|_| {
