@@ -276,21 +276,26 @@ impl Driver<'_> {
             }
             None => (Vec::new(), names),
         };
-        let mut pending = self.deps.store.pending_signals(self.run_id())?;
-        pending.retain(|p| !arrived.iter().any(|a| a.seq == p.seq));
+        if names.is_empty() {
+            arrived.sort_by_key(|s| s.seq);
+            return Ok(arrived);
+        }
+        // The signals and their payloads in one read.
+        let mut pending = self
+            .deps
+            .store
+            .pending_signals_with_payloads(self.run_id(), &names)?;
+        pending.retain(|(p, _)| !arrived.iter().any(|a| a.seq == p.seq));
         for name in names {
-            let Some(pos) = pending.iter().position(|s| s.name == name) else {
+            let Some(pos) = pending.iter().position(|(s, _)| s.name == name) else {
                 continue;
             };
-            let row = pending.remove(pos);
-            let payload = match self.deps.store.get_value(&row.payload_digest)? {
-                Some(v) => v,
-                None => {
-                    return Err(StoreError::MissingValue {
-                        digest: row.payload_digest,
-                    }
-                    .into());
+            let (row, payload) = pending.remove(pos);
+            let Some(payload) = payload else {
+                return Err(StoreError::MissingValue {
+                    digest: row.payload_digest,
                 }
+                .into());
             };
             arrived.push(ArrivedSignal {
                 seq: row.seq,

@@ -702,6 +702,23 @@ pub trait StoreRead: Send + Sync {
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError>;
     /// A run's signals that nothing consumed yet, in the order sent.
     fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError>;
+    /// A run's signals named in `names` that nothing consumed yet, in the order sent, each
+    /// with its payload (`None` when the value is gone). The default reads the signals and
+    /// then their payloads; a database reads both at once.
+    fn pending_signals_with_payloads(
+        &self,
+        run: &str,
+        names: &[String],
+    ) -> Result<Vec<(SignalRow, Option<Value>)>, StoreError> {
+        let rows: Vec<SignalRow> = self
+            .pending_signals(run)?
+            .into_iter()
+            .filter(|s| names.contains(&s.name))
+            .collect();
+        let digests: Vec<&str> = rows.iter().map(|s| s.payload_digest.as_str()).collect();
+        let payloads = self.get_values(&digests)?;
+        Ok(rows.into_iter().zip(payloads).collect())
+    }
     /// Runs a worker should take up: waiting with a due timer or a pending signal, or running
     /// with an expired lease.
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError>;

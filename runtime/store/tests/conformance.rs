@@ -837,6 +837,28 @@ fn signals_sent_before_the_wait_are_kept(b: &dyn Backend) {
         (pending[0].name.as_str(), pending[0].sent_at),
         ("approve", T0)
     );
+    // The same with their payloads, in one read on a database; only the names asked for.
+    store.send_signal("r", "other", &json!("x")).unwrap();
+    let with = store
+        .pending_signals_with_payloads("r", &["approve".to_string()])
+        .unwrap();
+    assert_eq!(
+        with,
+        vec![
+            (pending[0].clone(), Some(json!({ "ok": true }))),
+            (pending[1].clone(), Some(json!({ "ok": false }))),
+        ]
+    );
+    let other = store
+        .pending_signals_with_payloads("r", &["other".to_string(), "none".to_string()])
+        .unwrap();
+    assert_eq!(
+        other
+            .iter()
+            .map(|(s, p)| (s.seq, s.name.as_str(), p.clone()))
+            .collect::<Vec<_>>(),
+        vec![(2, "other", Some(json!("x")))]
+    );
 
     store
         .append(&lease, vec![event("signal_received", 0)])
@@ -853,10 +875,17 @@ fn signals_sent_before_the_wait_are_kept(b: &dyn Backend) {
     assert_eq!(store.pending_signals("r").unwrap()[0].seq, 1);
 
     store.consume_signal(&lease, 1, 0).unwrap();
+    store.consume_signal(&lease, 2, 0).unwrap();
     store.update_run(&lease, clear).unwrap();
     wait(store.sync(&lease)).unwrap();
     assert!(!store.run("r").unwrap().unwrap().signal_pending);
     assert!(store.pending_signals("r").unwrap().is_empty());
+    assert!(
+        store
+            .pending_signals_with_payloads("r", &["approve".to_string()])
+            .unwrap()
+            .is_empty()
+    );
 
     store.consume_signal(&lease, 7, 0).unwrap();
     let err = wait(store.sync(&lease)).unwrap_err();

@@ -444,6 +444,24 @@ impl StoreRead for PgStore {
         self.readers.with(move |c| read::pending_signals(c, &run))
     }
 
+    fn pending_signals_with_payloads(
+        &self,
+        run: &str,
+        names: &[String],
+    ) -> Result<Vec<(SignalRow, Option<Value>)>, StoreError> {
+        let (run, names) = (run.to_string(), names.to_vec());
+        self.readers
+            .with(move |c| read::pending_signals_with_payloads(c, &run, &names))?
+            .into_iter()
+            .map(|(row, text)| {
+                let payload = text
+                    .map(|text| crate::read::parse_value(&row.payload_digest, &text))
+                    .transpose()?;
+                Ok((row, payload))
+            })
+            .collect()
+    }
+
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError> {
         let lease_now = self.lease_now();
         self.readers

@@ -486,20 +486,42 @@ pub(crate) fn pending_signals(
             &[&run],
         )
         .map_err(|e| pg(&e))?;
+    rows.iter().map(signal_from).collect()
+}
+
+/// A run's unconsumed signals named in `names`, in order, each with its payload's JSON text
+/// (`None` when the value is gone): one statement.
+pub(crate) fn pending_signals_with_payloads(
+    client: &mut Client,
+    run: &str,
+    names: &[String],
+) -> Result<Vec<(SignalRow, Option<String>)>, StoreError> {
+    let rows = client
+        .query_prepared(
+            "SELECT s.run, s.seq, s.name, s.payload_digest, s.sent_at, s.consumed_by, v.json
+             FROM signals s LEFT JOIN vals v ON v.digest = s.payload_digest
+             WHERE s.run = $1 AND s.consumed_by IS NULL AND s.name = ANY($2)
+             ORDER BY s.seq",
+            &[&run, &names],
+        )
+        .map_err(|e| pg(&e))?;
     rows.iter()
-        .map(|r| {
-            Ok(SignalRow {
-                run: get(r, 0)?,
-                seq: unsigned(get(r, 1)?, "seq")?,
-                name: get(r, 2)?,
-                payload_digest: get(r, 3)?,
-                sent_at: get(r, 4)?,
-                consumed_by: get::<Option<i64>>(r, 5)?
-                    .map(|n| unsigned(n, "consumed_by"))
-                    .transpose()?,
-            })
-        })
+        .map(|r| Ok((signal_from(r)?, get(r, 6)?)))
         .collect()
+}
+
+/// A signal of a row whose first columns are those [`pending_signals`] reads.
+fn signal_from(r: &Row) -> Result<SignalRow, StoreError> {
+    Ok(SignalRow {
+        run: get(r, 0)?,
+        seq: unsigned(get(r, 1)?, "seq")?,
+        name: get(r, 2)?,
+        payload_digest: get(r, 3)?,
+        sent_at: get(r, 4)?,
+        consumed_by: get::<Option<i64>>(r, 5)?
+            .map(|n| unsigned(n, "consumed_by"))
+            .transpose()?,
+    })
 }
 
 /// Runs a worker should take up (see [`crate::StoreRead::due_runs`]): the same rule as the
