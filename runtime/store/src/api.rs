@@ -367,6 +367,27 @@ pub struct DueClaim {
     pub row: Box<RunRow>,
 }
 
+/// The lease of a run claimed alone as a [`DueClaim`], with its row read after the claim;
+/// `None`, the lease let go, when another claimer ended the run since it was found due (a
+/// claim takes an ended run too).
+pub(crate) fn due_claim<S: Store + ?Sized>(
+    store: &S,
+    lease: Lease,
+    was: RunStatus,
+) -> Result<Option<DueClaim>, StoreError> {
+    match store.run(&lease.run)? {
+        Some(row) if !row.status.is_ended() => Ok(Some(DueClaim {
+            lease,
+            was,
+            row: Box::new(row),
+        })),
+        _ => {
+            drop(store.release(&lease));
+            Ok(None)
+        }
+    }
+}
+
 /// Filters for listing runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunFilter {
@@ -797,17 +818,10 @@ pub trait Store: StoreRead {
             let Some(was) = self.run(&run)?.map(|r| r.status) else {
                 continue;
             };
-            if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)? {
-                // Another claimer may have ended it since it was found due (a claim takes an
-                // ended run too): it is let go as it ended.
-                match self.run(&run)? {
-                    Some(row) if !row.status.is_ended() => claimed.push(DueClaim {
-                        lease,
-                        was,
-                        row: Box::new(row),
-                    }),
-                    _ => drop(self.release(&lease)),
-                }
+            if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)?
+                && let Some(claim) = due_claim(self, lease, was)?
+            {
+                claimed.push(claim);
             }
         }
         Ok(claimed)

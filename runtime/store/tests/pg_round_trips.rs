@@ -102,8 +102,10 @@ fn a_read_is_one_statement_once_prepared() {
     );
 }
 
-#[test]
-fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
+/// A store on a fresh database with 20 `fast` runs r0…r19 leased to this process, whose lease
+/// of r0 ran out and was taken over by another holder (so that lease must write nothing); the
+/// leases, r0's stale one first, and that holder.
+fn twenty_runs_r0_taken_over() -> (PgStore, Vec<reel_store::Lease>, Owner) {
     let clock = Arc::new(ManualClock::at(1_700_000_000_000));
     let store = PgStore::open(&test_server::fresh_database("reel_trips"), clock.clone()).unwrap();
     let me = Owner::this_process();
@@ -114,7 +116,6 @@ fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
             store.create_run(run, &me, 60_000).unwrap()
         })
         .collect();
-    // Run r0's lease is taken over by another holder: its old lease must write nothing.
     clock.advance(120_000);
     let other = Owner {
         id: format!("{}-other", me.id),
@@ -127,6 +128,29 @@ fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
         // The others' leases were renewed in time (their clock is the store's).
         store.renew(lease, 60_000).unwrap();
     }
+    (store, leases, other)
+}
+
+/// Waits for `tickets`, one per run of [`twenty_runs_r0_taken_over`] in order, and checks
+/// that r0's says its lease was lost and the others' that all went in; the statements sent
+/// since `start`.
+fn settled(store: &PgStore, tickets: Vec<reel_store::Ticket>, start: u64) -> u64 {
+    let outcomes: Vec<_> = tickets
+        .into_iter()
+        .map(|t| t.0.blocking_recv().unwrap())
+        .collect();
+    assert!(
+        matches!(outcomes[0], Err(reel_store::StoreError::LeaseLost { .. })),
+        "{:?}",
+        outcomes[0]
+    );
+    assert!(outcomes[1..].iter().all(Result::is_ok), "{outcomes:?}");
+    store.round_trips() - start
+}
+
+#[test]
+fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
+    let (store, leases, _other) = twenty_runs_r0_taken_over();
     let start = store.round_trips();
     for (n, lease) in leases.iter().enumerate() {
         store
@@ -137,18 +161,11 @@ fn appends_of_many_runs_in_one_batch_go_in_one_statement_and_stay_fenced() {
             )
             .unwrap();
     }
-    let tickets: Vec<_> = leases.iter().map(|l| store.sync(l)).collect();
-    let outcomes: Vec<_> = tickets
-        .into_iter()
-        .map(|t| t.0.blocking_recv().unwrap())
-        .collect();
-    let sent = store.round_trips() - start;
-    assert!(
-        matches!(outcomes[0], Err(reel_store::StoreError::LeaseLost { .. })),
-        "{:?}",
-        outcomes[0]
+    let sent = settled(
+        &store,
+        leases.iter().map(|l| store.sync(l)).collect(),
+        start,
     );
-    assert!(outcomes[1..].iter().all(Result::is_ok), "{outcomes:?}");
     // One statement for the appends of 20 runs (not 20), with the batch's opening and commit
     // (and those of a second batch or two when the syncs come after a slow moment); the
     // refused run costs one more, to tell why.
@@ -176,27 +193,7 @@ fn the_appends_of_many_short_runs_between_their_other_writes_go_in_one_statement
     // What a worker resuming many short runs writes at once: each run appends, updates its
     // row, appends again and lets its lease go. Run r0's lease was taken over: nothing of it
     // lands, and its release says why.
-    let clock = Arc::new(ManualClock::at(1_700_000_000_000));
-    let store = PgStore::open(&test_server::fresh_database("reel_trips"), clock.clone()).unwrap();
-    let me = Owner::this_process();
-    let mut leases: Vec<_> = (0..20)
-        .map(|i| {
-            let mut run = new_run(&format!("r{i}"));
-            run.durability = Durability::Fast;
-            store.create_run(run, &me, 60_000).unwrap()
-        })
-        .collect();
-    clock.advance(120_000);
-    let other = Owner {
-        id: format!("{}-other", me.id),
-        ..me.clone()
-    };
-    let reel_store::Claim::Claimed(_taken) = store.claim_run("r0", &other, 60_000).unwrap() else {
-        panic!("an expired lease is taken over");
-    };
-    for lease in &mut leases[1..] {
-        store.renew(lease, 60_000).unwrap();
-    }
+    let (store, leases, other) = twenty_runs_r0_taken_over();
     let start = store.round_trips();
     let mut releases = Vec::new();
     for (n, lease) in leases.iter().enumerate() {
@@ -217,17 +214,7 @@ fn the_appends_of_many_short_runs_between_their_other_writes_go_in_one_statement
         store.append(lease, vec![returned(n + 200)]).unwrap_or(());
         releases.push(store.release(lease));
     }
-    let outcomes: Vec<_> = releases
-        .into_iter()
-        .map(|t| t.0.blocking_recv().unwrap())
-        .collect();
-    let sent = store.round_trips() - start;
-    assert!(
-        matches!(outcomes[0], Err(reel_store::StoreError::LeaseLost { .. })),
-        "{:?}",
-        outcomes[0]
-    );
-    assert!(outcomes[1..].iter().all(Result::is_ok), "{outcomes:?}");
+    let sent = settled(&store, releases, start);
     // 40 updates and releases, one statement for the 40 appends (not 40), the batch's opening
     // and commit, one to tell why r0 was refused, and a second batch's when the writer took
     // the first before everything was enqueued.

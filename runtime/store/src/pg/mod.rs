@@ -605,16 +605,11 @@ impl Store for PgStore {
                 if claimed.len() >= limit {
                     break;
                 }
-                if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)? {
-                    // Rare (a worker killed on this host a moment ago): its row is read apart.
-                    match self.run(&run)? {
-                        Some(row) if !row.status.is_ended() => claimed.push(DueClaim {
-                            lease,
-                            was,
-                            row: Box::new(row),
-                        }),
-                        _ => drop(self.release(&lease)),
-                    }
+                // Rare (a worker killed on this host a moment ago): its row is read apart.
+                if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)?
+                    && let Some(claim) = crate::api::due_claim(self, lease, was)?
+                {
+                    claimed.push(claim);
                 }
             }
         }
