@@ -186,11 +186,16 @@ impl Folded {
     pub fn apply_raw(&mut self, row: &RawEventRow<'_>) -> Result<(), String> {
         self.events += 1;
         let event = Event::from_raw(row)?;
+        self.apply_read(row, event);
+        Ok(())
+    }
+
+    /// Folds in `event`, read from `row` (counted already).
+    fn apply_read(&mut self, row: &RawEventRow<'_>, event: Event) {
         if let Some(views) = &mut self.views {
             view_step(views, row.step, row.at, row.index, &event);
         }
         self.apply(row.at, event);
-        Ok(())
     }
 
     /// Reads the journal of `run` after the rows already folded, to its end (or, with
@@ -204,27 +209,20 @@ impl Folded {
         holes: Holes,
     ) -> Result<(), StoreError> {
         let mut hole: Option<StoreError> = None;
-        store.read_journal_raw(run, self.events, &mut |row| {
+        walk(store, run, self.events, &mut |row| {
+            self.events += 1;
             let unreadable = match row {
-                RawJournalRow::Event(row) => match self.apply_raw(&row) {
-                    Ok(()) => return Flow::Continue,
-                    Err(message) => (row.seq, message),
-                },
-                RawJournalRow::Hole { seq, message } => {
-                    self.events += 1;
-                    (seq, message.to_string())
+                Ok((row, event)) => {
+                    self.apply_read(row, event);
+                    return Flow::Continue;
                 }
+                Err(unreadable) => unreadable,
             };
             if holes == Holes::PassOver {
                 self.holes.push(unreadable);
                 return Flow::Continue;
             }
-            let (seq, message) = unreadable;
-            hole = Some(StoreError::Hole {
-                run: run.to_string(),
-                seq,
-                message,
-            });
+            hole = Some(hole_at(run, unreadable));
             Flow::Stop
         })?;
         hole.map_or(Ok(()), Err)
@@ -551,6 +549,34 @@ pub fn marks(store: &dyn StoreRead, run: &str) -> Result<Marks, StoreError> {
     Ok(out)
 }
 
+/// A journal row as a fold reads it: its event, or where the row is and why it cannot be read.
+type Read<'r, 'a> = Result<(&'r RawEventRow<'a>, Event), (u64, String)>;
+
+/// Reads `run`'s journal from `from`, handing each row to `each` as [`Read`].
+fn walk(
+    store: &dyn StoreRead,
+    run: &str,
+    from: u64,
+    each: &mut dyn FnMut(Read<'_, '_>) -> Flow,
+) -> Result<(), StoreError> {
+    store.read_journal_raw(run, from, &mut |row| match row {
+        RawJournalRow::Event(row) => match Event::from_raw(&row) {
+            Ok(event) => each(Ok((&row, event))),
+            Err(message) => each(Err((row.seq, message))),
+        },
+        RawJournalRow::Hole { seq, message } => each(Err((seq, message.to_string()))),
+    })
+}
+
+/// The error of a resume stopped by an unreadable row of `run`'s journal.
+fn hole_at(run: &str, (seq, message): (u64, String)) -> StoreError {
+    StoreError::Hole {
+        run: run.to_string(),
+        seq,
+        message,
+    }
+}
+
 /// Journals of at most this many events are read once and held while folded (see
 /// [`fold_journal`]): one page of a database's read.
 pub const SHORT_JOURNAL: u64 = 1000;
@@ -567,23 +593,15 @@ pub fn fold_journal(store: &dyn StoreRead, run: &str, length: u64) -> Result<Fol
     if length <= SHORT_JOURNAL {
         let mut events = Vec::new();
         let mut hole = None;
-        store.read_journal_raw(run, 0, &mut |row| {
-            let (seq, message) = match row {
-                RawJournalRow::Event(row) => match Event::from_raw(&row) {
-                    Ok(event) => {
-                        events.push((row.at, event));
-                        return Flow::Continue;
-                    }
-                    Err(message) => (row.seq, message),
-                },
-                RawJournalRow::Hole { seq, message } => (seq, message.to_string()),
-            };
-            hole = Some(StoreError::Hole {
-                run: run.to_string(),
-                seq,
-                message,
-            });
-            Flow::Stop
+        walk(store, run, 0, &mut |row| match row {
+            Ok((row, event)) => {
+                events.push((row.at, event));
+                Flow::Continue
+            }
+            Err(unreadable) => {
+                hole = Some(hole_at(run, unreadable));
+                Flow::Stop
+            }
         })?;
         if let Some(hole) = hole {
             return Err(hole);
