@@ -156,6 +156,21 @@ fn wait(ticket: Ticket) -> Result<(), StoreError> {
     ticket.0.blocking_recv().unwrap_or(Err(StoreError::Closed))
 }
 
+/// Ends the run of `lease` as succeeded at `at` and lets its lease go: committed on return.
+fn end_succeeded(store: &dyn Store, lease: &Lease, at: i64) {
+    store
+        .update_run(
+            lease,
+            RunUpdate {
+                status: Some(RunStatus::Succeeded),
+                ended_at: Some(at),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    wait(store.release(lease)).unwrap();
+}
+
 fn journal(store: &dyn Store, run: &str) -> Result<Vec<EventRow>, StoreError> {
     let mut rows = Vec::new();
     store.read_journal(run, 0, &mut |row| {
@@ -394,17 +409,7 @@ fn a_release_commits_what_came_before_it_and_reports_a_refused_write(b: &dyn Bac
     store
         .append(&lease, vec![event("e", 0), event("e", 1)])
         .unwrap();
-    store
-        .update_run(
-            &lease,
-            RunUpdate {
-                status: Some(RunStatus::Succeeded),
-                ended_at: Some(9_000),
-                ..RunUpdate::default()
-            },
-        )
-        .unwrap();
-    wait(store.release(&lease)).unwrap();
+    end_succeeded(&*store, &lease, 9_000);
     let other = b.open().unwrap();
     assert_eq!(numbers(&journal(&*other, "r").unwrap()), vec![0, 1]);
     let run = other.run("r").unwrap().unwrap();
@@ -1373,17 +1378,7 @@ fn a_clean_between_storing_and_naming_leaves_nothing_named_missing(b: &dyn Backe
             }],
         )
         .unwrap();
-    writer
-        .update_run(
-            &old,
-            RunUpdate {
-                status: Some(RunStatus::Succeeded),
-                ended_at: Some(2_000),
-                ..RunUpdate::default()
-            },
-        )
-        .unwrap();
-    wait(writer.release(&old)).unwrap();
+    end_succeeded(&*writer, &old, 2_000);
     // A live run stores the same values and spec again: already there, nothing is written.
     let live = writer.create_run(new_run("live"), &me(), 60_000).unwrap();
     let again = vec![
@@ -1485,17 +1480,7 @@ fn cleans_racing_runs_never_remove_what_a_run_names(b: &dyn Backend) {
             Some(&value),
             "run {i} names a value a clean removed"
         );
-        writer
-            .update_run(
-                &lease,
-                RunUpdate {
-                    status: Some(RunStatus::Succeeded),
-                    ended_at: Some(2_000),
-                    ..RunUpdate::default()
-                },
-            )
-            .unwrap();
-        wait(writer.release(&lease)).unwrap();
+        end_succeeded(&*writer, &lease, 2_000);
     }
     done.store(true, Ordering::SeqCst);
     cleans.join().unwrap();
