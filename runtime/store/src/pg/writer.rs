@@ -189,7 +189,8 @@ impl Statements {
                 "UPDATE runs SET {UPDATE_SETS} WHERE id = $1 AND lease_token = $2"
             ))?,
             // A run's last update and its release, as one statement: how it ended and that
-            // nobody holds it. One row when the lease was still held.
+            // nobody holds it. One row when the lease was still held; `notified` is counted
+            // because a CTE that nothing reads is not run.
             update_release: client.prepare(&format!(
                 "WITH released AS (
                     UPDATE runs SET {UPDATE_SETS}, {RELEASE_SETS}
@@ -766,14 +767,8 @@ impl Batch<'_, '_> {
             && released.token == tag.token
             && self.shared.poisoned(&tag.run, tag.token).is_none()
         {
-            let result = match self.update(tag, update, true) {
-                Ok(()) => Ok(()),
-                Err(Fail::Batch(e)) => return Err(e),
-                Err(Fail::Command(e)) => {
-                    self.shared.poison(&tag.run, tag.token, e.clone());
-                    Err(e)
-                }
-            };
+            let outcome = self.update(tag, update, true);
+            let result = self.settle(tag, outcome)?;
             results.push(result.clone());
             results.push(result);
             return Ok(2);
@@ -872,14 +867,7 @@ impl Batch<'_, '_> {
                             })
                             .and_then(|e| Err(Fail::Command(e))),
                     };
-                    match outcome {
-                        Ok(()) => Ok(()),
-                        Err(Fail::Batch(e)) => return Err(e),
-                        Err(Fail::Command(e)) => {
-                            self.shared.poison(&tag.run, tag.token, e.clone());
-                            Err(e)
-                        }
-                    }
+                    self.settle(tag, outcome)?
                 }
                 // Only appends are handed in.
                 _ => Ok(()),
@@ -911,13 +899,26 @@ impl Batch<'_, '_> {
         {
             return Ok(Err(e.clone()));
         }
-        match self.exec(cmd) {
-            Ok(()) => Ok(poisoned.map_or(Ok(()), Err)),
+        let outcome = self.exec(cmd);
+        let settled = match cmd.data_tag() {
+            Some(tag) => self.settle(tag, outcome)?,
+            None => match outcome {
+                Ok(()) => Ok(()),
+                Err(Fail::Batch(e)) => return Err(e),
+                Err(Fail::Command(e)) => Err(e),
+            },
+        };
+        Ok(settled.and(poisoned.map_or(Ok(()), Err)))
+    }
+
+    /// A run's command's outcome as its answer: a refusal poisons the run (its later writes
+    /// are refused too); `Err` when the transaction is lost.
+    fn settle(&self, tag: &Tag, outcome: Result<(), Fail>) -> Result<Result<(), StoreError>, Lost> {
+        match outcome {
+            Ok(()) => Ok(Ok(())),
             Err(Fail::Batch(e)) => Err(e),
             Err(Fail::Command(e)) => {
-                if let Some(tag) = cmd.data_tag() {
-                    self.shared.poison(&tag.run, tag.token, e.clone());
-                }
+                self.shared.poison(&tag.run, tag.token, e.clone());
                 Ok(Err(e))
             }
         }
