@@ -276,15 +276,14 @@ impl Driver<'_> {
             }
             None => (Vec::new(), names),
         };
-        if names.is_empty() {
-            arrived.sort_by_key(|s| s.seq);
-            return Ok(arrived);
-        }
-        // The signals and their payloads in one read.
-        let mut pending = self
-            .deps
-            .store
-            .pending_signals_with_payloads(self.run_id(), &names)?;
+        // The signals and their payloads in one read, when a wait is left to answer.
+        let mut pending = if names.is_empty() {
+            Vec::new()
+        } else {
+            self.deps
+                .store
+                .pending_signals_with_payloads(self.run_id(), &names)?
+        };
         pending.retain(|(p, _)| !arrived.iter().any(|a| a.seq == p.seq));
         for name in names {
             let Some(pos) = pending.iter().position(|(s, _)| s.name == name) else {
