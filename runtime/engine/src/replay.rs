@@ -63,11 +63,13 @@ impl Recording {
     /// Reads run `run` from `store` (reads only: a store opened read-only will do).
     ///
     /// The FlowSpec (for a flow of many steps, tens of MiB of JSON) is parsed on a thread of
-    /// its own while this one reads and decodes the journal: the two take about as long. The
-    /// index needs the flow's steps before it takes in an event, so events wait for it, at
-    /// most [`LOAD_AHEAD`] of them (then this thread waits for the flow): what a load holds
-    /// stays bounded by the run's calls and steps, not its events. Each event is decoded and
-    /// dropped on this thread (memory freed on the thread that took it is the cheap kind).
+    /// its own while this one reads, decodes and indexes the journal: the two take about as
+    /// long. The index numbers steps in the order the journal names them and takes each event
+    /// as it is decoded, so neither thread waits for the other and no decoded event is held;
+    /// once both are done the steps are numbered again in the flow's order (see
+    /// [`Index::renumber`]), a pass over the run's steps and calls, not its events. Each event
+    /// is decoded and dropped on this thread (memory freed on the thread that took it is the
+    /// cheap kind).
     pub fn load(store: &dyn StoreRead, run: &str) -> Result<Recording, Refusal> {
         let row = store
             .run(run)?
@@ -81,15 +83,14 @@ impl Recording {
         let run = id.as_str();
         let digest = row.flow_digest.clone();
         std::thread::scope(|scope| {
-            let mut parsing =
-                Some(scope.spawn(move || crate::rider::recorded_spec(store, &digest)));
-            let next_seq = row.next_seq;
-            let mut parsed: Option<Result<(Arc<FlowSpec>, Index), Refusal>> = None;
-            // Room for the events that may wait for the flow, at once: grown by doubling, the
-            // buffer was copied a dozen times (the row's count is bounded, not trusted).
-            let mut waiting: Vec<(u64, i64, Event)> = Vec::with_capacity(
-                usize::try_from(next_seq).map_or(LOAD_AHEAD, |n| n.min(LOAD_AHEAD)),
-            );
+            let parsing = scope.spawn(move || crate::rider::recorded_spec(store, &digest));
+            let mut idx = Index::default();
+            // A call is at least two events (its start and its result): room for them all at
+            // once rather than a table grown and rehashed a dozen times (up to a bound: the
+            // row's count is not trusted with memory).
+            let calls = usize::try_from(row.next_seq / 2).map_or(0, |n| n.min(1 << 20));
+            Arc::make_mut(&mut idx.calls).reserve(calls);
+            idx.results.reserve(calls);
             let mut length = 0;
             let mut started = None;
             let mut hole = None;
@@ -122,15 +123,7 @@ impl Recording {
                 {
                     started = Some((s.clone(), r.at));
                 }
-                if waiting.len() >= LOAD_AHEAD && parsed.is_none() {
-                    parsed = Some(Self::indexed(parsing.take(), next_seq, &mut waiting));
-                }
-                match &mut parsed {
-                    None => waiting.push((r.seq, r.at, event)),
-                    Some(Ok((_, idx))) => idx.add(r.seq, r.at, event),
-                    // The flow did not parse: nothing more to read.
-                    Some(Err(_)) => return Flow::Stop,
-                }
+                idx.add(r.seq, r.at, event);
                 Flow::Continue
             });
             let read = read
@@ -138,11 +131,11 @@ impl Recording {
                 .and_then(|()| hole.map_or(Ok(()), |h| Err(h.into())));
             // The flow's error first, as when the flow was read before the journal: a run
             // whose flow cannot be read has nothing to replay.
-            let (spec, idx) = match parsed {
-                Some(parsed) => parsed?,
-                None => Self::indexed(parsing.take(), next_seq, &mut waiting)?,
-            };
+            let spec = parsing
+                .join()
+                .unwrap_or_else(|_| Err(Refusal::Spec("the FlowSpec's reader panicked".into())))?;
             read?;
+            idx.renumber(&spec);
             let Some((started, started_at)) = started else {
                 return Err(Refusal::Store(StoreError::Hole {
                     run: run.to_string(),
@@ -162,30 +155,6 @@ impl Recording {
                 idx,
             })
         })
-    }
-
-    /// Waits for the flow `parsing` reads, then indexes the events that waited for it.
-    #[allow(clippy::type_complexity)]
-    fn indexed(
-        parsing: Option<std::thread::ScopedJoinHandle<'_, Result<Arc<FlowSpec>, Refusal>>>,
-        next_seq: u64,
-        waiting: &mut Vec<(u64, i64, Event)>,
-    ) -> Result<(Arc<FlowSpec>, Index), Refusal> {
-        let spec = parsing
-            .ok_or_else(|| Refusal::Spec("the FlowSpec was read already".into()))?
-            .join()
-            .unwrap_or_else(|_| Err(Refusal::Spec("the FlowSpec's reader panicked".into())))?;
-        let mut idx = Index::new(&spec);
-        // A call is at least two events (its start and its result): room for them all at once
-        // rather than a table grown and rehashed a dozen times (up to a bound: the row's count
-        // is not trusted with memory).
-        let calls = usize::try_from(next_seq / 2).map_or(0, |n| n.min(1 << 20));
-        Arc::make_mut(&mut idx.calls).reserve(calls);
-        idx.results.reserve(calls);
-        for (seq, at, event) in waiting.drain(..) {
-            idx.add(seq, at, event);
-        }
-        Ok((spec, idx))
     }
 }
 
@@ -223,9 +192,6 @@ impl Recording {
         })
     }
 }
-
-/// How many decoded events a load may hold while the FlowSpec parses.
-const LOAD_AHEAD: usize = 1 << 16;
 
 /// How many of the record's next results a replay reads along with one it lacks, and how many
 /// the thread reading ahead (see [`read_ahead`]) reads at a time.
@@ -388,6 +354,61 @@ impl Index {
         self.first_at.push(None);
         self.done_seq.push(None);
         n
+    }
+
+    /// Numbers the steps again by their place in `spec` (a name the flow lacks after them, in
+    /// the order they had), for an index filled before the flow was read: what reads the index
+    /// finds a step of the recorded flow at its place. When the record named the flow's steps
+    /// in the flow's order (a chain, one `foreach`), the calls and vectors stay as they are.
+    fn renumber(&mut self, spec: &FlowSpec) {
+        let old = self.numbers.len();
+        // `to[old number]` is the new one.
+        let mut to = vec![u32::MAX; old];
+        let mut numbers: HashMap<String, u32> =
+            HashMap::with_capacity_and_hasher(old.max(spec.steps.len()), Default::default());
+        for s in &spec.steps {
+            let next = numbers.len() as u32;
+            if let std::collections::hash_map::Entry::Vacant(v) = numbers.entry(s.id.clone()) {
+                v.insert(next);
+                if let Some(&n) = self.numbers.get(&s.id) {
+                    to[n as usize] = next;
+                }
+            }
+        }
+        for (n, name) in self.names().into_iter().enumerate() {
+            if to[n] == u32::MAX {
+                to[n] = numbers.len() as u32;
+                numbers.insert(name.to_string(), to[n]);
+            }
+        }
+        let places = numbers.len();
+        if to.iter().enumerate().all(|(n, &t)| t as usize == n) {
+            // The record's steps keep their numbers; the flow's steps it never reached follow.
+            self.numbers = Arc::new(numbers);
+            Arc::make_mut(&mut self.steps).resize(places, None);
+            self.failed.resize(places, false);
+            self.first_at.resize(places, None);
+            self.done_seq.resize(places, None);
+            return;
+        }
+        fn moved<T: Clone>(v: &mut Vec<T>, to: &[u32], places: usize, empty: T) {
+            let mut out = vec![empty; places];
+            for (n, x) in std::mem::take(v).into_iter().enumerate() {
+                out[to[n] as usize] = x;
+            }
+            *v = out;
+        }
+        moved(Arc::make_mut(&mut self.steps), &to, places, None);
+        moved(&mut self.failed, &to, places, false);
+        moved(&mut self.first_at, &to, places, None);
+        moved(&mut self.done_seq, &to, places, None);
+        let key = |(n, index, attempt): CallKey| (to[n as usize], index, attempt);
+        let calls = std::mem::take(Arc::make_mut(&mut self.calls));
+        self.calls = Arc::new(calls.into_iter().map(|(k, c)| (key(k), c)).collect());
+        for k in &mut self.results {
+            *k = key(*k);
+        }
+        self.numbers = Arc::new(numbers);
     }
 
     /// The step ids by number: for messages only (the index keeps each name once, in
@@ -2362,4 +2383,100 @@ fn tick() -> Input {
 /// a replay is one short process, so the few codes a record holds are kept for its life.
 fn static_code(code: &str) -> &'static str {
     Box::leak(code.to_string().into_boxed_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use crate::journal::Event;
+    use reel_compiler::{RootDb, SourceFile, build_flow};
+
+    use super::Index;
+
+    fn started(step: &str, index: Option<u32>) -> Event {
+        Event::StepStarted {
+            step: step.into(),
+            index,
+            attempt: 1,
+            inputs: format!("in-{step}-{index:?}"),
+            key: None,
+        }
+    }
+
+    fn called(step: &str, index: Option<u32>) -> Event {
+        Event::CallSucceeded {
+            step: step.into(),
+            index,
+            attempt: 1,
+            output: format!("out-{step}-{index:?}"),
+        }
+    }
+
+    fn done(step: &str) -> Event {
+        Event::StepSucceeded {
+            step: step.into(),
+            output: format!("value-{step}"),
+            attempts: 1,
+        }
+    }
+
+    /// Everything a replay reads of an index, in an order that does not depend on a table's.
+    fn shown(idx: &Index) -> String {
+        let mut numbers: Vec<_> = idx.numbers.iter().collect();
+        numbers.sort();
+        let mut calls: Vec<String> = idx.calls.iter().map(|c| format!("{c:?}")).collect();
+        calls.sort();
+        format!(
+            "{numbers:?}\n{:?}\n{:?}\n{:?}\n{:?}\n{calls:?}\n{:?}",
+            idx.steps, idx.failed, idx.first_at, idx.done_seq, idx.results
+        )
+    }
+
+    /// A journal indexed as it is read, before the flow is, and numbered again once it is,
+    /// reads as the same journal indexed after the flow: steps the record reached out of the
+    /// flow's order, steps it never reached, and a name the flow lacks (a damaged record).
+    #[test]
+    fn an_index_numbered_again_reads_as_one_numbered_by_the_flow_from_the_start() {
+        let source = "flow f {\n  step a = echo { value: 1 }\n  step b = echo { value: 2 }\n  step c = echo { foreach: [1, 2], value: item }\n  step d = echo { value: 4 }\n  output [a, b, c, d]\n}\n";
+        let db = RootDb::default();
+        let file = SourceFile::new(&db, "t.reel".into(), "/".into(), Arc::from(source));
+        let spec = build_flow(&db, file, "f").expect("the flow builds");
+        let events = [
+            started("c", Some(1)),
+            started("b", None),
+            called("c", Some(1)),
+            started("c", Some(0)),
+            started("ghost", None),
+            called("b", None),
+            done("b"),
+            called("ghost", None),
+            called("c", Some(0)),
+            done("c"),
+            started("a", None),
+            called("a", None),
+            done("a"),
+        ];
+        let mut by_flow = Index::new(&spec);
+        let mut as_read = Index::default();
+        for (seq, event) in events.iter().enumerate() {
+            by_flow.add(seq as u64, 10 * seq as i64, event.clone());
+            as_read.add(seq as u64, 10 * seq as i64, event.clone());
+        }
+        as_read.renumber(&spec);
+        assert_eq!(shown(&as_read), shown(&by_flow));
+
+        // In the flow's order, with its last step never reached: numbered alike, at once.
+        let mut by_flow = Index::new(&spec);
+        let mut as_read = Index::default();
+        for (seq, event) in [started("a", None), called("a", None), done("a")]
+            .into_iter()
+            .enumerate()
+        {
+            by_flow.add(seq as u64, 0, event.clone());
+            as_read.add(seq as u64, 0, event);
+        }
+        as_read.renumber(&spec);
+        assert_eq!(shown(&as_read), shown(&by_flow));
+    }
 }
