@@ -360,8 +360,23 @@ impl Index {
     /// the order they had), for an index filled before the flow was read: what reads the index
     /// finds a step of the recorded flow at its place. When the record named the flow's steps
     /// in the flow's order (a chain, one `foreach`), the calls and vectors stay as they are.
+    /// Otherwise a pass over the steps and calls moves each to its new number.
     fn renumber(&mut self, spec: &FlowSpec) {
         let old = self.numbers.len();
+        // The record named the first of the flow's steps, in the flow's order: the numbers
+        // hold, and the flow's other steps follow them, as `Index::new` would number them.
+        let in_order = spec.steps.get(..old).is_some_and(|first| {
+            first
+                .iter()
+                .enumerate()
+                .all(|(place, s)| self.numbers.get(&s.id) == Some(&(place as u32)))
+        });
+        if in_order {
+            for s in &spec.steps[old..] {
+                self.number(&s.id);
+            }
+            return;
+        }
         // `to[old number]` is the new one.
         let mut to = vec![u32::MAX; old];
         let mut numbers: HashMap<String, u32> =
@@ -382,15 +397,6 @@ impl Index {
             }
         }
         let places = numbers.len();
-        if to.iter().enumerate().all(|(n, &t)| t as usize == n) {
-            // The record's steps keep their numbers; the flow's steps it never reached follow.
-            self.numbers = Arc::new(numbers);
-            Arc::make_mut(&mut self.steps).resize(places, None);
-            self.failed.resize(places, false);
-            self.first_at.resize(places, None);
-            self.done_seq.resize(places, None);
-            return;
-        }
         fn moved<T: Clone>(v: &mut Vec<T>, to: &[u32], places: usize, empty: T) {
             let mut out = vec![empty; places];
             for (n, x) in std::mem::take(v).into_iter().enumerate() {
