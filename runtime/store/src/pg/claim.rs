@@ -51,6 +51,20 @@ fn due(n: usize) -> String {
     )
 }
 
+/// The ids of the runs a claim may take (a superset: the claim checks [`due`] and the lease on
+/// each), each part read through an index of the schema, so that a claim costs what is due,
+/// not what is parked or what ended long ago: waiting runs whose timer is due (parameter 3 is
+/// the timers' time), waiting runs with a cancel asked for or a signal pending, and running
+/// runs whose lease ran out or that nobody holds. A lease's owner and expiry are set and
+/// cleared together (a claim, a release, a new run's row), so a running run nobody holds has
+/// no expiry.
+const CANDIDATES: &str = "SELECT id FROM runs WHERE status = 'waiting' AND due_at <= $3
+         UNION ALL
+         SELECT id FROM runs WHERE status = 'waiting' AND (cancel_requested OR signal_pending)
+         UNION ALL
+         SELECT id FROM runs, clock WHERE status = 'running'
+           AND (lease_expires_at IS NULL OR lease_expires_at <= clock.now)";
+
 /// Claims up to `limit` due runs whose lease has run out (or that nobody holds), other than
 /// those in `skip`, in one statement; committed when it returns.
 pub(crate) fn claim_expired(
@@ -63,11 +77,14 @@ pub(crate) fn claim_expired(
     skip: &HashSet<String>,
 ) -> Result<Vec<DueClaim>, StoreError> {
     let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+    // The candidates come from the indexes of what can be due (see `CANDIDATES`); the full
+    // condition is then checked on each, so they need only include every run it holds for.
     let sql = format!(
         "WITH clock AS (SELECT {now} AS now),
          picked AS (
             SELECT r.id, r.status FROM runs r, clock
-            WHERE r.id <> ALL($2::text[])
+            WHERE r.id IN ({candidates})
+              AND r.id <> ALL($2::text[])
               AND (r.lease_owner IS NULL OR r.lease_expires_at IS NULL
                    OR r.lease_expires_at <= clock.now)
               AND {due}
@@ -82,6 +99,7 @@ pub(crate) fn claim_expired(
          RETURNING {columns}, picked.status",
         now = lease_time(1),
         due = due(3),
+        candidates = CANDIDATES,
         columns = RUN_COLUMNS
             .split(',')
             .map(|c| format!("runs.{}", c.trim()))
@@ -165,14 +183,21 @@ pub(crate) fn next_due(
     client: &mut Client,
     clock: Option<&dyn Clock>,
 ) -> Result<Option<i64>, StoreError> {
+    // Each part through the index of its status (`runs_waiting_due`, `runs_running_lease`):
+    // a look costs what is waiting or running, not every run the store has kept.
     let sql = format!(
         "WITH clock AS (SELECT {now} AS now)
-         SELECT MIN(r.due_at) FILTER (WHERE r.status = 'waiting' AND r.due_at IS NOT NULL),
-                MIN(r.lease_expires_at) FILTER (
-                    WHERE r.status IN ('running', 'waiting') AND r.lease_owner IS NOT NULL
-                      AND r.lease_expires_at > clock.now) - MIN(clock.now),
-                MIN(clock.now)
-         FROM runs r, clock",
+         SELECT (SELECT MIN(r.due_at) FROM runs r
+                 WHERE r.status = 'waiting' AND r.due_at IS NOT NULL),
+                LEAST(
+                    (SELECT MIN(r.lease_expires_at) FROM runs r
+                     WHERE r.status = 'running' AND r.lease_owner IS NOT NULL
+                       AND r.lease_expires_at > clock.now),
+                    (SELECT MIN(r.lease_expires_at) FROM runs r
+                     WHERE r.status = 'waiting' AND r.lease_owner IS NOT NULL
+                       AND r.lease_expires_at > clock.now)) - clock.now,
+                clock.now
+         FROM clock",
         now = lease_time(1),
     );
     let row = client
