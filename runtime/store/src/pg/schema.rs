@@ -161,8 +161,8 @@ FROM (SELECT run, step, idx, attempt,
 // The claim's candidates among the parked runs, found through an index rather than by reading
 // every waiting run: one with a cancel asked for or a signal pending (the due timers and the
 // leases that ran out already have theirs, `runs_waiting_due` and `runs_running_lease`). Its
-// entries change only when a signal or a cancel is marked or taken. Without it a claim read
-// every parked run, however few were due.
+// entries change only when a signal or a cancel is marked or taken, or such a run is claimed.
+// Without it a claim read every parked run, however few were due.
 const V3: &str = r#"
 CREATE INDEX IF NOT EXISTS runs_waiting_flagged ON runs (id)
     WHERE status = 'waiting' AND (cancel_requested OR signal_pending);
