@@ -2463,26 +2463,21 @@ mod tests {
             called("a", None),
             done("a"),
         ];
-        let mut by_flow = Index::new(&spec);
+        assert_numbered_alike(&spec, &events);
+        // In the flow's order, with its later steps never reached: numbered alike, at once.
+        assert_numbered_alike(&spec, &[started("a", None), called("a", None), done("a")]);
+    }
+
+    /// `events` indexed by the flow from the start, and indexed first and numbered again, read
+    /// alike.
+    fn assert_numbered_alike(spec: &reel_flowspec::FlowSpec, events: &[Event]) {
+        let mut by_flow = Index::new(spec);
         let mut as_read = Index::default();
         for (seq, event) in events.iter().enumerate() {
             by_flow.add(seq as u64, 10 * seq as i64, event.clone());
             as_read.add(seq as u64, 10 * seq as i64, event.clone());
         }
-        as_read.renumber(&spec);
-        assert_eq!(shown(&as_read), shown(&by_flow));
-
-        // In the flow's order, with its last step never reached: numbered alike, at once.
-        let mut by_flow = Index::new(&spec);
-        let mut as_read = Index::default();
-        for (seq, event) in [started("a", None), called("a", None), done("a")]
-            .into_iter()
-            .enumerate()
-        {
-            by_flow.add(seq as u64, 0, event.clone());
-            as_read.add(seq as u64, 0, event);
-        }
-        as_read.renumber(&spec);
+        as_read.renumber(spec);
         assert_eq!(shown(&as_read), shown(&by_flow));
     }
 }
