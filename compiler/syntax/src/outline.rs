@@ -290,6 +290,14 @@ const STOPS_MID_LINE: [bool; 256] = {
     t
 };
 
+/// Whether the lexer makes `c` part of a token wherever it stands: a letter, a digit, `_`, a
+/// quote, or punctuation that is a token alone. `&` and `|` are tokens only doubled (a line of
+/// them counted as none may only make the caller parse more at once), and any other character
+/// outside a string is reported and skipped.
+fn makes_a_token(c: char) -> bool {
+    c.is_alphanumeric() || "_\"{[(}])?=!<>+-*/%,:.".contains(c)
+}
+
 /// Whether the last token of a line of code may be `.` (or `?.`): a `.` after the last character
 /// that ends a word, a closing delimiter or a string. What follows it may be characters the
 /// lexer skips (reporting them), so a `.` anywhere after it counts; a `.` inside a number or a
@@ -678,13 +686,14 @@ impl<'a> Scanner<'a> {
     /// Whether the token before the line starting at `line` may be a `.` (or `?.`): the last
     /// code line above it, less a comment at its end, ends with one. A line with both `//` and
     /// `${` in it (strings inside strings, where a `//` may or may not start a comment) answers
-    /// yes, and the caller parses more at once.
+    /// yes, and the caller parses more at once. A line of characters the lexer reports and
+    /// skips (a lone `|`) has no token: the one before is on a line further up.
     fn may_follow_a_dot(&self, line: usize) -> bool {
         let mut end = line.saturating_sub(1);
         while end > 0 {
             let start = self.src[..end].rfind('\n').map_or(0, |n| n + 1);
             let text = self.src[start..end].trim();
-            if !(text.is_empty() || text.starts_with("//")) {
+            if !(text.is_empty() || text.starts_with("//") || !text.chars().any(makes_a_token)) {
                 if !text.contains("//") {
                     return ends_with_a_dot(text);
                 }

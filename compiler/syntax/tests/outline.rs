@@ -127,6 +127,8 @@ fn fixed_cases() {
         "flow a {\n  step s = 1\n  \"\"{(.\u{0}\n  step t = 2\n}\n",
         "flow a {\n  step s = 1\n  {( x?. // note\n  step t = 2\n}\n",
         "flow a {\n  step s = 1\nstep\n\"\ninput \n{\n  step t = 2\n}\n",
+        // `{[.` left open, then a line of junk before the member line (found by proptest).
+        "flow a {\n  step s = 1\n  {[.\n|\n  step t = 2\n}\n",
     ];
     for c in cases {
         same(c);
