@@ -1,7 +1,7 @@
 //! One run's state and its transitions: which steps run, which calls start, what is recorded,
 //! when the run waits, parks or ends. Pure: every effect is a [`Command`] for the driver.
 
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -9,6 +9,9 @@ use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use reel_flowspec::{Backoff, Expr, FlowSpec, Node, StepSpec, ToolKind};
 use reel_store::Durability;
 use reel_tools::{ToolCall, UserTool, scrub};
+// A fixed hash rather than std's seeded one: the keys are the machine's own places and digests,
+// hashed for every call, and nothing here depends on a seed.
+use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
 
 use super::command::{CallStart, Command, Ending, Stamped};
@@ -322,7 +325,7 @@ pub struct Machine {
     /// Restored calls' results, loaded for the step being activated.
     loaded: HashMap<String, Value>,
     /// Calls the journal recorded for steps that had not finished, applied when they activate.
-    restored_calls: HashMap<(String, Option<u32>), CallRecord>,
+    restored_calls: std::collections::HashMap<(String, Option<u32>), CallRecord>,
     /// The idempotency key of each effect call in flight, by step and call.
     keys: HashMap<(usize, usize), String>,
     /// The name and deadline of each call waiting for a signal, by step and call.
@@ -427,13 +430,13 @@ impl Machine {
             now: started_at,
             prepared: Vec::new(),
             wants: Vec::new(),
-            loaded: HashMap::new(),
-            restored_calls: HashMap::new(),
-            keys: HashMap::new(),
-            signal_waits: HashMap::new(),
+            loaded: HashMap::default(),
+            restored_calls: std::collections::HashMap::new(),
+            keys: HashMap::default(),
+            signal_waits: HashMap::default(),
             sched: Schedule::default(),
             decisions: Vec::new(),
-            first_keys: HashMap::new(),
+            first_keys: HashMap::default(),
             quarantined: false,
             work: 0,
             digests: 0,
