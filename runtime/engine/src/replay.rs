@@ -252,8 +252,17 @@ type WaitKey = (String, Option<u32>);
 
 #[derive(Clone, Debug)]
 enum RecResult {
-    Ok { seq: u64, at: i64, digest: String },
-    Err { seq: u64, at: i64, error: RunError },
+    Ok {
+        seq: u64,
+        at: i64,
+        digest: String,
+    },
+    /// Boxed: failures are few, and the index's table of calls holds one of these per call.
+    Err {
+        seq: u64,
+        at: i64,
+        error: Box<RunError>,
+    },
 }
 
 #[derive(Clone, Debug, Default)]
@@ -507,7 +516,11 @@ impl Index {
                     .find(&step)
                     .and_then(|n| Arc::make_mut(&mut x.calls).get_mut(&(n, index, attempt)))
                 {
-                    c.result = Some(RecResult::Err { seq, at, error });
+                    c.result = Some(RecResult::Err {
+                        seq,
+                        at,
+                        error: Box::new(error),
+                    });
                 }
             }
             Event::TimerFired { step, index, .. } => {
@@ -986,15 +999,26 @@ struct Replayer<'a> {
     store: &'a dyn StoreRead,
     rec: &'a Recording,
     idx: &'a Index,
-    /// The recorded calls this replay made.
+    /// The recorded calls this replay made (kept when verifying: [`Self::unmade_call`]).
     made: HashSet<CallKey>,
+    /// The place in `spec` of the step whose calls the replay answered last: the events that
+    /// follow mostly name it, and comparing one name is cheaper than a lookup.
+    recent: usize,
     /// The record's number of each step of `spec` (`None`: the record has no such step).
     numbers: Vec<Option<u32>>,
     mode: Mode,
     spec: Arc<FlowSpec>,
     setup: Setup,
     progress: &'a dyn ProgressSink,
-    values: HashMap<String, Value>,
+    /// Values by digest: the record's results keyed by the record's own text of their digest
+    /// (nothing allocated per value read), and what this replay's machines computed once a
+    /// machine asks for values (see `computed`).
+    values: HashMap<Cow<'a, str>, Value>,
+    /// What this replay's machines computed since a machine last asked for values, in the order
+    /// they were put: few are ever looked up (a machine asks for a value it let go of, a
+    /// message shows one), so they go into `values` only when a machine asks, instead of each
+    /// being hashed into a table as big as the record.
+    computed: Vec<(String, Value)>,
     /// The fold of the events this replay's machine recorded: a park or a redrive is resumed
     /// from it, as the recorded run was resumed from its journal.
     folded: Folded,
@@ -1127,6 +1151,7 @@ impl<'a> Replayer<'a> {
                 None => (0..spec.steps.len() as u32).map(Some).collect(),
                 Some(_) => spec.steps.iter().map(|s| rec.idx.find(&s.id)).collect(),
             },
+            recent: 0,
             mode,
             spec,
             setup,
@@ -1135,6 +1160,7 @@ impl<'a> Replayer<'a> {
                 rec.idx.results.len().min(READ_AHEAD * 64),
                 Default::default(),
             ),
+            computed: Vec::new(),
             folded: Folded::default(),
             fold,
             needs_fold: false,
@@ -1164,6 +1190,9 @@ impl<'a> Replayer<'a> {
 
     /// The place in `spec` of step `id`.
     fn place(&self, id: &str) -> Option<usize> {
+        if self.spec.steps.get(self.recent).is_some_and(|s| s.id == id) {
+            return Some(self.recent);
+        }
         match &self.places {
             Some(p) => p.get(id).copied(),
             None => self
@@ -1195,6 +1224,11 @@ impl<'a> Replayer<'a> {
         if let Some(v) = self.values.get(digest) {
             return Ok(v.clone());
         }
+        // A message's value, or one a machine asks for that the record lacks: rare enough for
+        // a look through what was computed since the last ask.
+        if let Some((_, v)) = self.computed.iter().rev().find(|(d, _)| d == digest) {
+            return Ok(v.clone());
+        }
         self.store.get_value(digest)?.ok_or_else(|| {
             Refusal::Store(StoreError::MissingValue {
                 digest: digest.to_string(),
@@ -1205,11 +1239,10 @@ impl<'a> Replayer<'a> {
     /// Reads the values of `digests` that are not at hand yet in one go, so that a round's
     /// answers cost one visit to the store rather than one each. A value the store lacks is
     /// left out: asking for it later is the error.
-    fn prefetch<'d>(&mut self, digests: impl Iterator<Item = &'d str>) -> Result<(), Refusal>
-    where
-        'a: 'd,
-    {
-        let mut wanted: Vec<&str> = digests.filter(|d| !self.values.contains_key(*d)).collect();
+    fn prefetch(&mut self, digests: impl Iterator<Item = Cow<'a, str>>) -> Result<(), Refusal> {
+        let mut wanted: Vec<Cow<'a, str>> = digests
+            .filter(|d| !self.values.contains_key(d.as_ref()))
+            .collect();
         if wanted.is_empty() {
             return Ok(());
         }
@@ -1223,16 +1256,18 @@ impl<'a> Replayer<'a> {
                 idx.results[self.ahead..end]
                     .iter()
                     .filter_map(|k| idx.result_digest(k))
-                    .filter(|d| !self.values.contains_key(*d)),
+                    .filter(|d| !self.values.contains_key(*d))
+                    .map(Cow::Borrowed),
             );
             self.ahead = end;
         }
         wanted.sort_unstable();
         wanted.dedup();
-        let found = self.store.get_values(&wanted)?;
+        let asked: Vec<&str> = wanted.iter().map(|d| d.as_ref()).collect();
+        let found = self.store.get_values(&asked)?;
         for (digest, value) in wanted.into_iter().zip(found) {
             if let Some(value) = value {
-                self.values.insert(digest.to_string(), value);
+                self.values.insert(digest, value);
             }
         }
         Ok(())
@@ -1266,7 +1301,7 @@ impl<'a> Replayer<'a> {
             for (digest, value) in batch {
                 match value {
                     Some(value) => {
-                        self.values.entry(digest.to_string()).or_insert(value);
+                        self.values.entry(Cow::Borrowed(digest)).or_insert(value);
                     }
                     // Asked for, it is the error [`Self::value`] reports.
                     None => {
@@ -1291,50 +1326,64 @@ impl<'a> Replayer<'a> {
         Some((self.idx.find(step)?, index, attempt))
     }
 
-    /// The digests of the recorded results (and failures' causes) that answering `calls` reads.
-    /// Borrowed from the record (owned in a dry run, whose history the replayer holds).
-    fn recorded_results(&self, calls: &[CallStart]) -> Vec<Cow<'a, str>> {
+    /// The record's key and entry of each of `calls` (a replay or a test; a dry run answers
+    /// from the parent's history instead, and gets none): looked up once, for the values to
+    /// read and then the answers.
+    fn recorded_calls(&self, calls: &[CallStart]) -> Vec<Option<(CallKey, &'a RecCall)>> {
         let idx: &'a Index = self.idx;
+        if matches!(self.mode, Mode::Plan(_)) {
+            return vec![None; calls.len()];
+        }
         calls
             .iter()
-            .filter_map(|c| {
-                let step = &self.spec.steps[c.step];
-                let index = step.foreach.as_ref().map(|_| c.index as u32);
-                match &self.mode {
-                    Mode::Replay(_) | Mode::Test => {
-                        let key = self.key(c.step, index, c.attempt)?;
-                        match idx.calls.get(&key)?.result.as_ref()? {
-                            RecResult::Ok { digest, .. } => Some(Cow::Borrowed(digest.as_str())),
-                            RecResult::Err { error, .. } => {
-                                error.cause.as_deref().map(Cow::Borrowed)
-                            }
-                        }
-                    }
-                    Mode::Plan(history) => {
-                        let tool = step.tool.as_deref();
-                        history
-                            .reusable_at(self.numbers[c.step]?, index, &c.inputs, tool)
-                            .map(|(digest, _, _)| Cow::Owned(digest.to_string()))
-                    }
-                }
-            })
-            .collect()
-    }
-
-    /// The digests of the recorded results of `calls` that succeeded: those the thread reading
-    /// ahead delivers (a failure's cause is not among them).
-    fn recorded_ok_results(&self, calls: &[CallStart]) -> Vec<&'a str> {
-        let idx: &'a Index = self.idx;
-        calls
-            .iter()
-            .filter_map(|c| {
+            .map(|c| {
                 let index = self.spec.steps[c.step]
                     .foreach
                     .as_ref()
                     .map(|_| c.index as u32);
-                idx.result_digest(&self.key(c.step, index, c.attempt)?)
+                let key = self.key(c.step, index, c.attempt)?;
+                Some((key, idx.calls.get(&key)?))
             })
             .collect()
+    }
+
+    /// The digests of the recorded results (and failures' causes) that answering `calls` reads,
+    /// and of those the results that succeeded: the ones the thread reading ahead delivers.
+    /// Borrowed from the record (owned in a dry run, whose history the replayer holds).
+    fn recorded_results(
+        &self,
+        calls: &[CallStart],
+        recorded: &[Option<(CallKey, &'a RecCall)>],
+    ) -> (Vec<Cow<'a, str>>, Vec<&'a str>) {
+        let mut read = Vec::with_capacity(calls.len());
+        let mut ok = Vec::with_capacity(calls.len());
+        for (c, r) in calls.iter().zip(recorded) {
+            match &self.mode {
+                Mode::Replay(_) | Mode::Test => {
+                    match r.and_then(|(_, call)| call.result.as_ref()) {
+                        Some(RecResult::Ok { digest, .. }) => {
+                            read.push(Cow::Borrowed(digest.as_str()));
+                            ok.push(digest.as_str());
+                        }
+                        Some(RecResult::Err { error, .. }) => {
+                            read.extend(error.cause.as_deref().map(Cow::Borrowed));
+                        }
+                        None => {}
+                    }
+                }
+                Mode::Plan(history) => {
+                    let step = &self.spec.steps[c.step];
+                    let index = step.foreach.as_ref().map(|_| c.index as u32);
+                    let tool = step.tool.as_deref();
+                    read.extend(
+                        self.numbers[c.step]
+                            .and_then(|n| history.reusable_at(n, index, &c.inputs, tool))
+                            .map(|(digest, _, _)| Cow::Owned(digest.to_string())),
+                    );
+                }
+            }
+        }
+        (read, ok)
     }
 
     /// The value of `digest` for a message, if it can be found.
@@ -1435,7 +1484,7 @@ impl<'a> Replayer<'a> {
             };
             match cmd {
                 Command::PutValue { digest, value, .. } => {
-                    self.values.insert(digest, value);
+                    self.computed.push((digest, value));
                 }
                 Command::Append(events) => {
                     for e in events {
@@ -1458,8 +1507,11 @@ impl<'a> Replayer<'a> {
                     }
                 }
                 Command::LoadValues(digests) => {
+                    for (digest, value) in self.computed.drain(..) {
+                        self.values.insert(Cow::Owned(digest), value);
+                    }
                     self.take_read_ahead(&[]);
-                    self.prefetch(digests.iter().map(String::as_str))?;
+                    self.prefetch(digests.iter().map(|d| Cow::Owned(d.clone())))?;
                     let values = digests
                         .iter()
                         .map(|d| self.value(d))
@@ -1471,14 +1523,14 @@ impl<'a> Replayer<'a> {
                     m.handle(self.now, Input::Signals(arrived));
                 }
                 Command::Launch(calls) => {
-                    let wanted = self.recorded_results(&calls);
+                    let recorded = self.recorded_calls(&calls);
+                    let (wanted, results) = self.recorded_results(&calls, &recorded);
                     if self.read_ahead.is_some() {
-                        let results = self.recorded_ok_results(&calls);
                         self.take_read_ahead(&results);
                     }
-                    self.prefetch(wanted.iter().map(|d| d.as_ref()))?;
-                    for c in calls {
-                        self.answer(c)?;
+                    self.prefetch(wanted.into_iter())?;
+                    for (c, r) in calls.into_iter().zip(recorded) {
+                        self.answer(c, r)?;
                     }
                     m.handle(self.now, Input::Launched(Vec::new()));
                 }
@@ -1779,18 +1831,23 @@ impl<'a> Replayer<'a> {
     }
 
     /// Answers a call from the record (a replay) or from the parent's history (a dry run).
-    fn answer(&mut self, c: CallStart) -> Result<(), Refusal> {
+    fn answer(
+        &mut self,
+        c: CallStart,
+        recorded: Option<(CallKey, &'a RecCall)>,
+    ) -> Result<(), Refusal> {
         let step = &self.spec.steps[c.step];
-        let id = step.id.clone();
         let index = step.foreach.as_ref().map(|_| c.index as u32);
+        self.recent = c.step;
         match &self.mode {
             Mode::Replay(_) | Mode::Test => {
-                let key = self.key(c.step, index, c.attempt);
-                let recorded = key.and_then(|k| self.idx.calls.get(&k));
-                if let (Some(k), Some(_)) = (key, recorded) {
+                if let Some((k, _)) = recorded
+                    && self.verify()
+                {
                     self.made.insert(k);
                 }
-                let Some(result) = recorded.and_then(|r| r.result.clone()) else {
+                let Some(result) = recorded.and_then(|(_, r)| r.result.as_ref()) else {
+                    let id = step.id.clone();
                     if matches!(self.mode, Mode::Test) {
                         self.miss(&id, index, c.attempt, &c.inputs);
                         return Ok(());
@@ -1820,13 +1877,13 @@ impl<'a> Replayer<'a> {
                 };
                 let (seq, at, outcome, digest) = match result {
                     RecResult::Ok { seq, at, digest } => (
-                        seq,
-                        at,
+                        *seq,
+                        *at,
                         Ok(ToolOutput {
-                            value: self.value(&digest)?,
+                            value: self.value(digest)?,
                             log: String::new(),
                         }),
-                        Some(digest),
+                        Some(digest.clone()),
                     ),
                     RecResult::Err { seq, at, error } => {
                         let cause = match &error.cause {
@@ -1834,8 +1891,8 @@ impl<'a> Replayer<'a> {
                             None => None,
                         };
                         (
-                            seq,
-                            at,
+                            *seq,
+                            *at,
                             Err(ToolError {
                                 code: static_code(&error.code),
                                 message: error.message.clone(),
