@@ -159,6 +159,20 @@ impl Recording {
 }
 
 impl Recording {
+    /// Lets go of the recording; for a flow of many steps its FlowSpec and its index are freed
+    /// on two threads (each is hundreds of thousands of allocations, and freeing them took a
+    /// twentieth of a replay).
+    pub fn free(self) {
+        let Recording { spec, idx, .. } = self;
+        if spec.steps.len() < BIG_FLOW {
+            return;
+        }
+        std::thread::scope(|scope| {
+            scope.spawn(move || drop(spec));
+            drop(idx);
+        });
+    }
+
     /// A recording of run `run` made of `events` (time and event, in journal order) rather
     /// than read from a store: what a cassette stands for. The first event is `run_started`.
     pub fn from_events(
@@ -192,6 +206,10 @@ impl Recording {
         })
     }
 }
+
+/// How many steps make a flow big enough for a replay to make its first machine on a thread of
+/// its own (below it, a thread costs more than it saves).
+const BIG_FLOW: usize = 2048;
 
 /// How many of the record's next results a replay reads along with one it lacks, and how many
 /// the thread reading ahead (see [`read_ahead`]) reads at a time.
@@ -642,7 +660,9 @@ pub fn replay(
     progress: &dyn ProgressSink,
 ) -> Result<ReplayReport, Refusal> {
     let rec = Recording::load(store, run)?;
-    replay_recording(store, &rec, opts, progress)
+    let report = replay_recording(store, &rec, opts, progress);
+    rec.free();
+    report
 }
 
 /// Replays `rec`, loaded from `store` (which it only reads): [`replay`] for a caller that
@@ -655,8 +675,9 @@ pub fn replay_recording(
 ) -> Result<ReplayReport, Refusal> {
     let spec = rec.spec.clone();
     std::thread::scope(|scope| {
-        let mut r = Replayer::new(store, rec, spec, Mode::Replay(opts.verify), progress);
-        r.setup.faults = opts.faults.clone();
+        let mut r = Replayer::new(store, rec, spec, Mode::Replay(opts.verify), progress, |s| {
+            s.faults = opts.faults.clone()
+        });
         r.read_ahead = read_ahead(scope, store, &rec.idx);
         finish(r, opts.verify)
     })
@@ -675,8 +696,9 @@ pub fn test_against(
     progress: &dyn ProgressSink,
 ) -> Result<ReplayReport, Refusal> {
     std::thread::scope(|scope| {
-        let mut r = Replayer::new(store, rec, spec, Mode::Test, progress);
-        r.setup.faults = faults.to_vec();
+        let mut r = Replayer::new(store, rec, spec, Mode::Test, progress, |s| {
+            s.faults = faults.to_vec()
+        });
         r.read_ahead = read_ahead(scope, store, &rec.idx);
         finish(r, true)
     })
@@ -777,10 +799,12 @@ pub fn plan_fork(
         spec.clone(),
         Mode::Plan(Box::new(history)),
         &crate::deps::NoProgress,
+        |s| {
+            s.inputs = inputs;
+            // Held live calls must not keep a `foreach`'s other elements from being looked at.
+            s.max_parallel = usize::MAX;
+        },
     );
-    r.setup.inputs = inputs;
-    // Held live calls must not keep a `foreach`'s other elements from being looked at.
-    r.setup.max_parallel = usize::MAX;
     r.run()?;
     Ok(r.verdicts(&spec))
 }
@@ -1009,6 +1033,9 @@ struct Replayer<'a> {
     mode: Mode,
     spec: Arc<FlowSpec>,
     setup: Setup,
+    /// The machine the first drive starts with, made while the rest of the replayer was (see
+    /// [`Replayer::new`]).
+    first: Option<Machine>,
     progress: &'a dyn ProgressSink,
     /// Values by digest: the record's results keyed by the record's own text of their digest
     /// (nothing allocated per value read), and what this replay's machines computed once a
@@ -1074,6 +1101,7 @@ impl<'a> Replayer<'a> {
         spec: Arc<FlowSpec>,
         mode: Mode,
         progress: &'a dyn ProgressSink,
+        adjust: impl FnOnce(&mut Setup),
     ) -> Self {
         // Secrets are never needed: a call's inputs digest shows them as `{secret:NAME}`, and
         // no call is made. The placeholder scrubs to itself.
@@ -1109,21 +1137,6 @@ impl<'a> Replayer<'a> {
                     .filter(|&n| n < spec.steps.len()),
             }
         };
-        let steps = spec.steps.len();
-        let mut deps = vec![Vec::new(); steps];
-        let mut dependents = vec![Vec::new(); spec.steps.len()];
-        let mut roots = Vec::new();
-        for (j, s) in spec.steps.iter().enumerate() {
-            if s.deps.is_empty() {
-                roots.push(j);
-            }
-            for d in &s.deps {
-                if let Some(i) = place(d) {
-                    dependents[i].push(j);
-                    deps[j].push(i);
-                }
-            }
-        }
         // A test may park where the record did not (a cassette in virtual time): it folds as
         // it goes, since driving it again would show its progress twice. A dry run shows none:
         // one that parks (a timer or a signal) is driven again with the fold kept, as a replay
@@ -1142,7 +1155,41 @@ impl<'a> Replayer<'a> {
             max_parallel: 64,
             faults: Vec::new(),
         };
+        let mut setup = setup;
+        adjust(&mut setup);
+        let plan = matches!(mode, Mode::Plan(_));
+        let steps = spec.steps.len();
+        let graph = || {
+            let mut deps = vec![Vec::new(); steps];
+            let mut dependents = vec![Vec::new(); steps];
+            let mut roots = Vec::new();
+            for (j, s) in spec.steps.iter().enumerate() {
+                if s.deps.is_empty() {
+                    roots.push(j);
+                }
+                for d in &s.deps {
+                    if let Some(i) = place(d) {
+                        dependents[i].push(j);
+                        deps[j].push(i);
+                    }
+                }
+            }
+            (deps, dependents, roots)
+        };
+        // For a flow of many steps, making the first machine (its tables of every step) and
+        // this replayer's graph of the steps each take milliseconds: they are made on two
+        // threads, the machine on one of its own.
+        let (first, (deps, dependents, roots)) = if steps >= BIG_FLOW {
+            std::thread::scope(|scope| {
+                let making = scope.spawn(|| Self::machine_of(setup.clone(), plan));
+                let graph = graph();
+                (making.join().ok(), graph)
+            })
+        } else {
+            (None, graph())
+        };
         Replayer {
+            first,
             store,
             rec,
             idx: &rec.idx,
@@ -1455,8 +1502,13 @@ impl<'a> Replayer<'a> {
     /// A new machine of this replay; a dry run's ignores each step's `concurrency` (see
     /// [`plan_fork`]).
     fn machine(&self) -> Machine {
-        let mut m = Machine::new(self.setup.clone());
-        if matches!(self.mode, Mode::Plan(_)) {
+        Self::machine_of(self.setup.clone(), matches!(self.mode, Mode::Plan(_)))
+    }
+
+    /// A new machine of `setup`, for a dry run when `plan`.
+    fn machine_of(setup: Setup, plan: bool) -> Machine {
+        let mut m = Machine::new(setup);
+        if plan {
             m.lift_concurrency();
         }
         m
@@ -1464,7 +1516,10 @@ impl<'a> Replayer<'a> {
 
     /// Drives a machine from the start to its end (or to where the record runs out).
     fn drive(&mut self) -> Result<Option<Ending>, Refusal> {
-        let mut m = self.machine();
+        let mut m = match self.first.take() {
+            Some(m) => m,
+            None => self.machine(),
+        };
         let ending = self.drive_from(&mut m);
         self.digests += m.digests();
         ending

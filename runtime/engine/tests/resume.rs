@@ -487,7 +487,9 @@ fn result_of(store: &dyn Store, run: &str, step: &str) -> String {
 /// A replay of a run with enough results for a thread to read their values ahead gives the
 /// report a short one gives; changed on purpose half-way, the verifying replay stops there (the
 /// thread reading ahead is let go, nothing waits for it); and a value the store lacks half-way
-/// is named, not waited for.
+/// is named, not waited for. At 3,000 steps the replay also takes a big flow's road: its
+/// first machine is made on a thread of its own (with the faults asked for) and the record is
+/// freed on two threads.
 #[tokio::test]
 async fn a_long_replay_reads_ahead_stops_where_it_diverges_and_names_a_lost_value() {
     let dir = tempfile::tempdir().expect("a temp dir");
