@@ -583,3 +583,53 @@ fn a_run_canceled_after_its_process_died_mid_call_replays_to_its_cancel() {
     // Nothing was called again: the tool logged its one call only.
     assert_eq!(calls(dir.path()).len(), 1);
 }
+
+/// A chain of `n` `echo` steps, each adding `step` to the one before from `s{edit}` on (1
+/// before it); the output is the last.
+fn chain(n: usize, edit: usize, step: u32) -> String {
+    let mut s = String::from("flow f {\n  step s0 = echo { value: 0 }\n");
+    for i in 1..n {
+        let add = if i >= edit { step } else { 1 };
+        s.push_str(&format!(
+            "  step s{i} = echo {{ value: s{} + {add} }}\n",
+            i - 1
+        ));
+    }
+    s.push_str(&format!("  output s{}\n}}\n", n - 1));
+    s
+}
+
+/// A flow of thousands of steps takes the replayer's other road: its first machine is made
+/// on a thread beside the replayer, and the record is freed on two threads. The replay, the
+/// check of a corrected flow and the fork come out as they do for a small flow.
+#[test]
+fn a_flow_of_thousands_of_steps_replays_checks_and_forks_as_a_small_one() {
+    const N: usize = 2100;
+    let dir = temp();
+    write(dir.path(), "f.reel", &chain(N, N, 1));
+    let r = reel_at(dir.path(), &["run", "f.reel", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let run = json(&r)["run"].as_str().unwrap().to_string();
+    assert_eq!(json(&r)["output"], N - 1);
+
+    let r = reel_at(dir.path(), &["replay", &run, "--verify", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(json(&r)["output"], N - 1, "{r:?}");
+
+    // From `s2000` on each step adds 2: those 100 steps run live, the 2,000 before are reused.
+    write(dir.path(), "edit.reel", &chain(N, 2000, 2));
+    let (r, v) = plan(dir.path(), &run, "edit.reel");
+    assert_eq!(r.status, 1, "{r:?}");
+    let live = live_steps(&v);
+    assert_eq!(live.len(), 100, "{v}");
+    assert_eq!(live[0], "s2000");
+    assert_eq!(v["first_divergence"]["step"], "s2000");
+    assert_eq!(v["first_divergence"]["reason"], "changed arguments");
+
+    let r = reel_at(dir.path(), &["fork", &run, "--flow", "edit.reel", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let forked = json(&r);
+    assert_eq!(forked["reused"], 2000, "{forked}");
+    assert_eq!(forked["live"], 100, "{forked}");
+    assert_eq!(forked["output"], 1999 + 2 * 100, "{forked}");
+}
