@@ -207,6 +207,10 @@ impl Recording {
     }
 }
 
+/// How many values the machines put a replay keeps aside before it hashes them into its table
+/// (see `Replayer::computed`).
+const COMPUTED_AT_MOST: usize = 1 << 16;
+
 /// How many steps make a flow big enough for a replay to make its first machine on a thread of
 /// its own (below it, a thread costs more than it saves).
 const BIG_FLOW: usize = 2048;
@@ -1271,16 +1275,17 @@ impl<'a> Replayer<'a> {
         if let Some(v) = self.values.get(digest) {
             return Ok(v.clone());
         }
-        // A message's value, or one a machine asks for that the record lacks: rare enough for
-        // a look through what was computed since the last ask.
-        if let Some((_, v)) = self.computed.iter().rev().find(|(d, _)| d == digest) {
-            return Ok(v.clone());
+        if let Some(v) = self.store.get_value(digest)? {
+            return Ok(v);
         }
-        self.store.get_value(digest)?.ok_or_else(|| {
-            Refusal::Store(StoreError::MissingValue {
+        // A value this replay computed and the record never had (a message shows it): rare
+        // enough for a look through what was put since the last ask.
+        match self.computed.iter().rev().find(|(d, _)| d == digest) {
+            Some((_, v)) => Ok(v.clone()),
+            None => Err(Refusal::Store(StoreError::MissingValue {
                 digest: digest.to_string(),
-            })
-        })
+            })),
+        }
     }
 
     /// Reads the values of `digests` that are not at hand yet in one go, so that a round's
@@ -1318,6 +1323,13 @@ impl<'a> Replayer<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Moves the values the machines computed into the table of values.
+    fn keep_computed(&mut self) {
+        for (digest, value) in self.computed.drain(..) {
+            self.values.insert(Cow::Owned(digest), value);
+        }
     }
 
     /// Takes the values read ahead so far; while `wait` holds digests not at hand yet, waits
@@ -1540,6 +1552,11 @@ impl<'a> Replayer<'a> {
             match cmd {
                 Command::PutValue { digest, value, .. } => {
                     self.computed.push((digest, value));
+                    // Bounded: a value put again and again (a `foreach` of equal elements)
+                    // is one entry of the table, not one per put.
+                    if self.computed.len() >= COMPUTED_AT_MOST {
+                        self.keep_computed();
+                    }
                 }
                 Command::Append(events) => {
                     for e in events {
@@ -1562,9 +1579,7 @@ impl<'a> Replayer<'a> {
                     }
                 }
                 Command::LoadValues(digests) => {
-                    for (digest, value) in self.computed.drain(..) {
-                        self.values.insert(Cow::Owned(digest), value);
-                    }
+                    self.keep_computed();
                     self.take_read_ahead(&[]);
                     self.prefetch(digests.iter().map(|d| Cow::Owned(d.clone())))?;
                     let values = digests
