@@ -402,6 +402,36 @@ pub(crate) fn pending_signals(conn: &Connection, run: &str) -> Result<Vec<Signal
     .map_err(sqlite)
 }
 
+/// What [`due_runs`] reads: waiting runs first, in due order, then running ones whose holder
+/// is gone. A signal wakes a waiting run only when it is one the run waits for: one kept for a
+/// later wait must not make a worker take the run up again and again. (A run some live process
+/// still holds is left out afterwards: claiming it would only say HeldBy.) The waiting runs
+/// are read as two sets, each through its index (a run whose timer is due; one not due with a
+/// cancel asked for or a signal pending), so that a look reads what is due and not every
+/// parked run (`runs_waiting_flagged`, schema version 3).
+pub(crate) const DUE_RUNS: [&str; 2] = [
+    "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at,
+            due_at IS NULL AS undated, due_at, created_at
+     FROM runs INDEXED BY runs_status_due
+     WHERE status = 'waiting' AND due_at <= ?1
+     UNION ALL
+     SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at,
+            due_at IS NULL, due_at, created_at
+     FROM runs INDEXED BY runs_waiting_flagged
+     WHERE status = 'waiting' AND (cancel_requested = 1 OR signal_pending = 1)
+       AND NOT (due_at IS NOT NULL AND due_at <= ?1)
+       AND (cancel_requested = 1 OR EXISTS (
+            SELECT 1 FROM signals s, json_each(runs.waiting_on) w
+            WHERE s.run = runs.id AND s.consumed_by IS NULL AND s.name = w.value))
+     ORDER BY undated, due_at, created_at",
+    "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
+     FROM runs
+     WHERE status = 'running'
+       AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1
+            OR lease_host = ?2)
+     ORDER BY lease_expires_at, created_at",
+];
+
 /// Runs a worker should take up (see [`crate::Store::due_runs`]).
 pub(crate) fn due_runs(
     conn: &Connection,
@@ -412,28 +442,8 @@ pub(crate) fn due_runs(
     if limit == 0 {
         return Ok(due);
     }
-    // Waiting runs come first, in due order, then running ones whose holder is gone. A signal
-    // wakes a waiting run only when it is one the run waits for: one kept for a later wait
-    // must not make a worker take the run up again and again. A run
-    // some live process still holds is left out: claiming it would only say HeldBy.
-    const QUERIES: [&str; 2] = [
-        "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
-         FROM runs
-         WHERE status = 'waiting'
-           AND (due_at <= ?1 OR cancel_requested = 1
-                OR (signal_pending = 1 AND EXISTS (
-                    SELECT 1 FROM signals s, json_each(runs.waiting_on) w
-                    WHERE s.run = runs.id AND s.consumed_by IS NULL AND s.name = w.value)))
-         ORDER BY due_at IS NULL, due_at, created_at",
-        "SELECT id, lease_owner, lease_pid, lease_host, lease_started, lease_expires_at
-         FROM runs
-         WHERE status = 'running'
-           AND (lease_owner IS NULL OR lease_expires_at IS NULL OR lease_expires_at <= ?1
-                OR lease_host = ?2)
-         ORDER BY lease_expires_at, created_at",
-    ];
     let host = Owner::this_process().host;
-    for (i, sql) in QUERIES.into_iter().enumerate() {
+    for (i, sql) in DUE_RUNS.into_iter().enumerate() {
         let mut stmt = conn.prepare_cached(sql).map_err(sqlite)?;
         let rows = if i == 0 {
             stmt.query(params![now_ms])

@@ -15,7 +15,7 @@ use crate::private;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2];
+const MIGRATIONS: &[&str] = &[V1, V2, V3];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -161,6 +161,15 @@ FROM (SELECT run, step, idx, attempt,
       WHERE step IS NOT NULL AND attempt IS NOT NULL AND kind IN ('step_started',
             'call_reused', 'call_succeeded', 'effect_recorded', 'call_failed', 'unknown_outcome')
       GROUP BY run, step, idx, attempt) c;
+";
+
+// A worker's look at what is due reads candidates through indexes, not every parked run: due
+// timers through `runs_status_due`, a cancel asked for or a signal pending through this one
+// (the PostgreSQL store's index of the same name), so that the look costs what is due, not
+// what the store keeps waiting (`read::due_runs`).
+const V3: &str = "
+CREATE INDEX IF NOT EXISTS runs_waiting_flagged ON runs (created_at)
+    WHERE status = 'waiting' AND (cancel_requested = 1 OR signal_pending = 1);
 ";
 
 fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {

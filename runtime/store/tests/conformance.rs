@@ -1081,7 +1081,10 @@ fn due_runs_are_timers_awaited_signals_and_abandoned_leases(b: &dyn Backend) {
     // A signal kept for a later wait does not wake a run that waits for something else.
     park("kept", None, &["other"]);
     park("canceled", None, &[]);
+    // Due by its timer and asked to cancel too: taken up once.
+    park("both", Some(now - 500), &[]);
     store.send_signal("signal", "go", &json!(null)).unwrap();
+    store.request_cancel("both").unwrap();
     store.send_signal("kept", "go", &json!(null)).unwrap();
     store.request_cancel("canceled").unwrap();
     store.create_run(new_run("held"), &me(), 600_000).unwrap();
@@ -1094,8 +1097,9 @@ fn due_runs_are_timers_awaited_signals_and_abandoned_leases(b: &dyn Backend) {
 
     let later = T0 + 1;
     let mut due = store.due_runs(later, 100).unwrap();
-    let mut waiting: Vec<_> = due.drain(..3).collect();
+    let mut waiting: Vec<_> = due.drain(..4).collect();
     assert_eq!(waiting.remove(0), "timer-past");
+    assert_eq!(waiting.remove(0), "both");
     waiting.sort();
     assert_eq!(waiting, vec!["canceled", "signal"]);
     due.sort();

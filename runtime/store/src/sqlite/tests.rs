@@ -473,3 +473,33 @@ fn durable_commits_reuse_the_wal_rather_than_growing_it() {
     );
     assert_eq!(journal(&store, "r").unwrap().len(), rounds as usize);
 }
+
+/// A worker's look at what is due reads the waiting runs through indexes: the runs whose timer
+/// is due, and those with a cancel asked for or a signal pending, not every parked run (with
+/// 100,000 runs waiting for a signal, reading them all took 26 ms a look; through the indexes
+/// 0.1 ms). The plan SQLite makes of the statement shows no scan of the table itself.
+#[test]
+fn a_look_at_what_is_due_reads_waiting_runs_through_indexes() {
+    let (dir, _store) = store();
+    let conn = raw(&dir);
+    let mut stmt = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", crate::read::DUE_RUNS[0]))
+        .unwrap();
+    let plan: Vec<String> = stmt
+        .query_map([T0], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    let runs: Vec<&String> = plan.iter().filter(|l| l.contains("runs")).collect();
+    assert_eq!(runs.len(), 2, "{plan:#?}");
+    assert!(
+        runs.iter()
+            .any(|l| l.contains("INDEX runs_status_due (status=? AND due_at<?)")),
+        "due timers by their index: {plan:#?}"
+    );
+    assert!(
+        runs.iter()
+            .any(|l| l.contains("INDEX runs_waiting_flagged")),
+        "cancels and signals by theirs: {plan:#?}"
+    );
+}
