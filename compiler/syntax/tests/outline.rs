@@ -129,6 +129,10 @@ fn fixed_cases() {
         "flow a {\n  step s = 1\nstep\n\"\ninput \n{\n  step t = 2\n}\n",
         // `{[.` left open, then a line of junk before the member line (found by proptest).
         "flow a {\n  step s = 1\n  {[.\n|\n  step t = 2\n}\n",
+        // A `)` that closes a `{` opened after its `(`, on another line: the parser's recovery
+        // ends the flow at the end of the file, not at its last `}` (found by proptest in CI).
+        "flow f {\n  step s = echo {\n    a: ( x\n    b: { c: ){ d: 1 }\n  } }\n",
+        "flow f {\n  step s = echo {\n    a: ( x\n    b: { c: ){ d: 1 }\n  } }\nflow g {\n  step t = 2\n}\n",
     ];
     for c in cases {
         same(c);
