@@ -273,6 +273,13 @@ struct Scanner<'a> {
     flow: Option<OpenFlow>,
     /// An item's `}` was just read: only a comment may follow on its line.
     after_item: bool,
+    /// Where a comment starts on the current line, if one does.
+    comment_at: Option<usize>,
+    /// Whether the current line ended inside a string (which the lexer ends there).
+    string_cut: bool,
+    /// The last line with code on it before the current one: its start, where its code ends
+    /// (its comment left out) and whether it ended inside a string.
+    prev_code: Option<(usize, usize, bool)>,
 }
 
 const MEMBER_WORDS: [&str; 5] = ["input", "secret", "env", "step", "output"];
@@ -309,6 +316,28 @@ fn ends_with_a_dot(line: &str) -> bool {
         &line[i + c..]
     });
     tail.contains('.')
+}
+
+/// Whether a line of code (its comment left out, not ending inside a string) surely ends with a
+/// token after which an expression continues (`lexer::continues_after`). `>` is not one (it
+/// ends a type); `.` is left out (it may end a number), and so are a lone `?`, `&` or `|`; a
+/// keyword after a `.` is a field's name.
+fn ends_so_an_expression_continues(code: &str) -> bool {
+    if ["??", "&&", "||"].iter().any(|t| code.ends_with(t)) {
+        return true;
+    }
+    let Some(last) = code.chars().last() else {
+        return false;
+    };
+    if "([{,:=<+-*/%!".contains(last) {
+        return true;
+    }
+    let at = code
+        .rfind(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .map_or(0, |i| {
+            i + code[i..].chars().next().map_or(1, char::len_utf8)
+        });
+    matches!(&code[at..], "if" | "then" | "else" | "for" | "in") && !code[..at].ends_with('.')
 }
 
 /// A line without `${` up to the `//` that starts a comment, if any: a string ends on its line
@@ -364,6 +393,9 @@ impl<'a> Scanner<'a> {
             trailing_docs: Vec::new(),
             flow: None,
             after_item: false,
+            comment_at: None,
+            string_cut: false,
+            prev_code: None,
         }
     }
 
@@ -424,6 +456,7 @@ impl<'a> Scanner<'a> {
                     // Unterminated: the lexer ends the string here (and reports no repair of
                     // its entry, which a group or an item parsed alone sees the same way).
                     self.stack.pop();
+                    self.string_cut = true;
                     return;
                 }
                 b'$' if self.bytes.get(self.pos + 1) == Some(&b'{') => {
@@ -487,6 +520,12 @@ impl<'a> Scanner<'a> {
             {
                 self.record_line(LineKind::Blank, start);
             }
+            if !self.line_start {
+                let end = self.comment_at.unwrap_or(start);
+                self.prev_code = Some((self.line_begin, end, self.string_cut));
+            }
+            self.comment_at = None;
+            self.string_cut = false;
             self.pos += 1;
             self.line_start = true;
             self.line_begin = self.pos;
@@ -538,6 +577,7 @@ impl<'a> Scanner<'a> {
             if doc && !at_line_start {
                 self.trailing_docs.push(end as u32);
             }
+            self.comment_at = Some(start);
             self.pos = end;
             self.line_start = at_line_start;
             return Some(());
@@ -655,6 +695,11 @@ impl<'a> Scanner<'a> {
         if !after.starts_with(':') || self.stack.last() == Some(&Delim::Brace) {
             return None;
         }
+        // After a token an expression continues past (`else`, an operator, an opener), the
+        // lexer reads `word:` as part of that expression, not as an entry: it closes nothing.
+        if self.surely_continues() {
+            return None;
+        }
         // Closing a `${` changes what a later `}` closes, and so where the item ends.
         let block = self.stack.iter().rposition(|d| *d == Delim::Brace)?;
         Some(if self.stack[block..].contains(&Delim::Interp) {
@@ -662,6 +707,19 @@ impl<'a> Scanner<'a> {
         } else {
             Entry::Inner
         })
+    }
+
+    /// Whether the last token before the current line is surely one after which an expression
+    /// continues (`lexer::continues_after`): read off the last line with code, less its comment,
+    /// unless it ended inside a string. Only what cannot be another token counts: a wrong no
+    /// only makes the caller parse more at once.
+    fn surely_continues(&self) -> bool {
+        match self.prev_code {
+            Some((start, end, false)) => {
+                ends_so_an_expression_continues(self.src[start..end].trim_end())
+            }
+            _ => false,
+        }
     }
 
     /// Whether a `///` line stands among the comment and blank lines right above the line

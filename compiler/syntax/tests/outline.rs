@@ -133,10 +133,24 @@ fn fixed_cases() {
         // ends the flow at the end of the file, not at its last `}` (found by proptest in CI).
         "flow f {\n  step s = echo {\n    a: ( x\n    b: { c: ){ d: 1 }\n  } }\n",
         "flow f {\n  step s = echo {\n    a: ( x\n    b: { c: ){ d: 1 }\n  } }\nflow g {\n  step t = 2\n}\n",
+        // A `key:`-like word first on a line inside a `${`, after a word that is not a keyword
+        // or after a character the lexer skips (a panic once, on the `→`).
+        "flow a {\n  step s = \"${[for x in y if z else w\n  k: 1]}\"\n}\n",
+        "flow a {\n  step s = \"${[for x in y if z else →\n  k: 1]}\"\n}\n",
     ];
     for c in cases {
         same(c);
     }
+}
+
+/// A valid file with a `key:`-like word first on a line inside a `${`, after a token an
+/// expression continues past: the lexer closes nothing there, and the scan does not give up
+/// (found by proptest: it parsed such a file whole).
+#[test]
+fn a_word_and_colon_after_else_inside_an_interpolation_is_not_an_entry() {
+    let src = "// generated\n\nflow f0 { step s0 = echo { foreach: \"${[for x in 0 if if 0 then 0 else\ntrue: 0]}\" }, input in1: string, input in2: string, input in3: string, input in4: string }\n";
+    assert!(!outline(src).whole, "parsed whole:\n{src}");
+    same(src);
 }
 
 #[test]
