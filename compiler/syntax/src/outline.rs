@@ -884,9 +884,7 @@ impl<'a> Scanner<'a> {
                 if self.stack.iter().any(|d| want.contains(d)) {
                     // Delimiters closed implicitly: where the parser's recovery then ends the
                     // item (here, or at the end of the file, taking the items after it in) is
-                    // not the scan's to say, so the file is parsed whole. CI's property test
-                    // found a flow the scan ended at its last `}` and the parser at the end
-                    // of the file.
+                    // not the scan's to say, so the file is parsed whole.
                     return None;
                 }
             }

@@ -1043,12 +1043,13 @@ struct Replayer<'a> {
     progress: &'a dyn ProgressSink,
     /// Values by digest: the record's results keyed by the record's own text of their digest
     /// (nothing allocated per value read), and what this replay's machines computed once a
-    /// machine asks for values (see `computed`).
+    /// machine asks for values or too many are kept aside (see `computed`).
     values: HashMap<Cow<'a, str>, Value>,
     /// What this replay's machines computed since a machine last asked for values, in the order
     /// they were put: few are ever looked up (a machine asks for a value it let go of, a
-    /// message shows one), so they go into `values` only when a machine asks, instead of each
-    /// being hashed into a table as big as the record.
+    /// message shows one), so they go into `values` only when a machine asks or
+    /// [`COMPUTED_AT_MOST`] are kept, instead of each being hashed into a table as big as the
+    /// record.
     computed: Vec<(String, Value)>,
     /// The fold of the events this replay's machine recorded: a park or a redrive is resumed
     /// from it, as the recorded run was resumed from its journal.
@@ -1146,7 +1147,7 @@ impl<'a> Replayer<'a> {
         // one that parks (a timer or a signal) is driven again with the fold kept, as a replay
         // is, and the many that do not park fold nothing.
         let fold = rec.idx.resumed || matches!(mode, Mode::Test);
-        let setup = Setup {
+        let mut setup = Setup {
             run_id: rec.run.id.clone(),
             spec: spec.clone(),
             seed: rec.started.seed,
@@ -1159,7 +1160,6 @@ impl<'a> Replayer<'a> {
             max_parallel: 64,
             faults: Vec::new(),
         };
-        let mut setup = setup;
         adjust(&mut setup);
         let plan = matches!(mode, Mode::Plan(_));
         let steps = spec.steps.len();
