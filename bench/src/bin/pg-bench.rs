@@ -46,28 +46,34 @@ struct Args {
     #[arg(long, conflicts_with = "python")]
     dbos: Option<PathBuf>,
     /// Worker counts.
-    #[arg(long, value_delimiter = ',', default_value = "1,2,4")]
+    #[arg(long, value_delimiter = ',', default_value = "1,2,4", value_parser = positive())]
     workers: Vec<usize>,
     /// Write modes of Reel's runs.
     #[arg(long, value_delimiter = ',', default_value = "fast,durable",
           value_parser = ["fast", "durable"])]
     modes: Vec<String>,
     /// Steps of the sequential run and width of the fan-out.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = positive())]
     steps: usize,
     /// Concurrent short runs.
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = 200, value_parser = positive())]
     runs: usize,
     /// Sequential steps of each short run.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = positive())]
     short_steps: usize,
     /// Samples of the signal's latency.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 10, value_parser = positive())]
     signals: usize,
     /// Samples of each workload (the median is shown): one burst of short runs lasts a
     /// fifth of a second, and one such sample swung by a third between invocations.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = positive())]
     reps: usize,
+}
+
+/// A count of one or more: none of workers, steps, runs or samples leaves nothing to measure
+/// (or nothing to run the runs), so zero is refused when the arguments are read.
+fn positive() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::new().range(1..)
 }
 
 /// Steps per second of the three workloads and the signal's latency samples (ms).
@@ -160,20 +166,22 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
     }
     let store: Arc<dyn Store> =
         Arc::new(PgStore::open(&url, Arc::new(SystemClock)).expect("the bench's database opens"));
-    let mut workers: Vec<Child> = (0..n)
-        .map(|i| {
-            let home = dir.join(format!("worker-{i}"));
-            std::fs::create_dir_all(&home).unwrap();
-            Command::new(reel)
-                .args(["worker", "--concurrency", "256"])
-                .current_dir(&home)
-                .env("REEL_STORE_URL", &url)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("reel worker starts")
-        })
-        .collect();
+    let workers = Workers(
+        (0..n)
+            .map(|i| {
+                let home = dir.join(format!("worker-{i}"));
+                std::fs::create_dir_all(&home).unwrap();
+                Command::new(reel)
+                    .args(["worker", "--concurrency", "256"])
+                    .current_dir(&home)
+                    .env("REEL_STORE_URL", &url)
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("reel worker starts")
+            })
+            .collect(),
+    );
     // The workers have looked once and are idle.
     std::thread::sleep(Duration::from_millis(500));
     let start = |file: &str, count: usize| start_runs(reel, &dir, &url, mode, file, count);
@@ -214,15 +222,26 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
             signal_latency(store.as_ref(), &ids[0])
         })
         .collect();
-    for w in &mut workers {
-        let _ = w.kill();
-        let _ = w.wait();
-    }
+    drop(workers);
     Figures {
         sequential,
         fanout,
         concurrent,
         signal_ms,
+    }
+}
+
+/// The `reel worker` processes of one configuration, stopped when it is done, and also when
+/// the bench fails part-way (a panic unwinds through here): left running, they would poll
+/// their dropped database and take the next configuration's cores.
+struct Workers(Vec<Child>);
+
+impl Drop for Workers {
+    fn drop(&mut self) {
+        for w in &mut self.0 {
+            let _ = w.kill();
+            let _ = w.wait();
+        }
     }
 }
 
