@@ -17,7 +17,7 @@ use std::marker::PhantomData;
 use serde::de::{self, Deserialize, Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::Value;
 
-use crate::spec::{BinaryOp, Expr, Node, RecordEntry, UnaryOp};
+use crate::spec::{BinaryOp, Expr, Node, RecordEntry, StepSpec, UnaryOp};
 use crate::types::{RecordField, Type};
 
 /// Fills an empty slot from the map's next value; a second occurrence is an error, as with the
@@ -433,3 +433,48 @@ impl<'de> Deserialize<'de> for Type {
 
 #[cfg(test)]
 mod tests;
+
+/// The fewest bytes a step takes in a FlowSpec's JSON: a one-argument `echo` step with
+/// one-letter names is about 460 (its spans, retry policy and semantic digest are always
+/// there), a pure step a little less.
+const STEP_BYTES_AT_LEAST: usize = 384;
+
+thread_local! {
+    /// How many steps the FlowSpec being read on this thread may hold at most, from its text's
+    /// length (see [`reading_text_of`]); 0 when none is being read.
+    static STEPS_AT_MOST: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `read` (a FlowSpec's reading from a text of `len` bytes) with room for its steps
+/// reserved when the list of steps begins. serde's reader of a list grows it by doubling, since
+/// JSON does not say how long a list is: for a flow of tens of thousands of steps (each about
+/// half a KiB in memory) that copied the list a dozen times and touched twice its memory, a
+/// tenth of reading the spec. The reservation may be larger than the list: room never written
+/// is address space, not memory.
+pub(crate) fn reading_text_of<R>(len: usize, read: impl FnOnce() -> R) -> R {
+    let before = STEPS_AT_MOST.with(|c| c.replace(len / STEP_BYTES_AT_LEAST));
+    let result = read();
+    STEPS_AT_MOST.with(|c| c.set(before));
+    result
+}
+
+/// Reads the `steps` of a FlowSpec into a list with the room [`reading_text_of`] set aside
+/// (taken once: the one list of steps of the spec being read).
+pub(crate) fn steps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<StepSpec>, D::Error> {
+    struct Steps;
+    impl<'de> Visitor<'de> for Steps {
+        type Value = Vec<StepSpec>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a list of steps")
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<StepSpec>, A::Error> {
+            let room = STEPS_AT_MOST.with(|c| c.replace(0));
+            let mut steps = Vec::with_capacity(room);
+            while let Some(step) = seq.next_element()? {
+                steps.push(step);
+            }
+            Ok(steps)
+        }
+    }
+    d.deserialize_seq(Steps)
+}

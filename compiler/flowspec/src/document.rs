@@ -171,7 +171,8 @@ impl FlowSpec {
         };
         // Nearly every spec nests far less than serde_json's own limit of 128 levels: read with
         // that limit, it needs no scan of its depth first (a spec of many steps is tens of MiB).
-        if let Ok(spec) = serde_json::from_str::<FlowSpec>(text) {
+        let read = || serde_json::from_str::<FlowSpec>(text);
+        if let Ok(spec) = crate::de::reading_text_of(text.len(), read) {
             return accept(spec);
         }
         if !nests_within(text, MAX_JSON_DEPTH) {

@@ -56,6 +56,7 @@ pub struct FlowSpec {
     /// Contracts of the user tools the steps call, by name.
     pub tools: BTreeMap<String, ToolSpec>,
     /// The steps, in source order.
+    #[serde(deserialize_with = "crate::de::steps")]
     pub steps: Vec<StepSpec>,
     /// The run's result, when the flow declares one.
     #[serde(default, skip_serializing_if = "Option::is_none")]

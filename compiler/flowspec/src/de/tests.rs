@@ -687,3 +687,25 @@ fn unknown_members_are_skipped_as_before() {
         })
     );
 }
+
+#[test]
+fn a_specs_steps_get_room_from_its_texts_length_once() {
+    let mut spec = sample_spec();
+    spec.seal();
+    let text = spec.to_json_pretty();
+    let read = FlowSpec::from_json(&text).expect("the sample reads");
+    assert_eq!(read, spec);
+    // Room for as many steps as the text could hold, and not beyond that.
+    let room = text.len() / super::STEP_BYTES_AT_LEAST;
+    assert!(read.steps.capacity() >= room.max(read.steps.len()));
+    assert!(read.steps.capacity() <= room.max(read.steps.len()) * 2);
+    // The room is for that reading only: a spec read afterwards on the same thread without
+    // it grows its list as serde does, from nothing.
+    let plain: FlowSpec = serde_json::from_str(&text).expect("the sample reads");
+    assert_eq!(plain, spec);
+    assert!(
+        plain.steps.capacity() < room,
+        "{} >= {room}",
+        plain.steps.capacity()
+    );
+}
