@@ -469,7 +469,10 @@ pub(crate) fn steps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<StepSpec>, D:
         }
         fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Vec<StepSpec>, A::Error> {
             let room = STEPS_AT_MOST.with(|c| c.replace(0));
-            let mut steps = Vec::with_capacity(room);
+            let mut steps = Vec::new();
+            // Room that cannot be had (a huge text where address space is scarce) is not an
+            // error: the list grows as it would have.
+            let _ = steps.try_reserve_exact(room);
             while let Some(step) = seq.next_element()? {
                 steps.push(step);
             }
