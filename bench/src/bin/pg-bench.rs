@@ -193,7 +193,7 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    let reps = args.reps.max(1);
+    let reps = args.reps;
     let sequential = median(
         (0..reps)
             .map(|_| timed(&start("seq.reel", 1), args.steps))

@@ -431,9 +431,6 @@ impl<'de> Deserialize<'de> for Type {
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// The fewest bytes a step takes in a FlowSpec's JSON: a one-argument `echo` step with
 /// one-letter names is about 460 (its spans, retry policy and semantic digest are always
 /// there), a pure step a little less.
@@ -481,3 +478,6 @@ pub(crate) fn steps<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<StepSpec>, D:
     }
     d.deserialize_seq(Steps)
 }
+
+#[cfg(test)]
+mod tests;
