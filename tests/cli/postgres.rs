@@ -313,13 +313,50 @@ fn two_workers_in_two_directories_finish_each_run_once() {
     }
 }
 
+/// Starts `reel run FLOW --json` in `dir` on the database at `url` and stops the process
+/// (`SIGSTOP`) once its call has touched `started`: the process, when its call started, and
+/// the run's id.
+#[cfg(unix)]
+// edge: the wait for the call reads the real monotonic clock.
+#[allow(clippy::disallowed_methods)]
+fn frozen_in_its_call(
+    dir: &Path,
+    url: &str,
+    flow: &str,
+) -> (std::process::Child, std::time::Instant, String) {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let child = crate::support::reel(dir, &["run", flow, "--json"])
+        .env("REEL_STORE_URL", url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    while !dir.join("started").exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "the call never started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: kill only sends a signal, to a child not yet waited for (its id is still ours).
+    assert_eq!(
+        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGSTOP) },
+        0
+    );
+    let runs = json(&on_postgres(dir, url, &["runs", "--json"]));
+    let id = runs[0]["run"].as_str().unwrap().to_string();
+    (child, start, id)
+}
+
 #[cfg(unix)]
 #[test]
 // edge: the test waits out a real lease, so it reads the real monotonic clock.
 #[allow(clippy::disallowed_methods)]
 fn a_worker_stopped_past_its_lease_writes_nothing_after_another_takes_its_run() {
-    use std::process::Stdio;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     let (first, second) = (temp(), temp());
     // The call logs its idempotency key, marks that it started, and takes its time.
@@ -329,29 +366,9 @@ fn a_worker_stopped_past_its_lease_writes_nothing_after_another_takes_its_run() 
         "flow fenced {\n  step slow = exec { cmd: [\"sh\", \"-c\", \"echo $REEL_IDEMPOTENCY_KEY >> calls.log; touch started; sleep 3; echo done\"] }\n  step after = echo { value: slow.stdout }\n  output after\n}\n",
     );
     let url = database();
-    let stopped = crate::support::reel(first.path(), &["run", "fenced.reel", "--json"])
-        .env("REEL_STORE_URL", &url)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = Instant::now();
-    while !first.path().join("started").exists() {
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "the call never started"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    // SAFETY: kill only sends a signal, to a child not yet waited for (its id is still ours).
-    assert_eq!(
-        unsafe { libc::kill(stopped.id() as libc::pid_t, libc::SIGSTOP) },
-        0
-    );
+    let (stopped, start, id) = frozen_in_its_call(first.path(), &url, "fenced.reel");
     // Another machine's idle worker, which would look again only in ten minutes, wakes when
     // the lease runs out (15 s from its last renewal at most) and takes the run over.
-    let runs = json(&on_postgres(second.path(), &url, &["runs", "--json"]));
-    let id = runs[0]["run"].as_str().unwrap().to_string();
     let took = on_postgres(
         second.path(),
         &url,
@@ -397,6 +414,57 @@ fn a_worker_stopped_past_its_lease_writes_nothing_after_another_takes_its_run() 
     let keys: Vec<&str> = calls.lines().collect();
     assert_eq!(keys.len(), 2, "{calls}");
     assert_eq!(keys[0], keys[1], "{calls}");
+}
+
+#[cfg(unix)]
+#[test]
+// edge: the test waits out a real lease and a real lock, so it reads the real monotonic clock.
+#[allow(clippy::disallowed_methods)]
+fn a_run_whose_row_a_frozen_holder_still_locks_is_taken_soon_after_the_lock_goes() {
+    use std::time::{Duration, Instant};
+
+    let (first, second) = (temp(), temp());
+    write(
+        first.path(),
+        "held.reel",
+        "flow held {\n  step slow = exec { cmd: [\"sh\", \"-c\", \"touch started; sleep 3; echo done\"] }\n  output slow.stdout\n}\n",
+    );
+    let url = database();
+    let (mut holder, _, id) = frozen_in_its_call(first.path(), &url, "held.reel");
+    // The frozen holder's transaction, standing in for one caught in the middle of a write:
+    // the run's row stays locked past its lease (15 s at most), for 25 s.
+    let (locked, row_locked) = std::sync::mpsc::channel();
+    let released = {
+        let (url, id) = (url.clone(), id.clone());
+        std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            let mut lock = client.transaction().unwrap();
+            lock.query("SELECT 1 FROM reel.runs WHERE id = $1 FOR SHARE", &[&id])
+                .unwrap();
+            locked.send(()).unwrap();
+            std::thread::sleep(Duration::from_secs(25));
+            lock.rollback().unwrap();
+            Instant::now()
+        })
+    };
+    row_locked.recv().unwrap();
+    // A worker that would look again only in ten minutes.
+    let took = on_postgres(
+        second.path(),
+        &url,
+        &["worker", "--until-idle", "--poll-ms", "600000"],
+    );
+    let released = released.join().unwrap();
+    assert_eq!(took.status, 0, "{took:?}");
+    assert!(
+        released.elapsed() < Duration::from_secs(30),
+        "the worker took the run {:?} after the lock went, not within seconds",
+        released.elapsed()
+    );
+    let runs = json(&on_postgres(second.path(), &url, &["runs", "--json"]));
+    assert_eq!(runs[0]["status"], "succeeded", "{runs}");
+    let _ = holder.kill();
+    let _ = holder.wait();
 }
 
 /// A shop whose `charge` step calls `pay.sh`, which fails while `broken` exists.

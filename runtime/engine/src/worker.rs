@@ -61,6 +61,9 @@ struct Refused {
     why: String,
 }
 
+/// How soon a worker looks again when something was due that its look did not take.
+const DUE_AGAIN_MS: i64 = 1_000;
+
 /// The first wait after a refusal; doubled with each refusal in a row, up to `REFUSED_MAX_MS`.
 const REFUSED_FIRST_MS: i64 = 1_000;
 /// The longest wait between tries of a refused run.
@@ -166,10 +169,13 @@ pub async fn work(
                 }
             }
             // Idle until the next poll, or until the earliest timer is due if that comes
-            // first.
+            // first. Something due already that this look did not take (a run whose row a
+            // frozen holder's transaction still locks until the server ends it, a run waited
+            // out, no room) is looked at again within `DUE_AGAIN_MS`, not a whole poll later.
             let now = deps.clock.now_ms();
             let poll = i64::try_from(worker.poll.as_millis()).unwrap_or(i64::MAX);
-            look_at = match deps.store.next_due()?.filter(|due| *due > now) {
+            look_at = match deps.store.next_due()? {
+                Some(due) if due <= now => now.saturating_add(poll.min(DUE_AGAIN_MS)),
                 Some(due) => due.min(now.saturating_add(poll)),
                 None => now.saturating_add(poll),
             };

@@ -745,9 +745,10 @@ pub trait StoreRead: Send + Sync {
     fn due_runs(&self, now_ms: i64, limit: usize) -> Result<Vec<String>, StoreError>;
     /// The earliest time a waiting run's timer is due (ms since the epoch), if any waits on
     /// one: an idle worker sleeps until then rather than a whole poll. A store shared by many
-    /// machines also counts the time a held run's lease runs out, so that a run whose process
-    /// died elsewhere is taken over then (on one machine a dead holder is seen at once). The
-    /// default knows of none.
+    /// machines also counts the time a held run's lease runs out (or ran out, for a run no
+    /// claim could take yet), so that a run whose process died elsewhere is taken over then
+    /// (on one machine a dead holder is seen at once). A time already past means something is
+    /// due that a look did not take. The default knows of none.
     fn next_due(&self) -> Result<Option<i64>, StoreError> {
         Ok(None)
     }

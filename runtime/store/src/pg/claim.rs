@@ -178,7 +178,9 @@ pub(crate) fn dead_here(
 
 /// The earliest of the next due timer and the next lease to run out, on the store's `clock`
 /// (a lease's expiry is told as the time left on the database's clock, from the store's now;
-/// without a clock, on the database's).
+/// without a clock, on the database's). A running run's lease that ran out already counts: a
+/// claim passes over its row while another transaction locks it (a holder frozen mid-write,
+/// until the server ends that transaction), and the worker then looks again soon.
 pub(crate) fn next_due(
     client: &mut Client,
     clock: Option<&dyn Clock>,
@@ -191,8 +193,7 @@ pub(crate) fn next_due(
                  WHERE r.status = 'waiting' AND r.due_at IS NOT NULL),
                 LEAST(
                     (SELECT MIN(r.lease_expires_at) FROM runs r
-                     WHERE r.status = 'running' AND r.lease_owner IS NOT NULL
-                       AND r.lease_expires_at > clock.now),
+                     WHERE r.status = 'running' AND r.lease_owner IS NOT NULL),
                     (SELECT MIN(r.lease_expires_at) FROM runs r
                      WHERE r.status = 'waiting' AND r.lease_owner IS NOT NULL
                        AND r.lease_expires_at > clock.now)) - clock.now,
