@@ -20,6 +20,7 @@ mod query;
 mod read;
 mod schema;
 mod sqlite;
+mod vfs;
 mod writer;
 
 pub use api::*;

@@ -273,7 +273,12 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    // A durable commit's WAL frames go out in one write (see `vfs`).
+    let opened = match crate::vfs::name() {
+        Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs),
+        None => Connection::open_with_flags(path, flags),
+    };
+    let mut conn = opened.map_err(|e| open_error(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| open_error(path, e))?;
     let mode: String = conn

@@ -1,0 +1,172 @@
+//! The batching VFS against SQLite's own: what a commit writes, what other connections see,
+//! what a crash leaves, and a rolled-back transaction's frames.
+
+use std::cell::Cell;
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::*;
+
+thread_local! {
+    /// Writes this thread's connections made to their WALs through the system VFS.
+    pub(super) static WAL_WRITES: Cell<usize> = const { Cell::new(0) };
+}
+
+/// A connection through the batching VFS, in WAL mode, with a table `t`.
+fn batching(path: &Path) -> Connection {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE;
+    let conn = Connection::open_with_flags_and_vfs(path, flags, name().unwrap()).unwrap();
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL;
+         CREATE TABLE IF NOT EXISTS t (k INTEGER PRIMARY KEY, v TEXT NOT NULL);",
+    )
+    .unwrap();
+    conn
+}
+
+/// Another process's connection, through SQLite's own VFS.
+fn plain(path: &Path) -> Connection {
+    Connection::open(path).unwrap()
+}
+
+fn count(conn: &Connection) -> i64 {
+    conn.query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+        .unwrap()
+}
+
+fn fill(conn: &Connection, from: i64, n: i64) {
+    let tx = conn.unchecked_transaction().unwrap();
+    for k in from..from + n {
+        tx.execute("INSERT INTO t VALUES (?1, ?2)", (k, "x".repeat(300)))
+            .unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+fn wal_writes(during: impl FnOnce()) -> usize {
+    let before = WAL_WRITES.with(Cell::get);
+    during();
+    WAL_WRITES.with(Cell::get) - before
+}
+
+#[test]
+fn a_commit_at_full_writes_its_frames_at_once_and_at_normal_frame_by_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    let conn = batching(&db);
+    fill(&conn, 0, 1);
+    // Forty rows of 300 bytes fill three or more pages: six or more writes frame by frame.
+    let normal = wal_writes(|| fill(&conn, 1, 40));
+    assert!(normal >= 6, "{normal} writes");
+    conn.execute_batch("PRAGMA synchronous = FULL").unwrap();
+    let full = wal_writes(|| fill(&conn, 100, 40));
+    assert_eq!(
+        full, 1,
+        "the frames of one commit at FULL go out in one write"
+    );
+    conn.execute_batch("PRAGMA synchronous = normal").unwrap();
+    let again = wal_writes(|| fill(&conn, 200, 40));
+    assert!(
+        again >= 6,
+        "{again} writes after the level went back to NORMAL"
+    );
+    assert_eq!(count(&conn), 121);
+}
+
+#[test]
+fn other_connections_see_every_commit_at_either_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    let conn = batching(&db);
+    let other = plain(&db);
+    for (i, level) in ["FULL", "NORMAL", "EXTRA", "2", "1"].iter().enumerate() {
+        conn.execute_batch(&format!("PRAGMA synchronous = {level}"))
+            .unwrap();
+        fill(&conn, i as i64 * 100, 25);
+        assert_eq!(count(&other), (i as i64 + 1) * 25, "at {level}");
+        let check: String = other
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(check, "ok");
+    }
+}
+
+#[test]
+fn a_wal_grows_ahead_of_its_frames_and_a_crash_recovers_every_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    let conn = batching(&db);
+    conn.execute_batch("PRAGMA synchronous = FULL").unwrap();
+    for i in 0..30 {
+        fill(&conn, i * 10, 10);
+    }
+    let wal = dir.path().join("a.db-wal");
+    let len = std::fs::metadata(&wal).unwrap().len();
+    assert!(len >= 64 << 10, "the WAL has grown ahead: {len} bytes");
+    assert!(len.is_power_of_two() || len % (1 << 20) == 0, "{len} bytes");
+    // What a power cut leaves: the database and its WAL as they are, nobody closing them.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(&db, copy.path().join("a.db")).unwrap();
+    std::fs::copy(&wal, copy.path().join("a.db-wal")).unwrap();
+    let recovered = plain(&copy.path().join("a.db"));
+    assert_eq!(count(&recovered), 300);
+    let check: String = recovered
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    drop(conn);
+}
+
+#[test]
+fn frames_of_a_transaction_that_rolled_back_are_never_written_over_later_commits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    let conn = batching(&db);
+    fill(&conn, 0, 10);
+    // A page cache of a few pages makes the big transaction spill frames before its end.
+    conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA cache_size = 4")
+        .unwrap();
+    {
+        let tx = conn.unchecked_transaction().unwrap();
+        for k in 1000..1400 {
+            tx.execute("INSERT INTO t VALUES (?1, ?2)", (k, "y".repeat(300)))
+                .unwrap();
+        }
+        tx.rollback().unwrap();
+    }
+    // Another process commits where the rolled-back frames would have gone.
+    let other = plain(&db);
+    fill(&other, 10, 200);
+    // This connection reads and writes again: nothing it held may land now.
+    assert_eq!(count(&conn), 210);
+    fill(&conn, 500, 5);
+    let check: String = other
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    assert_eq!(count(&other), 215);
+    drop(conn);
+    drop(other);
+    let reopened = plain(&db);
+    assert_eq!(count(&reopened), 215);
+}
+
+#[test]
+fn the_levels_that_sync_every_commit_are_full_and_extra() {
+    for level in ["FULL", "full", "Extra", "2", "3"] {
+        assert!(syncs_every_commit(level.as_bytes()), "{level}");
+    }
+    for level in ["NORMAL", "off", "1", "0", ""] {
+        assert!(!syncs_every_commit(level.as_bytes()), "{level}");
+    }
+}
+
+#[test]
+fn a_wal_grows_by_powers_of_two_then_by_whole_mebibytes() {
+    assert_eq!(grown_to(0), 64 << 10);
+    assert_eq!(grown_to(70_000), 128 << 10);
+    assert_eq!(grown_to(1 << 20), 1 << 20);
+    assert_eq!(grown_to((1 << 20) + 1), 2 << 20);
+    assert_eq!(grown_to((5 << 20) + 4120), 6 << 20);
+}
