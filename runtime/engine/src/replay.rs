@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::{FlowSpec, SourceSpan};
-use reel_store::{Durability, Flow, RawJournalRow, RunRow, StoreError, StoreRead};
+use reel_store::{Durability, Flow, RawJournalRow, RunRow, StoreError, StoreRead, parse_value};
 use reel_tools::{ToolError, ToolOutput};
 // Keys here are step ids the record holds, not input an attacker picks: a fast hash will do.
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
@@ -1042,15 +1042,18 @@ struct Replayer<'a> {
     first: Option<Machine>,
     progress: &'a dyn ProgressSink,
     /// Values by digest: the record's results keyed by the record's own text of their digest
-    /// (nothing allocated per value read), and what this replay's machines computed once a
-    /// machine asks for values or too many are kept aside (see `computed`).
+    /// (nothing allocated per value read).
     values: HashMap<Cow<'a, str>, Value>,
-    /// What this replay's machines computed since a machine last asked for values, in the order
-    /// they were put: few are ever looked up (a machine asks for a value it let go of, a
-    /// message shows one), so they go into `values` only when a machine asks or
-    /// [`COMPUTED_AT_MOST`] are kept, instead of each being hashed into a table as big as the
-    /// record.
-    computed: Vec<(String, Value)>,
+    /// What this replay's machines computed since a machine last asked for values, by digest,
+    /// in the order they were put, as canonical JSON: few are ever looked up (a machine asks
+    /// for a value it let go of, a message shows one), so they go into `computed_kept` only
+    /// when a machine asks or [`COMPUTED_AT_MOST`] are kept, instead of each being hashed into
+    /// a table as big as the record; and a value is kept as its text, a few bytes, where its
+    /// tree (a call's inputs are an object: a B-tree node of 11 entries) took hundreds, most of
+    /// a big replay's fresh memory.
+    computed: Vec<(String, String)>,
+    /// What the machines computed before a machine last asked for values, by digest.
+    computed_kept: HashMap<String, String>,
     /// The fold of the events this replay's machine recorded: a park or a redrive is resumed
     /// from it, as the recorded run was resumed from its journal.
     folded: Folded,
@@ -1212,6 +1215,7 @@ impl<'a> Replayer<'a> {
                 Default::default(),
             ),
             computed: Vec::new(),
+            computed_kept: HashMap::default(),
             folded: Folded::default(),
             fold,
             needs_fold: false,
@@ -1275,13 +1279,16 @@ impl<'a> Replayer<'a> {
         if let Some(v) = self.values.get(digest) {
             return Ok(v.clone());
         }
+        if let Some(text) = self.computed_kept.get(digest) {
+            return Ok(parse_value(digest, text)?);
+        }
         if let Some(v) = self.store.get_value(digest)? {
             return Ok(v);
         }
         // A value this replay computed and the record never had (a message shows it): rare
         // enough for a look through what was put since the last ask.
         match self.computed.iter().rev().find(|(d, _)| d == digest) {
-            Some((_, v)) => Ok(v.clone()),
+            Some((_, text)) => Ok(parse_value(digest, text)?),
             None => Err(Refusal::Store(StoreError::MissingValue {
                 digest: digest.to_string(),
             })),
@@ -1293,7 +1300,10 @@ impl<'a> Replayer<'a> {
     /// left out: asking for it later is the error.
     fn prefetch(&mut self, digests: impl Iterator<Item = Cow<'a, str>>) -> Result<(), Refusal> {
         let mut wanted: Vec<Cow<'a, str>> = digests
-            .filter(|d| !self.values.contains_key(d.as_ref()))
+            .filter(|d| {
+                !self.values.contains_key(d.as_ref())
+                    && !self.computed_kept.contains_key(d.as_ref())
+            })
             .collect();
         if wanted.is_empty() {
             return Ok(());
@@ -1325,11 +1335,9 @@ impl<'a> Replayer<'a> {
         Ok(())
     }
 
-    /// Moves the values the machines computed into the table of values.
+    /// Moves the values the machines computed into their table.
     fn keep_computed(&mut self) {
-        for (digest, value) in self.computed.drain(..) {
-            self.values.insert(Cow::Owned(digest), value);
-        }
+        self.computed_kept.extend(self.computed.drain(..));
     }
 
     /// Takes the values read ahead so far; while `wait` holds digests not at hand yet, waits
@@ -1550,8 +1558,8 @@ impl<'a> Replayer<'a> {
                 return Ok(None);
             };
             match cmd {
-                Command::PutValue { digest, value, .. } => {
-                    self.computed.push((digest, value));
+                Command::PutValue { digest, text, .. } => {
+                    self.computed.push((digest, text));
                     // Bounded: a value put again and again (a `foreach` of equal elements)
                     // is one entry of the table, not one per put.
                     if self.computed.len() >= COMPUTED_AT_MOST {

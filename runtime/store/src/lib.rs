@@ -27,4 +27,5 @@ pub use api::*;
 pub use clock::{BoxFuture, Clock, ManualClock};
 pub use pg::{PgAuth, PgListener, PgStore, is_postgres_url, redact_url};
 pub use private::exposure;
+pub use read::parse_value;
 pub use sqlite::{SqliteStore, WriterStats};

@@ -519,7 +519,7 @@ pub(crate) fn read_spec(
 }
 
 /// Parses stored JSON text as a value; text that does not parse makes the value missing.
-pub(crate) fn parse_value(digest: &str, text: &str) -> Result<Value, StoreError> {
+pub fn parse_value(digest: &str, text: &str) -> Result<Value, StoreError> {
     // The text kept is the value's canonical JSON, so its hash is its digest; a value whose
     // bytes changed would be read back as another value, which a resume must never do.
     if reel_flowspec::canonical::sha256_hex(text.as_bytes()) != digest {
