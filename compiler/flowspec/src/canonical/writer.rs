@@ -20,6 +20,7 @@ use std::cmp::Ordering;
 
 use serde::Serialize;
 use serde::ser::{self, Error as _, Impossible};
+use serde_json::Value;
 
 /// The error of a value without a canonical form (a map key that is not a string).
 type Error = serde_json::Error;
@@ -40,6 +41,77 @@ pub(crate) fn write<T: Serialize + ?Sized>(
     value.serialize(&mut w)?;
     // Only whole strings, ASCII punctuation and number digits are written.
     String::from_utf8(w.out).map_err(Error::custom)
+}
+
+/// The canonical text of a JSON value, walked directly: what [`write`] writes of it, without a
+/// name allocated per member or a frame per object (a run digests every call's inputs and
+/// every step's output). A `Value`'s object is a `BTreeMap`, already in byte order, which is
+/// RFC 8785's order when the keys are ASCII; an object with other keys is sorted.
+pub(crate) fn write_value(value: &Value) -> String {
+    let mut out = Vec::with_capacity(64);
+    walk(&mut out, value);
+    // Only whole strings, ASCII punctuation and number digits are written.
+    String::from_utf8(out).expect("canonical text is UTF-8")
+}
+
+fn walk(out: &mut Vec<u8>, value: &Value) {
+    match value {
+        Value::Null => out.extend_from_slice(b"null"),
+        Value::Bool(true) => out.extend_from_slice(b"true"),
+        Value::Bool(false) => out.extend_from_slice(b"false"),
+        Value::Number(n) => {
+            if let Some(u) = n.as_u64() {
+                out.extend_from_slice(itoa::Buffer::new().format(u).as_bytes());
+            } else if let Some(i) = n.as_i64() {
+                out.extend_from_slice(itoa::Buffer::new().format(i).as_bytes());
+            } else {
+                float(out, n.as_f64().unwrap_or(f64::NAN));
+            }
+        }
+        Value::String(s) => write_str(out, s),
+        Value::Array(items) => crate::de::on_enough_stack(|| {
+            out.push(b'[');
+            for (n, item) in items.iter().enumerate() {
+                if n > 0 {
+                    out.push(b',');
+                }
+                walk(out, item);
+            }
+            out.push(b']');
+        }),
+        Value::Object(map) => crate::de::on_enough_stack(|| {
+            out.push(b'{');
+            let member = |out: &mut Vec<u8>, n: usize, key: &str, item: &Value| {
+                if n > 0 {
+                    out.push(b',');
+                }
+                write_str(out, key);
+                out.push(b':');
+                walk(out, item);
+            };
+            if map.keys().all(|k| k.is_ascii()) {
+                for (n, (key, item)) in map.iter().enumerate() {
+                    member(out, n, key, item);
+                }
+            } else {
+                let mut members: Vec<_> = map.iter().collect();
+                members.sort_by(|a, b| key_order(a.0, b.0));
+                for (n, (key, item)) in members.into_iter().enumerate() {
+                    member(out, n, key, item);
+                }
+            }
+            out.push(b'}');
+        }),
+    }
+}
+
+/// Writes `f` in RFC 8785's shortest form; a non-finite float as `null`, as `to_value` made it.
+fn float(out: &mut Vec<u8>, f: f64) {
+    if f.is_finite() {
+        out.extend_from_slice(ryu_js::Buffer::new().format_finite(f).as_bytes());
+    } else {
+        out.extend_from_slice(b"null");
+    }
 }
 
 /// A member's name: the struct fields' are static, a map's are owned.
@@ -161,13 +233,7 @@ impl Writer {
     }
 
     fn float(&mut self, f: f64) {
-        if f.is_finite() {
-            self.out
-                .extend_from_slice(ryu_js::Buffer::new().format_finite(f).as_bytes());
-        } else {
-            // `to_value` turned a non-finite float into null.
-            self.out.extend_from_slice(b"null");
-        }
+        float(&mut self.out, f);
     }
 }
 
