@@ -104,7 +104,10 @@ fn a_wal_grows_ahead_of_its_frames_and_a_crash_recovers_every_commit() {
     let wal = dir.path().join("a.db-wal");
     let len = std::fs::metadata(&wal).unwrap().len();
     assert!(len >= 64 << 10, "the WAL has grown ahead: {len} bytes");
-    assert!(len.is_power_of_two() || len % (1 << 20) == 0, "{len} bytes");
+    assert!(
+        len.is_power_of_two() || len.is_multiple_of(1 << 20),
+        "{len} bytes"
+    );
     // What a power cut leaves: the database and its WAL as they are, nobody closing them.
     let copy = tempfile::tempdir().unwrap();
     std::fs::copy(&db, copy.path().join("a.db")).unwrap();
