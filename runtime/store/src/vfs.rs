@@ -183,82 +183,66 @@ unsafe extern "C" fn open(
     }
 }
 
-unsafe extern "C" fn delete(
-    vfs: *mut ffi::sqlite3_vfs,
-    name: *const c_char,
-    sync_dir: c_int,
-) -> c_int {
-    // SAFETY: forwarded as received to the VFS this one wraps.
-    unsafe {
-        let real = real_vfs(vfs);
-        (*real)
-            .xDelete
-            .map_or(ffi::SQLITE_IOERR_DELETE, |f| f(real, name, sync_dir))
-    }
+/// Defines methods of this VFS that hand their arguments to the same method of the VFS it wraps,
+/// or give `$or` when that VFS lacks the method.
+macro_rules! to_real_vfs {
+    ($($name:ident => $method:ident($($arg:ident: $ty:ty),*) or $or:expr;)*) => {$(
+        unsafe extern "C" fn $name(vfs: *mut ffi::sqlite3_vfs, $($arg: $ty),*) -> c_int {
+            // SAFETY: forwarded as received to the VFS this one wraps.
+            unsafe {
+                let real = real_vfs(vfs);
+                (*real).$method.map_or($or, |f| f(real, $($arg),*))
+            }
+        }
+    )*};
 }
 
-unsafe extern "C" fn access(
-    vfs: *mut ffi::sqlite3_vfs,
-    name: *const c_char,
-    flags: c_int,
-    out: *mut c_int,
-) -> c_int {
-    // SAFETY: forwarded as received to the VFS this one wraps.
-    unsafe {
-        let real = real_vfs(vfs);
-        (*real)
-            .xAccess
-            .map_or(ffi::SQLITE_IOERR_ACCESS, |f| f(real, name, flags, out))
-    }
+to_real_vfs! {
+    delete => xDelete(name: *const c_char, sync_dir: c_int) or ffi::SQLITE_IOERR_DELETE;
+    access => xAccess(name: *const c_char, flags: c_int, out: *mut c_int)
+        or ffi::SQLITE_IOERR_ACCESS;
+    full_pathname => xFullPathname(name: *const c_char, n: c_int, out: *mut c_char)
+        or ffi::SQLITE_CANTOPEN;
+    randomness => xRandomness(n: c_int, out: *mut c_char) or 0;
+    sleep => xSleep(micros: c_int) or 0;
+    current_time => xCurrentTime(out: *mut f64) or ffi::SQLITE_ERROR;
+    last_error => xGetLastError(n: c_int, out: *mut c_char) or 0;
 }
 
-unsafe extern "C" fn full_pathname(
-    vfs: *mut ffi::sqlite3_vfs,
-    name: *const c_char,
-    n: c_int,
-    out: *mut c_char,
-) -> c_int {
-    // SAFETY: forwarded as received to the VFS this one wraps.
-    unsafe {
-        let real = real_vfs(vfs);
-        (*real)
-            .xFullPathname
-            .map_or(ffi::SQLITE_CANTOPEN, |f| f(real, name, n, out))
-    }
+/// Defines file methods that hand their arguments to the system's file, or give `$or` when its
+/// methods lack one; those marked `send rc` send the frames held first (`rc` names the
+/// outcome of the send), since they look at the file.
+macro_rules! to_real_file {
+    ($($name:ident => $method:ident($($arg:ident: $ty:ty),*) $(send $send:tt)? or $or:expr;)*) => {$(
+        unsafe extern "C" fn $name(file: *mut ffi::sqlite3_file, $($arg: $ty),*) -> c_int {
+            // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
+            unsafe {
+                $(
+                    let $send = send(file.cast());
+                    if $send != ffi::SQLITE_OK {
+                        return $send;
+                    }
+                )?
+                let (real, m) = real(file);
+                m.$method.map_or($or, |f| f(real, $($arg),*))
+            }
+        }
+    )*};
 }
 
-unsafe extern "C" fn randomness(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
-    // SAFETY: forwarded as received to the VFS this one wraps.
-    unsafe {
-        let real = real_vfs(vfs);
-        (*real).xRandomness.map_or(0, |f| f(real, n, out))
-    }
-}
-
-unsafe extern "C" fn sleep(vfs: *mut ffi::sqlite3_vfs, micros: c_int) -> c_int {
-    // SAFETY: forwarded as received to the VFS this one wraps.
-    unsafe {
-        let real = real_vfs(vfs);
-        (*real).xSleep.map_or(0, |f| f(real, micros))
-    }
-}
-
-unsafe extern "C" fn current_time(vfs: *mut ffi::sqlite3_vfs, out: *mut f64) -> c_int {
-    // SAFETY: forwarded as received to the VFS this one wraps.
-    unsafe {
-        let real = real_vfs(vfs);
-        (*real)
-            .xCurrentTime
-            .map_or(ffi::SQLITE_ERROR, |f| f(real, out))
-    }
-}
-
-unsafe extern "C" fn last_error(vfs: *mut ffi::sqlite3_vfs, n: c_int, out: *mut c_char) -> c_int {
-    // SAFETY: forwarded as received to the VFS this one wraps.
-    unsafe {
-        let real = real_vfs(vfs);
-        (*real).xGetLastError.map_or(0, |f| f(real, n, out))
-    }
+to_real_file! {
+    read => xRead(buf: *mut c_void, n: c_int, at: ffi::sqlite3_int64) send rc
+        or ffi::SQLITE_IOERR_READ;
+    sync => xSync(flags: c_int) send rc or ffi::SQLITE_IOERR_FSYNC;
+    file_size => xFileSize(out: *mut ffi::sqlite3_int64) send rc or ffi::SQLITE_IOERR_FSTAT;
+    lock => xLock(level: c_int) or ffi::SQLITE_IOERR_LOCK;
+    unlock => xUnlock(level: c_int) or ffi::SQLITE_IOERR_UNLOCK;
+    check_reserved_lock => xCheckReservedLock(out: *mut c_int)
+        or ffi::SQLITE_IOERR_CHECKRESERVEDLOCK;
+    sector_size => xSectorSize() or 4096;
+    device_characteristics => xDeviceCharacteristics() or 0;
+    shm_map => xShmMap(page: c_int, size: c_int, extend: c_int, out: *mut *mut c_void)
+        or ffi::SQLITE_IOERR_SHMMAP;
 }
 
 /// The methods of every file this VFS opens.
@@ -370,24 +354,6 @@ unsafe extern "C" fn close(file: *mut ffi::sqlite3_file) -> c_int {
     }
 }
 
-unsafe extern "C" fn read(
-    file: *mut ffi::sqlite3_file,
-    buf: *mut c_void,
-    n: c_int,
-    at: ffi::sqlite3_int64,
-) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
-    unsafe {
-        let rc = send(file.cast());
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let (real, m) = real(file);
-        m.xRead
-            .map_or(ffi::SQLITE_IOERR_READ, |f| f(real, buf, n, at))
-    }
-}
-
 unsafe extern "C" fn write(
     file: *mut ffi::sqlite3_file,
     buf: *const c_void,
@@ -453,60 +419,6 @@ unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_i
     }
 }
 
-unsafe extern "C" fn sync(file: *mut ffi::sqlite3_file, flags: c_int) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
-    unsafe {
-        let rc = send(file.cast());
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let (real, m) = real(file);
-        m.xSync.map_or(ffi::SQLITE_IOERR_FSYNC, |f| f(real, flags))
-    }
-}
-
-unsafe extern "C" fn file_size(
-    file: *mut ffi::sqlite3_file,
-    out: *mut ffi::sqlite3_int64,
-) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
-    unsafe {
-        let rc = send(file.cast());
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
-        let (real, m) = real(file);
-        m.xFileSize
-            .map_or(ffi::SQLITE_IOERR_FSTAT, |f| f(real, out))
-    }
-}
-
-unsafe extern "C" fn lock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
-    unsafe {
-        let (real, m) = real(file);
-        m.xLock.map_or(ffi::SQLITE_IOERR_LOCK, |f| f(real, level))
-    }
-}
-
-unsafe extern "C" fn unlock(file: *mut ffi::sqlite3_file, level: c_int) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
-    unsafe {
-        let (real, m) = real(file);
-        m.xUnlock
-            .map_or(ffi::SQLITE_IOERR_UNLOCK, |f| f(real, level))
-    }
-}
-
-unsafe extern "C" fn check_reserved_lock(file: *mut ffi::sqlite3_file, out: *mut c_int) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
-    unsafe {
-        let (real, m) = real(file);
-        m.xCheckReservedLock
-            .map_or(ffi::SQLITE_IOERR_CHECKRESERVEDLOCK, |f| f(real, out))
-    }
-}
-
 /// Whether `PRAGMA synchronous = value` makes SQLite sync the WAL at every commit.
 fn syncs_every_commit(value: &[u8]) -> bool {
     [&b"full"[..], b"extra", b"2", b"3"]
@@ -546,38 +458,6 @@ unsafe extern "C" fn file_control(
         let (real, m) = real(file);
         m.xFileControl
             .map_or(ffi::SQLITE_NOTFOUND, |f| f(real, op, arg))
-    }
-}
-
-unsafe extern "C" fn sector_size(file: *mut ffi::sqlite3_file) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened.
-    unsafe {
-        let (real, m) = real(file);
-        m.xSectorSize.map_or(4096, |f| f(real))
-    }
-}
-
-unsafe extern "C" fn device_characteristics(file: *mut ffi::sqlite3_file) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened.
-    unsafe {
-        let (real, m) = real(file);
-        m.xDeviceCharacteristics.map_or(0, |f| f(real))
-    }
-}
-
-unsafe extern "C" fn shm_map(
-    file: *mut ffi::sqlite3_file,
-    page: c_int,
-    size: c_int,
-    extend: c_int,
-    out: *mut *mut c_void,
-) -> c_int {
-    // SAFETY: SQLite calls a method of a file it opened, with its own arguments.
-    unsafe {
-        let (real, m) = real(file);
-        m.xShmMap.map_or(ffi::SQLITE_IOERR_SHMMAP, |f| {
-            f(real, page, size, extend, out)
-        })
     }
 }
 
