@@ -12,10 +12,12 @@
 //! level at which SQLite syncs the WAL at every commit before it publishes the commit in the
 //! WAL index: the sync sends the frames first, and a failed write is the failed sync's error,
 //! which fails the commit, as SQLite's own failed write would. Anything else that looks at the
-//! file (a read, its size, a truncation, a file control, closing it) sends the frames first, and
-//! so does the database's shared-memory barrier, which SQLite passes before any reader can see
-//! a new commit, whatever the level. At `synchronous = NORMAL` every write goes straight
-//! through, as before.
+//! file (a read, its size, a truncation, a file control) sends the frames first, and so does
+//! the database's shared-memory barrier, which SQLite passes before any reader can see a new
+//! commit, whatever the level. Frames are only ever written under the WAL's write lock: those
+//! still held when SQLite lets it go (or closes the file) belong to a transaction that rolled
+//! back, and are dropped. At `synchronous = NORMAL` every write goes straight through, as
+//! before.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::mem::{align_of, size_of};
@@ -101,10 +103,12 @@ pub(crate) fn name() -> Option<&'static str> {
                 xDelete: Some(delete),
                 xAccess: Some(access),
                 xFullPathname: Some(full_pathname),
-                xDlOpen: None,
-                xDlError: None,
-                xDlSym: None,
-                xDlClose: None,
+                // Loading extensions is the system VFS's own, which takes no state from the
+                // VFS it is handed.
+                xDlOpen: (*real).xDlOpen,
+                xDlError: (*real).xDlError,
+                xDlSym: (*real).xDlSym,
+                xDlClose: (*real).xDlClose,
                 xRandomness: Some(randomness),
                 xSleep: Some(sleep),
                 xCurrentTime: Some(current_time),
