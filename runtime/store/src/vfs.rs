@@ -368,23 +368,20 @@ unsafe extern "C" fn write(
     unsafe {
         let me = file.cast::<File>();
         let holds = !(*me).db.is_null() && (*(*me).db).syncs_every_commit && n > 0;
-        if holds {
-            let held = &mut (*me).held;
-            let follows = at == (*me).held_at + held.len() as i64;
-            if held.is_empty() || (follows && held.len() + n as usize <= HELD_AT_MOST) {
-                if held.is_empty() {
-                    (*me).held_at = at;
-                }
-                held.extend_from_slice(std::slice::from_raw_parts(buf.cast::<u8>(), n as usize));
-                return ffi::SQLITE_OK;
+        let (held, held_at) = (&(*me).held, (*me).held_at);
+        let joins = held.is_empty()
+            || (at == held_at + held.len() as i64 && held.len() + n as usize <= HELD_AT_MOST);
+        if !(holds && joins) {
+            // What is held goes first: this write does not follow it, or is not held.
+            let rc = send(me);
+            if rc != ffi::SQLITE_OK {
+                return rc;
             }
         }
-        let rc = send(me);
-        if rc != ffi::SQLITE_OK {
-            return rc;
-        }
         if holds {
-            (*me).held_at = at;
+            if (*me).held.is_empty() {
+                (*me).held_at = at;
+            }
             (*me)
                 .held
                 .extend_from_slice(std::slice::from_raw_parts(buf.cast::<u8>(), n as usize));

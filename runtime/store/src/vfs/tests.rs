@@ -35,12 +35,18 @@ fn count(conn: &Connection) -> i64 {
         .unwrap()
 }
 
-fn fill(conn: &Connection, from: i64, n: i64) {
-    let tx = conn.unchecked_transaction().unwrap();
+/// Inserts rows `from..from + n` of 300 bytes each, in the transaction open on `conn`.
+fn insert(conn: &Connection, from: i64, n: i64) {
     for k in from..from + n {
-        tx.execute("INSERT INTO t VALUES (?1, ?2)", (k, "x".repeat(300)))
+        conn.execute("INSERT INTO t VALUES (?1, ?2)", (k, "x".repeat(300)))
             .unwrap();
     }
+}
+
+/// Commits rows `from..from + n` in one transaction.
+fn fill(conn: &Connection, from: i64, n: i64) {
+    let tx = conn.unchecked_transaction().unwrap();
+    insert(&tx, from, n);
     tx.commit().unwrap();
 }
 
@@ -132,10 +138,7 @@ fn frames_of_a_transaction_that_rolled_back_are_never_written_over_later_commits
         .unwrap();
     {
         let tx = conn.unchecked_transaction().unwrap();
-        for k in 1000..1400 {
-            tx.execute("INSERT INTO t VALUES (?1, ?2)", (k, "y".repeat(300)))
-                .unwrap();
-        }
+        insert(&tx, 1000, 400);
         tx.rollback().unwrap();
     }
     // Another process commits where the rolled-back frames would have gone.
