@@ -40,9 +40,10 @@ impl Checkpointer {
     /// just as correct.
     pub(crate) fn start(db: &Path) -> Checkpointer {
         let wal = PathBuf::from(format!("{}-wal", db.display()));
-        let conn = Connection::open_with_flags(
+        let conn = crate::schema::connect(
             db,
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            false,
         )
         .and_then(|c| c.busy_timeout(BUSY_TIMEOUT).map(|()| c));
         let Ok(conn) = conn else {

@@ -14,6 +14,7 @@ pub mod clock;
 mod copy;
 pub mod crash;
 mod owner;
+mod page_cache;
 mod pg;
 mod private;
 mod query;

@@ -235,6 +235,22 @@ pub(crate) fn create_database(path: &Path) -> Result<(), StoreError> {
     built
 }
 
+/// Opens a connection to the database at `path`: every connection of the store opens here,
+/// so that the process's SQLite is set up before it starts (its page cache, see `page_cache`).
+/// `batched`: through the VFS that sends a durable commit's WAL frames in one write (`vfs`),
+/// for the writer's connection.
+pub(crate) fn connect(
+    path: &Path,
+    flags: OpenFlags,
+    batched: bool,
+) -> rusqlite::Result<Connection> {
+    crate::page_cache::install();
+    match batched.then(crate::vfs::name).flatten() {
+        Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs),
+        None => Connection::open_with_flags(path, flags),
+    }
+}
+
 /// Writes the schema into the new, empty database file at `path` and leaves it in WAL mode,
 /// without syncing anything: the caller syncs the file once, whole, before linking it into
 /// place, and until then it is a temporary file nobody takes for a store, so a crash while it
@@ -245,7 +261,7 @@ fn build_schema(path: &Path) -> Result<(), StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let mut conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    let mut conn = connect(path, flags, false).map_err(|e| open_error(path, e))?;
     let mode = |conn: &Connection, mode: &str| -> Result<String, StoreError> {
         conn.pragma_update_and_check(None, "journal_mode", mode, |r| r.get(0))
             .map_err(|e| open_error(path, e))
@@ -274,11 +290,7 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
         | OpenFlags::SQLITE_OPEN_CREATE
         | OpenFlags::SQLITE_OPEN_NO_MUTEX;
     // A durable commit's WAL frames go out in one write (see `vfs`).
-    let opened = match crate::vfs::name() {
-        Some(vfs) => Connection::open_with_flags_and_vfs(path, flags, vfs),
-        None => Connection::open_with_flags(path, flags),
-    };
-    let mut conn = opened.map_err(|e| open_error(path, e))?;
+    let mut conn = connect(path, flags, true).map_err(|e| open_error(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| open_error(path, e))?;
     let mode: String = conn
@@ -308,7 +320,7 @@ pub(crate) fn open_writer(path: &Path) -> Result<Connection, StoreError> {
 /// Opens a read-only connection to an existing store, checking that its schema is this one.
 pub(crate) fn open_reader(path: &Path) -> Result<Connection, StoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(path, flags).map_err(|e| open_error(path, e))?;
+    let conn = connect(path, flags, false).map_err(|e| open_error(path, e))?;
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| open_error(path, e))?;
     // The writer's 64 MiB page cache: a replay looks up every recorded result by its digest,
