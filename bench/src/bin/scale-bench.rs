@@ -1,5 +1,6 @@
 //! `scale-bench`: how whole `reel` commands grow with the flow: `reel check`, `reel build` and
-//! `reel run` of N sequential `echo` steps and of a `foreach` of N `echo` calls, each as a user
+//! `reel run` of N sequential `echo` steps (in `fast` mode, and in `durable` mode: one fsync'd
+//! commit per step) and of a `foreach` of N `echo` calls, each as a user
 //! times it (a process of the release `reel`, a fresh store each time), with steps per second,
 //! peak memory (`/usr/bin/time`'s maximum resident set) and the engine's own share of the run
 //! (the run's record: from its creation to its end). DBOS figures (`bench/dbos/bench.py --out`)
@@ -31,6 +32,10 @@ struct Args {
         default_value = "1000,10000,100000,1000000"
     )]
     fanout_sizes: Vec<usize>,
+    /// Sizes of the sequential shape run with `--durability durable` (a fresh store on the
+    /// disk of `--dir`, one fsync'd commit a step: what a step costs as the store grows).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+    durable_sizes: Vec<usize>,
     /// Most calls of the `foreach` in flight at once.
     #[arg(long, default_value_t = 1000)]
     concurrency: usize,
@@ -46,11 +51,13 @@ struct Args {
     dir: Option<PathBuf>,
 }
 
-/// The two shapes measured.
+/// The shapes measured.
 #[derive(Clone, Copy, PartialEq)]
 enum Shape {
     Sequential,
     Foreach,
+    /// The sequential shape, run in `durable` mode.
+    Durable,
 }
 
 impl Shape {
@@ -58,6 +65,7 @@ impl Shape {
         match self {
             Shape::Sequential => "sequential",
             Shape::Foreach => "foreach",
+            Shape::Durable => "durable",
         }
     }
 
@@ -66,6 +74,7 @@ impl Shape {
         match self {
             Shape::Sequential => "sequential",
             Shape::Foreach => "fanout",
+            Shape::Durable => "durable",
         }
     }
 }
@@ -117,7 +126,7 @@ fn main() {
     );
     println!(
         "sequential: N `echo` steps, each reading the one before; foreach: one step of N `echo` \
-         calls, concurrency {}",
+         calls, concurrency {}; durable: the sequential flow, `reel run --durability durable`",
         args.concurrency
     );
     println!(
@@ -143,6 +152,7 @@ fn main() {
     let shapes = [
         (Shape::Sequential, &args.seq_sizes),
         (Shape::Foreach, &args.fanout_sizes),
+        (Shape::Durable, &args.durable_sizes),
     ];
     for (shape, sizes) in shapes {
         for &n in sizes {
@@ -161,7 +171,7 @@ fn measure(args: &Args, reel: &Path, root: &Path, shape: Shape, n: usize) -> Row
     std::fs::create_dir_all(&dir).expect("a directory for the flow");
     let flow = dir.join("flow.reel");
     let text = match shape {
-        Shape::Sequential => sequential_echo(n),
+        Shape::Sequential | Shape::Durable => sequential_echo(n),
         Shape::Foreach => foreach_echo(n, args.concurrency),
     };
     std::fs::write(&flow, text).expect("the flow is written");
@@ -179,10 +189,11 @@ fn measure(args: &Args, reel: &Path, root: &Path, shape: Shape, n: usize) -> Row
             &["build", &flow_arg, "-o", &out],
             &store,
         ));
-        runs.push((
-            timed_command(reel, &["run", &flow_arg], &store),
-            engine_share(&store),
-        ));
+        let run: &[&str] = match shape {
+            Shape::Durable => &["run", &flow_arg, "--durability", "durable"],
+            Shape::Sequential | Shape::Foreach => &["run", &flow_arg],
+        };
+        runs.push((timed_command(reel, run, &store), engine_share(&store)));
         let _ = std::fs::remove_dir_all(&store);
     }
     runs.sort_by_key(|(s, _)| s.wall);
@@ -307,14 +318,20 @@ fn print_row(r: &Row, dbos: Option<(f64, f64)>) {
 /// The issue's aims, each against the table's figures.
 fn print_aims(rows: &[Row]) {
     println!("\naims:");
-    for shape in [Shape::Sequential, Shape::Foreach] {
+    for shape in [Shape::Sequential, Shape::Foreach, Shape::Durable] {
+        let aim = match shape {
+            Shape::Durable => {
+                "no aim: the disk's syncs set the rate; a step's own cost should not grow"
+            }
+            Shape::Sequential | Shape::Foreach => "aim: within 1.5×",
+        };
         let of = |n: usize| rows.iter().find(|r| r.shape == shape && r.n == n);
         if let Some(small) = of(1_000) {
             let base = rate(small.n, small.run.wall);
             for large in rows.iter().filter(|r| r.shape == shape && r.n > 10_000) {
                 let slower = base / rate(large.n, large.run.wall);
                 println!(
-                    "  {} steps/s at {} vs 1,000: {slower:.2}× slower (aim: within 1.5×)",
+                    "  {} steps/s at {} vs 1,000: {slower:.2}× slower ({aim})",
                     shape.name(),
                     large.n
                 );
