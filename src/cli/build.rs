@@ -67,7 +67,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
 
     match &args.output {
         Some(out) if out.as_os_str() != "-" => {
-            write_atomically(out, json.as_bytes()).map_err(|e| {
+            write_atomically(out, json.as_bytes(), false).map_err(|e| {
                 Failure::usage(format!(
                     "cannot write `{}`: {e}; check that its directory exists and is writable",
                     out.display()

@@ -53,7 +53,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     match &args.output {
         None => print_stdout(&text)?,
         Some(file) => {
-            write_atomically(file, text.as_bytes())
+            write_atomically(file, text.as_bytes(), true)
                 .map_err(|e| Failure::usage(format!("cannot write `{}`: {e}", file.display())))?;
             ui.line(&format!(
                 "wrote {} ({}) from run {id}",

@@ -108,7 +108,7 @@ fn format_file(source: &Source, check: bool, ui: &Ui) -> Outcome {
         ui.line(&format!("would reformat {}", source.display));
         return Outcome::Changed;
     }
-    match write_atomically(&source.path, formatted.as_bytes()) {
+    match write_atomically(&source.path, formatted.as_bytes(), true) {
         Ok(()) => Outcome::Changed,
         Err(e) => {
             ui.error(&format!(

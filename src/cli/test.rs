@@ -297,7 +297,7 @@ fn record(
         .source
         .as_deref()
         .map(|src| relative_to(Path::new(src), &folder));
-    super::sources::write_atomically(path, fresh.to_text().as_bytes())
+    super::sources::write_atomically(path, fresh.to_text().as_bytes(), true)
         .map_err(|e| format!("cannot write `{}`: {e}", path.display()))?;
     Ok(format!(
         "recorded again from run {} ({}, {})",
