@@ -61,10 +61,9 @@ pub enum Command {
     PutValue {
         /// Its digest (`canonical::digest_value`).
         digest: String,
-        /// Its canonical JSON, which the digest is of: written out once, here.
+        /// Its canonical JSON, which the digest is of: written out once, here (the value itself
+        /// stays with the machine, which may still read it).
         text: String,
-        /// The value.
-        value: Value,
     },
     /// Append these events to the journal, as one commit.
     Append(Vec<Stamped>),
@@ -145,7 +144,7 @@ fn short(digest: &str) -> &str {
 impl fmt::Display for Command {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Command::PutValue { digest, value, .. } => write!(f, "put {} = {value}", short(digest)),
+            Command::PutValue { digest, text } => write!(f, "put {} = {text}", short(digest)),
             Command::Append(events) => {
                 write!(f, "append")?;
                 for e in events {

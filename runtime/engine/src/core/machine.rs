@@ -707,14 +707,13 @@ impl Machine {
     }
 
     /// The digest of `value`, which the driver is told to keep.
-    fn put(&mut self, value: Value) -> String {
+    fn put(&mut self, value: &Value) -> String {
         self.digests += 1;
-        let text = canonical_json(&value);
+        let text = canonical_json(value);
         let digest = sha256_hex(text.as_bytes());
         self.commands.push_back(Command::PutValue {
             digest: digest.clone(),
             text,
-            value,
         });
         digest
     }
@@ -1050,12 +1049,13 @@ impl Machine {
     /// under it (its one call's result).
     fn succeed_step(&mut self, i: usize, value: Value, known: Option<String>, calls: u32) {
         let id = self.spec.steps[i].id.clone();
-        // Kept in memory only while a step still to finish may read it.
-        let kept = (self.steps[i].readers_left > 0).then(|| value.clone());
         let digest = match known {
             Some(d) => d,
-            None => self.put(value),
+            None => self.put(&value),
         };
+        // Kept in memory only while a step still to finish (or the output) may read it: the
+        // value itself, not a copy (a 1,000,000-call step's list is 32 MB of `Value`s).
+        let kept = (self.steps[i].readers_left > 0).then_some(value);
         let now = self.now;
         self.set_inactive(i, StepStatus::Succeeded);
         self.steps[i].finished_at = now;
@@ -1368,7 +1368,7 @@ impl Machine {
         });
         match (then, decision) {
             (Resolution::Accepted, Some(Decision::Accept(value))) => {
-                let digest = self.put(value.clone());
+                let digest = self.put(&value);
                 self.record(Event::EffectRecorded {
                     step: id,
                     index,
@@ -1583,7 +1583,7 @@ impl Machine {
             }
             _ => {}
         }
-        let inputs_digest = self.put(Value::Object(shown));
+        let inputs_digest = self.put(&Value::Object(shown));
         let started_inputs = inputs_digest.clone();
         let key = (spec.kind == ToolKind::Effect)
             .then(|| idempotency_key(self.run_id(), &spec.id, index, &inputs_digest));
@@ -1710,7 +1710,7 @@ impl Machine {
                             scrub_value(&out.value, &self.setup.secrets)
                         };
                         let at = self.steps[i].results.push(&value);
-                        (at, self.put(value))
+                        (at, self.put(&value))
                     }
                 };
                 let (at, digest) = digest;
@@ -1759,7 +1759,7 @@ impl Machine {
                 let cause = e
                     .cause
                     .as_ref()
-                    .map(|c| self.put(scrub_value(c, &self.setup.secrets)));
+                    .map(|c| self.put(&scrub_value(c, &self.setup.secrets)));
                 let mut error = RunError {
                     code: e.code.to_string(),
                     message: scrub(&e.message, &self.setup.secrets),
@@ -1838,7 +1838,7 @@ impl Machine {
             let index = spec.foreach.as_ref().map(|_| c as u32);
             let woke = woke_value(until);
             self.call_done(i, c, &woke);
-            self.put(woke);
+            self.put(&woke);
             self.record(Event::TimerFired {
                 step: spec.id.clone(),
                 index,
@@ -2005,7 +2005,7 @@ impl Machine {
             Ok(v) => v,
             Err(e) => return self.finish_failed(e),
         };
-        let digest = self.put(output.clone());
+        let digest = self.put(&output);
         self.record(Event::RunFinished {
             status: "succeeded".into(),
             output: Some(digest.clone()),

@@ -46,7 +46,8 @@ fn drive(source: &str, digested: bool) -> Driven {
     m.handle(0, Input::Started);
     while let Some(cmd) = m.poll_command() {
         match cmd {
-            Command::PutValue { digest, value, .. } => {
+            Command::PutValue { digest, text } => {
+                let value: Value = serde_json::from_str(&text).expect("canonical JSON");
                 values.insert(digest, value);
             }
             Command::Append(mut appended) => events.append(&mut appended),

@@ -215,7 +215,8 @@ impl Sim {
             };
             let _ = writeln!(self.transcript, "  {}", shorten(&cmd.to_string()));
             match cmd {
-                Command::PutValue { digest, value, .. } => {
+                Command::PutValue { digest, text } => {
+                    let value: Value = serde_json::from_str(&text).expect("canonical JSON");
                     self.unnamed.push(digest.clone());
                     self.values.insert(digest, value);
                 }
