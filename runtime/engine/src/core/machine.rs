@@ -1442,6 +1442,9 @@ impl Machine {
             })
             .collect();
         drop(results);
+        // Every call is done: their states go before the list's digest and text are made (24
+        // bytes a call, 24 MB at 1,000,000 calls, the peak of a wide `foreach`).
+        self.steps[i].calls = Vec::new();
         let (value, digest) = if self.steps[i].foreach {
             (Value::Array(values), None)
         } else {
