@@ -64,6 +64,11 @@ struct Args {
     /// Samples of the signal's latency.
     #[arg(long, default_value_t = 10, value_parser = positive())]
     signals: usize,
+    /// Runs parked in Reel's database before its workloads, each waiting a day for a signal
+    /// that never comes: a store with a backlog, as a team's is after a while (DBOS's
+    /// database has none). A worker's look must not read them.
+    #[arg(long, default_value_t = 0)]
+    parked: usize,
     /// Samples of each workload (the median is shown): one burst of short runs lasts a
     /// fifth of a second, and one such sample swung by a third between invocations.
     #[arg(long, default_value_t = 3, value_parser = positive())]
@@ -102,6 +107,12 @@ fn main() {
          of {} steps; signal: from the signal to its run's next step, workers idle",
         args.steps, args.steps, args.runs, args.short_steps
     );
+    if args.parked > 0 {
+        println!(
+            "Reel's database holds {} runs parked on a signal that never comes",
+            args.parked
+        );
+    }
     let saved = args.dbos.as_ref().map(|file| {
         let text = std::fs::read_to_string(file)
             .unwrap_or_else(|e| panic!("cannot read {}: {e}", file.display()));
@@ -182,9 +193,12 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
             })
             .collect(),
     );
+    let start = |file: &str, count: usize| start_runs(reel, &dir, &url, mode, file, count);
+    if args.parked > 0 {
+        park(&url, &start("signal.reel", 1)[0], args.parked);
+    }
     // The workers have looked once and are idle.
     std::thread::sleep(Duration::from_millis(500));
-    let start = |file: &str, count: usize| start_runs(reel, &dir, &url, mode, file, count);
     let timed = |ids: &[String], steps: usize| {
         let ms = signal_and_wait(store.as_ref(), ids);
         steps as f64 / (ms.max(1) as f64 / 1000.0)
@@ -282,6 +296,27 @@ fn start_runs(
             .flat_map(|h| h.join().unwrap())
             .collect()
     })
+}
+
+/// Makes `count` copies of the parked run `id` (its row only, under new ids: no worker reads
+/// their journals, since none of them is ever due), and refreshes the planner's statistics
+/// as autovacuum would soon after.
+fn park(url: &str, id: &str, count: usize) {
+    let mut client = postgres::Client::connect(url, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
+    let count = i64::try_from(count).expect("a count of runs");
+    client
+        .execute(
+            "INSERT INTO reel.runs
+             SELECT (jsonb_populate_record(r, jsonb_build_object(
+                         'id', r.id || '-parked-' || g, 'created_at', r.created_at + g))).*
+             FROM reel.runs r, generate_series(1, $2::bigint) g WHERE r.id = $1",
+            &[&id, &count],
+        )
+        .expect("the parked runs are written");
+    client
+        .batch_execute("ANALYZE reel.runs")
+        .expect("the statistics are refreshed");
 }
 
 /// Sends `go` to each run (from up to 32 threads, as many senders would: each signal is

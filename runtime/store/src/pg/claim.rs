@@ -185,8 +185,9 @@ pub(crate) fn next_due(
     client: &mut Client,
     clock: Option<&dyn Clock>,
 ) -> Result<Option<i64>, StoreError> {
-    // Each part through the index of its status (`runs_waiting_due`, `runs_running_lease`):
-    // a look costs what is waiting or running, not every run the store has kept.
+    // Each part through a partial index (`runs_waiting_due`, `runs_running_lease`,
+    // `runs_waiting_held`): a look reads the next timer and the held runs, not every parked
+    // run or every run the store has kept (`tests::a_look_reads_what_is_due_or_held`).
     let sql = format!(
         "WITH clock AS (SELECT {now} AS now)
          SELECT (SELECT MIN(r.due_at) FROM runs r
@@ -214,3 +215,6 @@ pub(crate) fn next_due(
         (a, b) => a.or(b),
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -7,7 +7,7 @@ use super::conn::{Connector, SCHEMA, pg};
 use crate::api::StoreError;
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -166,6 +166,16 @@ FROM (SELECT run, step, idx, attempt,
 const V3: &str = r#"
 CREATE INDEX IF NOT EXISTS runs_waiting_flagged ON runs (id)
     WHERE status = 'waiting' AND (cancel_requested OR signal_pending);
+"#;
+
+// A worker's look asks when the next waiting run's holder lets go of it (`claim::next_due`):
+// through this index it reads the few waiting runs a live process holds, not every waiting run
+// (without it PostgreSQL read the whole table at every look once thousands of runs were parked:
+// 3.8 ms a look with 20,000 runs waiting for signals). Its entries are the waiting runs that
+// have a holder, which are few and short-lived.
+const V4: &str = r#"
+CREATE INDEX IF NOT EXISTS runs_waiting_held ON runs (lease_expires_at)
+    WHERE status = 'waiting' AND lease_owner IS NOT NULL;
 "#;
 
 fn newer_message(version: i64) -> String {

@@ -1,0 +1,108 @@
+//! What a worker's look reads on PostgreSQL, counted by the server itself (the rows of `runs`
+//! the look's statements fetched, from `pg_stat_xact_user_tables`): counts, not timings.
+//!
+//! Needs `REEL_TEST_POSTGRES_URL` (`scripts/test.sh` sets it); without it the test fails,
+//! saying so.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use super::{claim_expired, dead_here, next_due};
+use crate::{ManualClock, Owner, PgStore};
+
+#[allow(dead_code)]
+#[path = "../../../tests/test_server/mod.rs"]
+mod test_server;
+
+/// Runs kept in the store beside the few a look is about: ended ones and parked ones.
+const KEPT: i64 = 5_000;
+
+/// A store with `KEPT` ended runs, `KEPT` runs parked for a day on a signal, and two runs
+/// each of the kinds a look is about: waiting runs a live process holds, running runs held.
+fn crowded_store() -> postgres::Client {
+    let url = test_server::fresh_database("reel_look");
+    // Opening the store writes its schema.
+    drop(PgStore::open(&url, Arc::new(ManualClock::at(0))).unwrap());
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let day = 86_400_000_i64;
+    client
+        .batch_execute(&format!(
+            "SET search_path TO reel;
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
+                               durability)
+             SELECT 'ended-' || g, 'f', 'd', '/', 'succeeded', g, g, 'fast'
+             FROM generate_series(1, {KEPT}) g;
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, due_at,
+                               waiting_on, durability)
+             SELECT 'parked-' || g, 'f', 'd', '/', 'waiting', g,
+                    (extract(epoch from clock_timestamp()) * 1000)::bigint + {day} + g,
+                    '[\"go\"]', 'fast'
+             FROM generate_series(1, {KEPT}) g;
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, due_at,
+                               lease_owner, lease_pid, lease_host, lease_started,
+                               lease_expires_at, durability)
+             SELECT kind || '-' || g, 'f', 'd', '/', kind, g, NULL, 'holder', 1, 'elsewhere', 1,
+                    (extract(epoch from clock_timestamp()) * 1000)::bigint + 60000 + g, 'fast'
+             FROM generate_series(1, 2) g, (VALUES ('waiting'), ('running')) k(kind);
+             ANALYZE runs;"
+        ))
+        .unwrap();
+    client
+}
+
+/// The rows of `runs` this connection's open transaction has fetched so far.
+fn rows_read(client: &mut postgres::Client) -> i64 {
+    client
+        .query_one(
+            "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
+             FROM pg_stat_xact_user_tables WHERE relname = 'runs'",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn a_look_reads_what_is_due_or_held() {
+    let mut client = crowded_store();
+    // edge: the look's time is the real one, as a worker's is.
+    #[allow(clippy::disallowed_methods)]
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let owner = Owner::this_process();
+    let none = HashSet::new();
+    let mut read = Vec::new();
+    client.batch_execute("BEGIN").unwrap();
+    let next = next_due(&mut client, None).unwrap();
+    read.push(("next due", rows_read(&mut client)));
+    let dead = dead_here(&mut client, now, &none).unwrap();
+    read.push(("dead holders here", rows_read(&mut client)));
+    let claimed = claim_expired(&mut client, None, now, &owner, 60_000, 256, &none).unwrap();
+    read.push(("claim", rows_read(&mut client)));
+    client.batch_execute("ROLLBACK").unwrap();
+
+    // The answers: the next due time is the first held lease's end (a minute away), before
+    // the parked runs' timers (a day away); nothing is held by a dead process here, and
+    // nothing is due.
+    let next = next.expect("a lease runs out");
+    assert!(next > now && next <= now + 60_000 + 1_000, "{next} {now}");
+    assert!(dead.is_empty(), "{dead:?}");
+    assert!(claimed.is_empty(), "{} claimed", claimed.len());
+    // The work: each statement reads the few held runs, not the thousands parked or ended.
+    let mut before = 0;
+    let per_statement: Vec<(&str, i64)> = read
+        .into_iter()
+        .map(|(what, total)| {
+            let rows = total - before;
+            before = total;
+            (what, rows)
+        })
+        .collect();
+    assert!(
+        per_statement.iter().all(|&(_, rows)| rows <= 20),
+        "rows read of a store of {} runs, of which 4 are held: {per_statement:?}",
+        2 * KEPT + 4
+    );
+}
