@@ -1,5 +1,6 @@
 //! Timing helpers the benchmark binaries share: sample summaries and human-readable durations.
 
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// The summary of a set of timed samples.
@@ -81,6 +82,27 @@ pub fn show(d: Duration) -> String {
     } else {
         format!("{:.3} s", ns / 1e9)
     }
+}
+
+/// The `reel` binary a benchmark starts: `given` (its `--reel`), else the one beside the
+/// benchmark's own executable (cargo builds both into the same directory); absolute, because
+/// benchmarks start it in directories of their own. `Err` says how to get one.
+pub fn reel_binary(given: Option<&Path>) -> Result<PathBuf, String> {
+    let path = match given {
+        Some(p) => p.to_path_buf(),
+        None => std::env::current_exe()
+            .map_err(|e| format!("the benchmark cannot find its own path: {e}"))?
+            .with_file_name("reel"),
+    };
+    std::fs::canonicalize(&path)
+        .ok()
+        .filter(|p| p.is_file())
+        .ok_or_else(|| {
+            format!(
+                "no `reel` binary at {} (build it with `cargo build --release -p reel --bin reel`, or give --reel)",
+                path.display()
+            )
+        })
 }
 
 /// `a / b` as a factor: `12.3×`.

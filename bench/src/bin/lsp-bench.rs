@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use reel_bench::generate::{Edit, TYPED_STEP as TYPED, generate};
-use reel_bench::measure::{Stats, show};
+use reel_bench::measure::{Stats, reel_binary, show};
 use reel_lsp::wire::{read_frame, write_message};
 use serde_json::{Value, json};
 
@@ -68,19 +68,10 @@ fn main() {
     // Allocate as `reel` does (see `reel_alloc`).
     reel_bench::reel_alloc::tune();
     let args = Args::parse();
-    let reel = args.reel.clone().unwrap_or_else(|| {
-        std::env::current_exe()
-            .expect("the benchmark knows where it is")
-            .with_file_name("reel")
-    });
-    // Absolute: the server and `reel run` are started in the benchmark's own directories.
-    let Some(reel) = reel.canonicalize().ok().filter(|p| p.is_file()) else {
-        eprintln!(
-            "lsp-bench: no `reel` binary at {} (build it with `cargo build --release --bin reel`, or pass --reel)",
-            reel.display()
-        );
+    let reel = reel_binary(args.reel.as_deref()).unwrap_or_else(|e| {
+        eprintln!("lsp-bench: {e}");
         std::process::exit(2);
-    };
+    });
     let part = |name: &str| args.only.as_deref().is_none_or(|o| o == name);
     if part("edits") {
         println!("## reel lsp: edit to diagnostics\n");

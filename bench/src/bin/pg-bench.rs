@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use clap::Parser;
 use reel_store::{Flow, PgStore, RunStatus, Store};
+use reel_bench::measure::reel_binary;
 use serde_json::Value;
 
 // The clock `reel` hands its store, shared by path so the bench's signals are stamped the same.
@@ -92,13 +93,10 @@ struct Figures {
 
 fn main() {
     let args = Args::parse();
-    let reel = args.reel.clone().unwrap_or_else(|| {
-        let me = std::env::current_exe().expect("the benchmark's own path");
-        me.with_file_name("reel")
+    let reel = reel_binary(args.reel.as_deref()).unwrap_or_else(|e| {
+        eprintln!("pg-bench: {e}");
+        std::process::exit(2);
     });
-    // Absolute: the workers start in directories of their own.
-    let reel = std::fs::canonicalize(&reel)
-        .unwrap_or_else(|e| panic!("no reel binary at {}: {e}", reel.display()));
     let work = tempfile::tempdir().expect("a temporary directory");
 
     println!("== PostgreSQL: Reel workers and DBOS on one server");

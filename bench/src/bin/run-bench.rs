@@ -13,13 +13,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::{Parser, Subcommand};
-use reel_bench::measure::{Stats, process_cpu, thread_cpu};
+use reel_bench::measure::{Stats, process_cpu, reel_binary, thread_cpu};
 use reel_bench::shapes::{foreach_echo, sequential_echo};
 use reel_compiler::{RootDb, SourceFile, build_flow, file_diagnostics};
 use reel_flowspec::FlowSpec;
 use reel_runtime::{
-    NoProgress, Recording, ReplayOptions, RiderConfig, RunDeps, StartRequest, plan_fork, replay,
-    resume, start,
+    NoProgress, Recording, ReplayOptions, RiderConfig, RunDeps, StartRequest, plan_fork,
+    replay_recording, resume, start,
 };
 use reel_store::{Durability, Owner, RunStatus, SqliteStore, Store, StoreRead};
 use reel_tools::ToolHost;
@@ -62,6 +62,10 @@ struct Args {
     /// Steps of the flow the fork check compares.
     #[arg(long, default_value_t = 10_000)]
     flow_steps: usize,
+    /// The `reel` binary whose whole `reel replay` command is timed (default: the one beside
+    /// this program; without one the replay table leaves that column out).
+    #[arg(long)]
+    reel: Option<PathBuf>,
     /// Leaves the stores in place (their directory is printed), to profile a resume of them
     /// with `run-bench resume-child STORE RUN` (or a replay with `replay-child STORE RUN`)
     /// afterwards.
@@ -405,14 +409,25 @@ fn median(reps: usize, mut f: impl FnMut() -> Duration) -> Duration {
 /// flow against a run of the original.
 fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
     println!("\n== Reel engine: hermetic replay (`reel replay RUN`, in-process, median)");
+    // The whole command too, as a user waits for it: the process, the store's opening, the
+    // progress display; without a `reel` binary the column is left out, and says why.
+    let reel = reel_binary(args.reel.as_deref())
+        .inspect_err(|e| println!("(no whole-command column: {e})"))
+        .ok();
     println!("foreach: one `foreach` of N/2 `echo` calls");
     println!("chain:   N/3 sequential `echo` steps, each reading the one before");
     println!("mixed:   a generated flow of `echo`, `foreach` and pure steps (generate::runnable)");
     println!(
+        "replay:  reading the record and replaying it, as `reel replay` does (which leaves the record for the process's exit to free)"
+    );
+    println!(
         "cpu:     the process's CPU time (median; the journal is read on a thread of its own), unaffected by waiting for a core"
     );
     println!(
-        "{:<8} {:>8} {:>7} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12}",
+        "command: the whole `reel replay RUN` process (REEL_HOME the store; stdout and stderr to /dev/null)"
+    );
+    println!(
+        "{:<8} {:>8} {:>7} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12} {:>10} {:>12}",
         "workload",
         "events",
         "steps",
@@ -421,6 +436,8 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         "--verify",
         "events/s",
         "cpu",
+        "events/s",
+        "command",
         "events/s"
     );
     let workloads: [(&str, FlowOfEvents); 3] = [
@@ -454,13 +471,16 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
                     verify,
                     faults: Vec::new(),
                 };
-                let report = replay(&store, &run, &opts, &NoProgress).expect("the replay runs");
+                let rec = Recording::load(&store, &run).expect("the run loads");
+                let report =
+                    replay_recording(&store, &rec, &opts, &NoProgress).expect("the replay runs");
                 let took = began.elapsed();
                 if let (Some(a), Some(b)) = (cpu_began, process_cpu())
                     && !verify
                 {
                     cpu.push(b - a);
                 }
+                rec.free();
                 assert!(report.divergence.is_none(), "{:?}", report.divergence);
                 assert_eq!(report.status, "succeeded");
                 took
@@ -468,6 +488,21 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         };
         let plain = time(false);
         let verified = time(true);
+        let command = reel.as_deref().map(|reel| {
+            median(args.reps, || {
+                let began = Instant::now();
+                let status = std::process::Command::new(reel)
+                    .args(["replay", &run, "--color", "never"])
+                    .env("REEL_HOME", &dir)
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .status()
+                    .expect("`reel replay` starts");
+                let took = began.elapsed();
+                assert!(status.success(), "`reel replay {run}` ended {status}");
+                took
+            })
+        });
         store
             .read_journal(&run, 0, &mut |_| {
                 events += 1;
@@ -477,7 +512,7 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         let rate = |d: Duration| events as f64 / d.as_secs_f64();
         let cpu = (!cpu.is_empty()).then(|| Stats::of(&cpu).median);
         println!(
-            "{:<8} {:>8} {:>7} {:>10} {:>12.0} {:>10} {:>12.0} {:>10} {:>12}",
+            "{:<8} {:>8} {:>7} {:>10} {:>12.0} {:>10} {:>12.0} {:>10} {:>12} {:>10} {:>12}",
             workload,
             events,
             spec.steps.len(),
@@ -486,7 +521,9 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
             show(verified),
             rate(verified),
             cpu.map_or("-".into(), show),
-            cpu.map_or("-".into(), |c| format!("{:.0}", rate(c)))
+            cpu.map_or("-".into(), |c| format!("{:.0}", rate(c))),
+            command.map_or("-".into(), show),
+            command.map_or("-".into(), |c| format!("{:.0}", rate(c)))
         );
     }
 
@@ -668,8 +705,8 @@ fn in_child(which: &str, store: &Path, run: &str) -> Value {
     serde_json::from_slice(&out.stdout).expect("the child prints JSON")
 }
 
-/// The child: opens the store, resumes the run (which reads its journal, rebuilds its state
-/// and parks it again), and reports the time and this process's peak resident memory.
+/// The child: opens the store and replays the run `reps` times as the replay table does (the
+/// record read and replayed; freeing it is not timed), printing each replay's wall and CPU time.
 fn replay_child(dir: &Path, run: &str, reps: usize, verify: bool) {
     let store = SqliteStore::open_read_only(dir).expect("the store opens to read");
     for _ in 0..reps {
@@ -679,10 +716,12 @@ fn replay_child(dir: &Path, run: &str, reps: usize, verify: bool) {
             verify,
             faults: Vec::new(),
         };
-        let report = replay(&store, run, &opts, &NoProgress).expect("the replay runs");
+        let rec = Recording::load(&store, run).expect("the run loads");
+        let report = replay_recording(&store, &rec, &opts, &NoProgress).expect("the replay runs");
         let took = began.elapsed();
         assert!(report.divergence.is_none(), "{:?}", report.divergence);
         let cpu = cpu.zip(thread_cpu()).map(|(a, b)| b - a);
+        rec.free();
         println!(
             "{{\"ms\": {:.1}, \"cpu_ms\": {}}}",
             took.as_secs_f64() * 1000.0,

@@ -11,6 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use reel_bench::measure::reel_binary;
 use reel_bench::shapes::{foreach_echo, sequential_echo};
 use reel_store::{RunFilter, SqliteStore, StoreRead};
 use serde_json::Value;
@@ -101,16 +102,10 @@ struct Row {
 
 fn main() {
     let args = Args::parse();
-    let reel = args.reel.clone().unwrap_or_else(|| {
-        std::env::current_exe()
-            .expect("this program's path")
-            .with_file_name("reel")
+    let reel = reel_binary(args.reel.as_deref()).unwrap_or_else(|e| {
+        eprintln!("scale-bench: {e}");
+        std::process::exit(2);
     });
-    assert!(
-        reel.exists(),
-        "no `reel` binary at {} (build it with `cargo build --release -p reel`, or give --reel)",
-        reel.display()
-    );
     assert!(
         Path::new("/usr/bin/time").exists(),
         "peak memory is measured with /usr/bin/time (GNU time), which is missing"
