@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use reel_store::{Flow, PgStore, RunStatus, Store};
 use reel_bench::measure::reel_binary;
+use reel_store::{Flow, PgStore, RunStatus, Store};
 use serde_json::Value;
 
 // The clock `reel` hands its store, shared by path so the bench's signals are stamped the same.
