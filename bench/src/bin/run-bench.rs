@@ -465,24 +465,10 @@ fn replays(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         let mut cpu = Vec::new();
         let mut time = |verify: bool| {
             median(args.reps, || {
-                let cpu_began = process_cpu();
-                let began = Instant::now();
-                let opts = ReplayOptions {
-                    verify,
-                    faults: Vec::new(),
-                };
-                let rec = Recording::load(&store, &run).expect("the run loads");
-                let report =
-                    replay_recording(&store, &rec, &opts, &NoProgress).expect("the replay runs");
-                let took = began.elapsed();
-                if let (Some(a), Some(b)) = (cpu_began, process_cpu())
-                    && !verify
-                {
-                    cpu.push(b - a);
+                let (took, spent) = replay_once(&store, &run, verify);
+                if let Some(spent) = spent.filter(|_| !verify) {
+                    cpu.push(spent);
                 }
-                rec.free();
-                assert!(report.divergence.is_none(), "{:?}", report.divergence);
-                assert_eq!(report.status, "succeeded");
                 took
             })
         };
@@ -705,23 +691,12 @@ fn in_child(which: &str, store: &Path, run: &str) -> Value {
     serde_json::from_slice(&out.stdout).expect("the child prints JSON")
 }
 
-/// The child: opens the store and replays the run `reps` times as the replay table does (the
-/// record read and replayed; freeing it is not timed), printing each replay's wall and CPU time.
+/// The child: opens the store and replays the run `reps` times as the replay table does
+/// ([`replay_once`]), printing each replay's wall time and the process's CPU time.
 fn replay_child(dir: &Path, run: &str, reps: usize, verify: bool) {
     let store = SqliteStore::open_read_only(dir).expect("the store opens to read");
     for _ in 0..reps {
-        let cpu = thread_cpu();
-        let began = Instant::now();
-        let opts = ReplayOptions {
-            verify,
-            faults: Vec::new(),
-        };
-        let rec = Recording::load(&store, run).expect("the run loads");
-        let report = replay_recording(&store, &rec, &opts, &NoProgress).expect("the replay runs");
-        let took = began.elapsed();
-        assert!(report.divergence.is_none(), "{:?}", report.divergence);
-        let cpu = cpu.zip(thread_cpu()).map(|(a, b)| b - a);
-        rec.free();
+        let (took, cpu) = replay_once(&store, run, verify);
         println!(
             "{{\"ms\": {:.1}, \"cpu_ms\": {}}}",
             took.as_secs_f64() * 1000.0,
@@ -731,6 +706,27 @@ fn replay_child(dir: &Path, run: &str, reps: usize, verify: bool) {
             ))
         );
     }
+}
+
+/// One replay of `run` as `reel replay` spends it: the record read and replayed, checked to
+/// reproduce the record; the record is freed after the clock stops, since the command leaves
+/// that to the process's exit. Its wall time and the process's CPU time (the record's journal
+/// and FlowSpec are read on two threads).
+fn replay_once(store: &SqliteStore, run: &str, verify: bool) -> (Duration, Option<Duration>) {
+    let cpu_began = process_cpu();
+    let began = Instant::now();
+    let opts = ReplayOptions {
+        verify,
+        faults: Vec::new(),
+    };
+    let rec = Recording::load(store, run).expect("the run loads");
+    let report = replay_recording(store, &rec, &opts, &NoProgress).expect("the replay runs");
+    let took = began.elapsed();
+    let cpu = cpu_began.zip(process_cpu()).map(|(a, b)| b - a);
+    rec.free();
+    assert!(report.divergence.is_none(), "{:?}", report.divergence);
+    assert_eq!(report.status, "succeeded");
+    (took, cpu)
 }
 
 fn resume_child(dir: &Path, run: &str) {
