@@ -17,6 +17,44 @@ fn mode(path: &Path) -> u32 {
     fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
 
+/// `reel run` opens the store while the file compiles (see `docs/cli.md`): a file it cannot
+/// read opens nothing, and a file with errors is reported as before, with nothing run.
+#[test]
+fn a_run_of_a_missing_file_creates_no_store_and_one_of_a_broken_file_runs_nothing() {
+    let dir = temp();
+    let r = in_dir(dir.path(), &["run", "missing.reel"]);
+    assert_eq!(r.status, 2, "{r:?}");
+    assert_eq!(
+        r.stderr,
+        "error: `missing.reel` does not exist; check the path\n"
+    );
+    assert!(!dir.path().join(".reel").exists());
+    write(
+        dir.path(),
+        "broken.reel",
+        "flow b {\n  step a = echo { value: nowhere }\n  output a\n}\n",
+    );
+    let r = in_dir(dir.path(), &["run", "broken.reel"]);
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(
+        r.stderr.contains("nothing called `nowhere` is in scope"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr
+            .ends_with("error: `broken.reel` has 1 error; nothing was run\n"),
+        "{}",
+        r.stderr
+    );
+    let r = in_dir(dir.path(), &["runs", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(json(&r), serde_json::json!([]));
+    write(dir.path(), "hi.reel", FLOW);
+    let r = in_dir(dir.path(), &["run", "hi.reel", "--json"]);
+    assert_eq!(json(&r)["output"], "hi", "{r:?}");
+}
+
 #[cfg(unix)]
 #[test]
 fn a_new_store_is_readable_by_its_owner_only_and_an_open_one_is_reported() {
