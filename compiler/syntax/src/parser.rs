@@ -17,7 +17,45 @@ use crate::span::Span;
 use crate::token::{Keyword, Token};
 
 type Sp = SimpleSpan;
-type Extra<'t> = extra::Err<Rich<'t, Token, Sp>>;
+/// The parser's extra: its error type is [`SyntaxError`]'s.
+type Extra<Er> = extra::Err<Er>;
+
+/// The errors of a parse: rich ones for diagnostics, or none at all for the first try.
+type RichError<'t> = Rich<'t, Token, Sp>;
+
+/// What the parser asks of its error type. Every parser is written once for both: a first
+/// parse with [`EmptyErr`], which keeps no account of what each failed alternative expected
+/// (that account was about half of parsing a correct file), and only when it finds an error,
+/// a second with [`Rich`] errors, whose expectations the diagnostics name.
+trait SyntaxError<'t, I>:
+    chumsky::error::Error<'t, I>
+    + chumsky::label::LabelError<'t, I, &'static str>
+    + chumsky::label::LabelError<'t, I, chumsky::DefaultExpected<'t, Token>>
+    + 't
+where
+    I: chumsky::input::Input<'t, Token = Token, Span = Sp>,
+{
+    /// An error with a message of its own.
+    fn custom(span: Sp, msg: String) -> Self;
+}
+
+impl<'t, I> SyntaxError<'t, I> for RichError<'t>
+where
+    I: chumsky::input::Input<'t, Token = Token, Span = Sp>,
+{
+    fn custom(span: Sp, msg: String) -> Self {
+        Rich::custom(span, msg)
+    }
+}
+
+impl<'t, I> SyntaxError<'t, I> for EmptyErr
+where
+    I: chumsky::input::Input<'t, Token = Token, Span = Sp>,
+{
+    fn custom(_: Sp, _: String) -> Self {
+        EmptyErr::default()
+    }
+}
 
 /// A parsed file and every lexical and syntax diagnostic found on the way.
 #[derive(Clone, Debug, PartialEq)]
@@ -38,9 +76,10 @@ pub fn parse(src: &str) -> Parsed {
         .map(|(t, s)| (t, Sp::from(s.range())))
         .collect();
     let eoi = Sp::from(src.len()..src.len());
-    let (items, errors) = file_parser()
-        .parse(tokens[..].split_token_span(eoi))
-        .into_output_errors();
+    let (items, errors) = parse_twice(
+        || file_parser::<_, EmptyErr>().parse(tokens[..].split_token_span(eoi)),
+        || file_parser().parse(tokens[..].split_token_span(eoi)),
+    );
     let diagnostics = merge_diagnostics(src, lexed.diagnostics, &errors);
     let mut file = File {
         items: items.unwrap_or_default(),
@@ -140,9 +179,10 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
             Sp::from(at + 1..at + 1)
         }
     };
-    let (members, errors) = group_parser()
-        .parse(tokens[..].split_token_span(eoi))
-        .into_output_errors();
+    let (members, errors) = parse_twice(
+        || group_parser::<_, EmptyErr>().parse(tokens[..].split_token_span(eoi)),
+        || group_parser().parse(tokens[..].split_token_span(eoi)),
+    );
     let diagnostics = merge_diagnostics(src, lexed.diagnostics, &errors);
     let mut members = members.unwrap_or_default();
     crate::docs::attach_member_docs(&mut members, &lexed.comments, src);
@@ -151,6 +191,20 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
         diagnostics,
         balanced,
         open_end,
+    }
+}
+
+/// Parses with `fast`, and again with `rich` only if that found an error (see
+/// [`SyntaxError`]). Errors do not steer a parse (recovery starts from one and emits it), so a
+/// parse that found none gives what the rich one would.
+fn parse_twice<'t, O>(
+    fast: impl FnOnce() -> ParseResult<O, EmptyErr>,
+    rich: impl FnOnce() -> ParseResult<O, RichError<'t>>,
+) -> (Option<O>, Vec<RichError<'t>>) {
+    let (output, errors) = fast().into_output_errors();
+    match output {
+        Some(output) if errors.is_empty() => (Some(output), Vec::new()),
+        _ => rich().into_output_errors(),
     }
 }
 
@@ -285,9 +339,10 @@ const OPENERS: [Token; 5] = [
 ];
 
 /// One balanced group of tokens: `{ … }`, `[ … ]`, `( … )`, a string.
-fn group<'t, I>() -> impl Parser<'t, I, (), Extra<'t>> + Clone
+fn group<'t, I, Er>() -> impl Parser<'t, I, (), Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     recursive(|group| {
         let inner = group
@@ -325,9 +380,10 @@ where
 }
 
 /// Skips the rest of one entry: balanced groups and tokens up to a separator or a closer.
-fn skip_entry<'t, I>() -> impl Parser<'t, I, Sp, Extra<'t>> + Clone
+fn skip_entry<'t, I, Er>() -> impl Parser<'t, I, Sp, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     let stop = [
         Token::Newline,
@@ -348,9 +404,10 @@ where
 /// The closer `close`, and whether the lexer made it up (zero width) because the delimiter was
 /// never closed, which it reported. What such a group holds runs to wherever the lexer closed
 /// it, so it is only a guess: the callers make it an `Error` node, and nothing checks it again.
-fn closer<'t, I>(close: Token) -> impl Parser<'t, I, bool, Extra<'t>> + Clone
+fn closer<'t, I, Er>(close: Token) -> impl Parser<'t, I, bool, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     just(close).map_with(|_, e| {
         let s: Sp = e.span();
@@ -359,9 +416,10 @@ where
 }
 
 /// The rest of an entry, possibly nothing: where a recovery that keeps the entry's name resumes.
-fn rest_of_entry<'t, I>() -> impl Parser<'t, I, Sp, Extra<'t>> + Clone
+fn rest_of_entry<'t, I, Er>() -> impl Parser<'t, I, Sp, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     skip_entry().or_not().map_with(|_, e| e.span())
 }
@@ -370,22 +428,24 @@ where
 ///
 /// Without this, text after a complete entry (`input b string` parses `input b` and stops)
 /// would fail the whole enclosing list and lose every entry after it.
-fn with_trailing<'t, I, O>(
-    entry: impl Parser<'t, I, O, Extra<'t>> + Clone,
-) -> impl Parser<'t, I, O, Extra<'t>> + Clone
+fn with_trailing<'t, I, O, Er>(
+    entry: impl Parser<'t, I, O, Extra<Er>> + Clone,
+) -> impl Parser<'t, I, O, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     with_trailing_by(entry, skip_entry())
 }
 
 /// [`with_trailing`], the rest of the entry being what `skip` skips.
-fn with_trailing_by<'t, I, O>(
-    entry: impl Parser<'t, I, O, Extra<'t>> + Clone,
-    skip: impl Parser<'t, I, Sp, Extra<'t>> + Clone,
-) -> impl Parser<'t, I, O, Extra<'t>> + Clone
+fn with_trailing_by<'t, I, O, Er>(
+    entry: impl Parser<'t, I, O, Extra<Er>> + Clone,
+    skip: impl Parser<'t, I, Sp, Extra<Er>> + Clone,
+) -> impl Parser<'t, I, O, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     let junk = any().rewind().then(skip);
     entry.then_ignore(junk.or_not().validate(|junk, _, emitter| {
@@ -396,14 +456,15 @@ where
             } else {
                 format!("unexpected {first} after the end of this entry")
             };
-            emitter.emit(Rich::custom(span, msg));
+            emitter.emit(Er::custom(span, msg));
         }
     }))
 }
 
-fn separator<'t, I>() -> impl Parser<'t, I, (), Extra<'t>> + Clone
+fn separator<'t, I, Er>() -> impl Parser<'t, I, (), Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     one_of([Token::Comma, Token::Newline])
         .repeated()
@@ -411,9 +472,10 @@ where
         .ignored()
 }
 
-fn name<'t, I>() -> impl Parser<'t, I, Ident, Extra<'t>> + Clone
+fn name<'t, I, Er>() -> impl Parser<'t, I, Ident, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     select! { Token::Ident(n) => n }
         .map_with(|name, e| Ident {
@@ -424,9 +486,10 @@ where
 }
 
 /// Any word, keywords included: keys, argument names and members.
-fn word<'t, I>() -> impl Parser<'t, I, Ident, Extra<'t>> + Clone
+fn word<'t, I, Er>() -> impl Parser<'t, I, Ident, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     select! {
         Token::Ident(n) => n,
@@ -439,9 +502,10 @@ where
     .labelled("a name")
 }
 
-fn key<'t, I>() -> impl Parser<'t, I, Key, Extra<'t>> + Clone
+fn key<'t, I, Er>() -> impl Parser<'t, I, Key, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     let plain = word().map(|w| Key {
         name: w.name,
@@ -459,9 +523,10 @@ where
     plain.or(quoted).labelled("a key")
 }
 
-fn kw<'t, I>(k: Keyword) -> impl Parser<'t, I, Token, Extra<'t>> + Clone
+fn kw<'t, I, Er>(k: Keyword) -> impl Parser<'t, I, Token, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     just(Token::Kw(k))
 }
@@ -473,9 +538,10 @@ fn error_expr(s: Sp) -> Expr {
     }
 }
 
-fn expr_parser<'t, I>() -> impl Parser<'t, I, Expr, Extra<'t>> + Clone
+fn expr_parser<'t, I, Er>() -> impl Parser<'t, I, Expr, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     recursive(|expr| {
         let literal = select! {
@@ -701,7 +767,7 @@ where
             },
         };
         let un = |op: UnaryOp| {
-            move |_, r: Expr, e: &mut chumsky::input::MapExtra<'t, '_, I, Extra<'t>>| Expr {
+            move |_, r: Expr, e: &mut chumsky::input::MapExtra<'t, '_, I, Extra<Er>>| Expr {
                 span: sp(e.span()),
                 kind: ExprKind::Unary {
                     op,
@@ -777,9 +843,10 @@ fn reel_duration_millis(text: &str) -> u64 {
     n.saturating_mul(factor)
 }
 
-fn type_parser<'t, I>() -> impl Parser<'t, I, TypeExpr, Extra<'t>> + Clone
+fn type_parser<'t, I, Er>() -> impl Parser<'t, I, TypeExpr, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     recursive(|ty| {
         let list = select! { Token::Ident(n) if n == "list" => () }
@@ -814,11 +881,12 @@ where
     })
 }
 
-fn type_fields<'t, I>(
-    ty: impl Parser<'t, I, TypeExpr, Extra<'t>> + Clone + 't,
-) -> impl Parser<'t, I, Vec<TypeField>, Extra<'t>> + Clone
+fn type_fields<'t, I, Er>(
+    ty: impl Parser<'t, I, TypeExpr, Extra<Er>> + Clone + 't,
+) -> impl Parser<'t, I, Vec<TypeField>, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     with_trailing(
         key()
@@ -841,12 +909,13 @@ where
 }
 
 /// The members of a flow body, separated by line breaks or commas (the braces are not included).
-fn members_parser<'t, I>(
-    expr: impl Parser<'t, I, Expr, Extra<'t>> + Clone + 't,
-    ty: impl Parser<'t, I, TypeExpr, Extra<'t>> + Clone + 't,
-) -> impl Parser<'t, I, Vec<Member>, Extra<'t>> + Clone
+fn members_parser<'t, I, Er>(
+    expr: impl Parser<'t, I, Expr, Extra<Er>> + Clone + 't,
+    ty: impl Parser<'t, I, TypeExpr, Extra<Er>> + Clone + 't,
+) -> impl Parser<'t, I, Vec<Member>, Extra<Er>> + Clone
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     let block_field = with_trailing(
         key()
@@ -976,18 +1045,20 @@ where
 }
 
 /// One group of chunks of a flow body: its members, then the flow's `}` when it ends the body.
-fn group_parser<'t, I>() -> impl Parser<'t, I, Vec<Member>, Extra<'t>>
+fn group_parser<'t, I, Er>() -> impl Parser<'t, I, Vec<Member>, Extra<Er>>
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     members_parser(expr_parser(), type_parser())
         .then_ignore(just(Token::RBrace).or_not())
         .then_ignore(end())
 }
 
-fn file_parser<'t, I>() -> impl Parser<'t, I, Vec<Item>, Extra<'t>>
+fn file_parser<'t, I, Er>() -> impl Parser<'t, I, Vec<Item>, Extra<Er>>
 where
     I: ValueInput<'t, Token = Token, Span = Sp>,
+    Er: SyntaxError<'t, I>,
 {
     let expr = expr_parser();
     let ty = type_parser();
