@@ -68,13 +68,7 @@ pub struct Parsed {
 
 /// Parses a whole source file. Never fails and never panics.
 pub fn parse(src: &str) -> Parsed {
-    let mut lexed = lex(src);
-    // Entries are inside a flow's or a tool's braces.
-    let limited = limit_nesting(lexed.tokens, 1, &mut lexed.diagnostics);
-    let tokens: Vec<(Token, Sp)> = limited
-        .into_iter()
-        .map(|(t, s)| (t, Sp::from(s.range())))
-        .collect();
+    let (tokens, lexed) = file_tokens(src);
     let eoi = Sp::from(src.len()..src.len());
     let (items, errors) = parse_twice(
         || file_parser::<_, EmptyErr>().parse(tokens[..].split_token_span(eoi)),
@@ -87,6 +81,19 @@ pub fn parse(src: &str) -> Parsed {
     };
     crate::docs::attach_doc_comments(&mut file, src);
     Parsed { file, diagnostics }
+}
+
+/// A whole file's tokens as the parser reads them, and what the lexer found besides (its
+/// diagnostics, with the nesting limit's, and the comments).
+fn file_tokens(src: &str) -> (Vec<(Token, Sp)>, crate::lexer::Lexed) {
+    let mut lexed = lex(src);
+    // Entries are inside a flow's or a tool's braces.
+    let limited = limit_nesting(std::mem::take(&mut lexed.tokens), 1, &mut lexed.diagnostics);
+    let tokens = limited
+        .into_iter()
+        .map(|(t, s)| (t, Sp::from(s.range())))
+        .collect();
+    (tokens, lexed)
 }
 
 /// Which token follows a chunk of a flow body in its file, and so the group that ends with it

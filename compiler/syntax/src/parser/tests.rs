@@ -211,3 +211,52 @@ fn the_parser_survives_cuts_of_every_example() {
         }
     }
 }
+
+/// A parse's tree, if any, and how many errors it found.
+type Outcome = (Option<Vec<Item>>, usize);
+
+/// The parse without accounts ([`EmptyErr`]) and the rich one, of a whole file.
+fn both_parses(src: &str) -> (Outcome, Outcome) {
+    let (tokens, _) = file_tokens(src);
+    let eoi = Sp::from(src.len()..src.len());
+    let (fast, fast_errors) = file_parser::<_, EmptyErr>()
+        .parse(tokens[..].split_token_span(eoi))
+        .into_output_errors();
+    let (rich, rich_errors) = file_parser::<_, RichError<'_>>()
+        .parse(tokens[..].split_token_span(eoi))
+        .into_output_errors();
+    ((fast, fast_errors.len()), (rich, rich_errors.len()))
+}
+
+/// What `parse_twice` rests on: the first parse finds an error exactly when the rich one does
+/// (so a broken file is never taken for a correct one), and where neither does, both give the
+/// same tree. Over every example, a file of ten mistakes, and every cut of every example.
+#[test]
+fn the_parse_without_accounts_finds_errors_where_the_rich_one_does_and_else_the_same_tree() {
+    let mut texts: Vec<String> = Vec::new();
+    for (_, text) in examples() {
+        let cuts = (0..text.len()).filter(|i| text.is_char_boundary(*i) && i % 5 == 0);
+        for cut in cuts {
+            texts.push(text[..cut].to_string());
+            texts.push(text[cut..].to_string());
+        }
+        texts.push(text);
+    }
+    texts.push("flow f {\n  step c = echo { value: 1 + }\n  step e = [1, 2,, 3]\n}\n".into());
+    let (mut clean, mut broken) = (0, 0);
+    for text in &texts {
+        let ((fast, fast_errors), (rich, rich_errors)) = both_parses(text);
+        assert_eq!(fast_errors == 0, rich_errors == 0, "{text}");
+        if rich_errors == 0 {
+            assert_eq!(fast, rich, "{text}");
+            clean += 1;
+        } else {
+            broken += 1;
+        }
+    }
+    // Both kinds were seen, many times over.
+    assert!(
+        clean > 100 && broken > 100,
+        "{clean} clean, {broken} broken"
+    );
+}
