@@ -37,7 +37,7 @@ pub fn build_flow(db: &dyn Db, file: SourceFile, name: &str) -> Option<reel_flow
         .iter()
         .copied()
         .find(|f| f.name(db) == name)?;
-    flow_spec(db, flow).clone()
+    lower::lower_flow(db, flow)
 }
 
 #[cfg(test)]

@@ -33,9 +33,17 @@ fn moved(span: Span, offset: u32) -> Span {
     Span::new((span.start + offset) as usize, (span.end + offset) as usize)
 }
 
-/// The sealed FlowSpec of `flow`, or `None` when its file has errors.
+/// The sealed FlowSpec of `flow`, or `None` when its file has errors: kept, for the language
+/// server, which asks for it again as the file changes.
 #[salsa::tracked(returns(ref))]
 pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
+    lower_flow(db, flow)
+}
+
+/// [`flow_spec`] made anew and not kept: what a command that builds a flow once uses, since a
+/// kept spec is only handed out by reference and copying a big flow's spec out of the database
+/// cost more than a tenth of `reel build`.
+pub(crate) fn lower_flow(db: &dyn Db, flow: FlowId<'_>) -> Option<FlowSpec> {
     let file = flow.file(db);
     if file_diagnostics(db, file).iter().any(|d| d.is_error()) {
         return None;
@@ -46,7 +54,8 @@ pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
     let mut inputs = Vec::new();
     let mut secrets = Vec::new();
     let mut env = Vec::new();
-    let mut steps = Vec::new();
+    // Most members are steps: growing the list a step at a time moved every step made so far.
+    let mut steps = Vec::with_capacity(layout.groups.iter().map(|(_, g)| g.members().len()).sum());
     let mut used_tools = BTreeMap::new();
     let mut output_span = None;
     for (offset, member) in layout.members() {
