@@ -17,10 +17,10 @@ use crate::span::Span;
 use crate::token::{Keyword, Token};
 
 type Sp = SimpleSpan;
-/// The parser's extra: its error type is [`SyntaxError`]'s.
+/// The parsers' extra: an error type and nothing else (see [`SyntaxError`]).
 type Extra<Er> = extra::Err<Er>;
 
-/// The errors of a parse: rich ones for diagnostics, or none at all for the first try.
+/// The errors the diagnostics are made from: each says what was expected and what was found.
 type RichError<'t> = Rich<'t, Token, Sp>;
 
 /// What the parser asks of its error type. Every parser is written once for both: a group of a
@@ -204,8 +204,9 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
 }
 
 /// Parses with `fast`, and again with `rich` only if that found an error (see
-/// [`SyntaxError`]): for a group, which is small and mostly correct. Errors do not steer a parse (recovery starts from one and emits it), so a
-/// parse that found none gives what the rich one would.
+/// [`SyntaxError`]): for a group, which is small and mostly correct. Errors do not steer a
+/// parse (a recovery starts from one and emits it), so a parse that found none gives what the
+/// rich one would.
 fn parse_twice<'t, O>(
     fast: impl FnOnce() -> ParseResult<O, EmptyErr>,
     rich: impl FnOnce() -> ParseResult<O, RichError<'t>>,
