@@ -96,13 +96,13 @@ pub fn compile(
 }
 
 /// Reads the one `.reel` file `file` names (what `reel run FILE` compiles).
-pub fn read_source(file: &std::path::Path) -> Result<sources::Source, Failure> {
+fn read_source(file: &std::path::Path) -> Result<sources::Source, Failure> {
     let files = sources::collect(&[file.to_path_buf()])?;
     Ok(sources::read_all(&files)?.remove(0))
 }
 
 /// As [`compile`], for a source already read.
-pub fn compile_source(
+fn compile_source(
     source: sources::Source,
     flow: Option<&str>,
     ui: &Ui,
@@ -195,7 +195,8 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     let source = read_source(&args.file)?;
     let opening = open_aside();
     let compiled = compile_source(source, args.flow.as_deref(), ui);
-    // Joined before anything is reported, so a failed compile never leaves it half done.
+    // Joined even when the compile failed: the process never ends in the middle of making a
+    // store.
     let opened = opening.join();
     let (source, name, spec) = compiled?;
     let mut given = Map::new();
@@ -256,6 +257,7 @@ enum Opening {
 /// The project (or why it cannot be read) and, if it could, its store (or why not).
 type Opened = Result<(Project, Result<Arc<dyn reel_store::Store>, Failure>), Failure>;
 
+/// Finds the project and opens its store.
 fn open_project() -> Opened {
     let project = Project::current()?;
     let store = project.open_store();
