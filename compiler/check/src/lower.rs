@@ -41,8 +41,8 @@ pub fn flow_spec<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Option<FlowSpec> {
 }
 
 /// [`flow_spec`] made anew and not kept: what a command that builds a flow once uses, since a
-/// kept spec is only handed out by reference and copying a big flow's spec out of the database
-/// cost more than a tenth of `reel build`.
+/// kept spec is only handed out by reference, and copying a big flow's spec out of the database
+/// cost 5–9 % of `reel build`.
 pub(crate) fn lower_flow(db: &dyn Db, flow: FlowId<'_>) -> Option<FlowSpec> {
     let file = flow.file(db);
     if file_diagnostics(db, file).iter().any(|d| d.is_error()) {

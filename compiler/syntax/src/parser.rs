@@ -188,10 +188,18 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
             Sp::from(at + 1..at + 1)
         }
     };
-    let (members, errors) = parse_twice(
-        || group_parser::<_, EmptyErr>().parse(tokens[..].split_token_span(eoi)),
-        || group_parser().parse(tokens[..].split_token_span(eoi)),
-    );
+    // First without accounts, again with rich errors only if that found one (see
+    // [`SyntaxError`]): a group is small and mostly correct. Errors do not steer a parse (a
+    // recovery starts from one and emits it), so a parse that found none is the rich one's.
+    let (fast, fast_errors) = group_parser::<_, EmptyErr>()
+        .parse(tokens[..].split_token_span(eoi))
+        .into_output_errors();
+    let (members, errors) = match fast {
+        Some(members) if fast_errors.is_empty() => (Some(members), Vec::new()),
+        _ => group_parser()
+            .parse(tokens[..].split_token_span(eoi))
+            .into_output_errors(),
+    };
     let diagnostics = merge_diagnostics(src, lexed.diagnostics, &errors);
     let mut members = members.unwrap_or_default();
     crate::docs::attach_member_docs(&mut members, &lexed.comments, src);
@@ -200,21 +208,6 @@ pub fn parse_group(src: &str, end: ChunkEnd) -> GroupParse {
         diagnostics,
         balanced,
         open_end,
-    }
-}
-
-/// Parses with `fast`, and again with `rich` only if that found an error (see
-/// [`SyntaxError`]): for a group, which is small and mostly correct. Errors do not steer a
-/// parse (a recovery starts from one and emits it), so a parse that found none gives what the
-/// rich one would.
-fn parse_twice<'t, O>(
-    fast: impl FnOnce() -> ParseResult<O, EmptyErr>,
-    rich: impl FnOnce() -> ParseResult<O, RichError<'t>>,
-) -> (Option<O>, Vec<RichError<'t>>) {
-    let (output, errors) = fast().into_output_errors();
-    match output {
-        Some(output) if errors.is_empty() => (Some(output), Vec::new()),
-        _ => rich().into_output_errors(),
     }
 }
 

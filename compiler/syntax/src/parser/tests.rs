@@ -228,9 +228,10 @@ fn both_parses(src: &str) -> (Outcome, Outcome) {
     ((fast, fast_errors.len()), (rich, rich_errors.len()))
 }
 
-/// What `parse_twice` rests on: the first parse finds an error exactly when the rich one does
-/// (so a broken file is never taken for a correct one), and where neither does, both give the
-/// same tree. Over every example, a file of ten mistakes, and every cut of every example.
+/// What parsing a group twice rests on, tested on the file parser, which is built of the
+/// group's parsers: the first parse finds an error exactly when the rich one does (so a broken
+/// group is never taken for a correct one), and where neither does, both give the same tree.
+/// Over every example, every fifth cut of each, and a file of mistakes.
 #[test]
 fn the_parse_without_accounts_finds_errors_where_the_rich_one_does_and_else_the_same_tree() {
     let mut texts: Vec<String> = Vec::new();
