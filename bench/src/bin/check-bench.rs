@@ -41,7 +41,7 @@ struct Args {
 enum Phase {
     /// The full check on a fresh database.
     Full,
-    /// `reel_syntax::parse` alone.
+    /// Parsing alone, group by group as the check parses (`reel_syntax::outline::parse_outlined`).
     Parse,
     /// `build_flow` after a check.
     Lower,
@@ -195,7 +195,9 @@ fn only(g: &Generated, args: &Args, phase: Phase) {
     let text: Arc<str> = Arc::from(g.text.as_str());
     let stats = match phase {
         Phase::Full => sample(args.budget, || full_check(&text)),
-        Phase::Parse => sample(args.budget, || timed(|| reel_syntax::parse(&text)).1),
+        Phase::Parse => sample(args.budget, || {
+            timed(|| reel_syntax::outline::parse_outlined(&text)).1
+        }),
         Phase::Lower => sample(args.budget, || lower(&text)),
         Phase::Floor => {
             let json = spec_json(&text);
@@ -318,7 +320,9 @@ fn measure(g: &Generated, args: &Args) -> Figures {
     let text: Arc<str> = Arc::from(g.text.as_str());
     eprintln!("  {} steps: full check…", g.steps);
     let full = sample(args.budget, || full_check(&text));
-    let parse = sample(args.budget / 2.0, || timed(|| reel_syntax::parse(&text)).1);
+    let parse = sample(args.budget / 2.0, || {
+        timed(|| reel_syntax::outline::parse_outlined(&text)).1
+    });
 
     eprintln!("  {} steps: build_flow and the serde_json floor…", g.steps);
     let lower = sample(args.budget / 2.0, || lower(&text));
@@ -421,7 +425,7 @@ fn main() {
     );
     row("  throughput", all(&|f| mb_per_s(f.bytes, f.full.median)));
     row(
-        "  of which parsing alone (reel_syntax::parse)",
+        "  of which parsing alone (parse_outlined)",
         all(&|f| show(f.parse.median)),
     );
     row(
