@@ -1,12 +1,14 @@
 //! `reel build`: check one file and write the FlowSpec of one of its flows as JSON.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use reel_compiler::{RootDb, build_flow, file_diagnostics, flow_names};
+use reel_flowspec::FlowSpec;
 use reel_syntax::Diagnostic;
 
-use super::sources::{self, write_atomically};
-use super::ui::{Ui, plural, print_stdout};
+use super::sources::{self, write_atomically_with};
+use super::ui::{Ui, plural, write_stdout};
 use super::{Failure, Status, flows};
 
 /// Compile a flow to its FlowSpec, the JSON the runtime executes.
@@ -61,23 +63,28 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             source.display
         )));
     };
-    // The spec's own writer: it leaves out what its version leaves out (nested literals' types).
-    let mut json = spec.to_json_pretty();
-    json.push('\n');
-
+    // Written as it is made: a big flow's text would otherwise be held whole first.
     match &args.output {
         Some(out) if out.as_os_str() != "-" => {
-            write_atomically(out, json.as_bytes(), false).map_err(|e| {
+            write_atomically_with(out, false, |out| write_spec(&spec, out)).map_err(|e| {
                 Failure::usage(format!(
                     "cannot write `{}`: {e}; check that its directory exists and is writable",
                     out.display()
                 ))
             })?;
         }
-        _ => print_stdout(&json)?,
+        _ => write_stdout(|out| write_spec(&spec, out))?,
     }
     // The process ends here: freeing every query's memo one by one took an eighth of a
-    // 10,000-step build, and the system takes the memory back at once.
+    // 10,000-step build, and the system takes the memory back at once; the same for the spec.
+    std::mem::forget(spec);
     std::mem::forget(db);
     Ok(Status::Success)
+}
+
+/// Writes `spec` as `reel build` prints it, with the spec's own writer: it leaves out what its
+/// version leaves out (nested literals' types).
+fn write_spec(spec: &FlowSpec, out: &mut impl Write) -> std::io::Result<()> {
+    spec.write_json_pretty(&mut *out)?;
+    out.write_all(b"\n")
 }

@@ -215,7 +215,7 @@ pub fn cannot_read(path: &Path, error: &io::Error) -> String {
     format!("cannot read `{}`: {reason}", path.display())
 }
 
-/// Bytes handed to one `write` by [`write_atomically`].
+/// Bytes handed to one `write` by [`write_atomically`] and [`write_atomically_with`].
 const WRITTEN_AT_ONCE: usize = 64 << 10;
 
 /// Replaces the contents of `path` with `contents` so that a reader sees the old file or the new
@@ -227,6 +227,25 @@ const WRITTEN_AT_ONCE: usize = 64 << 10;
 /// compiler syncs its output: the sync of a 12 MB FlowSpec cost 7 ms on a quiet disk and up to
 /// 150 ms on a busy one, and a crash can only leave a file that `reel build` makes again.
 pub fn write_atomically(path: &Path, contents: &[u8], durable: bool) -> io::Result<()> {
+    write_atomically_with(path, durable, |temp| {
+        // In pieces: one `write` of a 100,000-step FlowSpec (120 MB) took the kernel 0.85-1.0 s
+        // on the machine of `bench/README.md`'s session 21, where writes of 64 KiB each took
+        // 0.15 s for the same bytes.
+        for piece in contents.chunks(WRITTEN_AT_ONCE) {
+            temp.write_all(piece)?;
+        }
+        Ok(())
+    })
+}
+
+/// [`write_atomically`] of what `write` writes, for a text too big to assemble first: the
+/// writer is buffered in pieces of [`WRITTEN_AT_ONCE`] (a concrete type, so that a serializer's
+/// many small writes are copies into the buffer rather than calls through a `dyn Write`).
+pub fn write_atomically_with(
+    path: &Path,
+    durable: bool,
+    write: impl FnOnce(&mut io::BufWriter<&mut fs::File>) -> io::Result<()>,
+) -> io::Result<()> {
     let target = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
     let dir = match target.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
@@ -245,11 +264,10 @@ pub fn write_atomically(path: &Path, contents: &[u8], durable: bool) -> io::Resu
         }
     }
     let mut temp = builder.tempfile_in(&dir)?;
-    // In pieces: one `write` of a 100,000-step FlowSpec (120 MB) took the kernel 0.85-1.0 s
-    // on the machine of `bench/README.md`'s session 21, where writes of 64 KiB each took
-    // 0.15 s for the same bytes.
-    for piece in contents.chunks(WRITTEN_AT_ONCE) {
-        temp.write_all(piece)?;
+    {
+        let mut buffered = io::BufWriter::with_capacity(WRITTEN_AT_ONCE, temp.as_file_mut());
+        write(&mut buffered)?;
+        buffered.flush()?;
     }
     if let Some(permissions) = existing {
         temp.as_file().set_permissions(permissions)?;

@@ -151,8 +151,17 @@ pub fn plural(n: usize, noun: &str) -> String {
 
 /// Writes `text` to stdout; a reader that went away (a closed pipe) is not an error.
 pub fn print_stdout(text: &str) -> Result<(), Failure> {
-    let mut out = io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+    write_stdout(|out| out.write_all(text.as_bytes()))
+}
+
+/// Writes what `write` writes to stdout, buffered (as [`super::sources::write_atomically_with`]
+/// is), for a text too big to assemble first; a reader that went away (a closed pipe) is not an
+/// error.
+pub fn write_stdout(
+    write: impl FnOnce(&mut io::BufWriter<io::StdoutLock<'static>>) -> io::Result<()>,
+) -> Result<(), Failure> {
+    let mut out = io::BufWriter::with_capacity(64 << 10, io::stdout().lock());
+    match write(&mut out).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         Err(e) => Err(Failure::usage(format!(

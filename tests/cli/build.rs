@@ -127,3 +127,29 @@ fn a_missing_file_is_a_usage_error() {
         "error: `missing.reel` does not exist; check the path\n"
     );
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_an_error() {
+    use std::io::Read;
+    use std::process::Stdio;
+
+    // Far more than a pipe holds, so the build is still writing when the reader goes away.
+    let mut flow = String::from("flow long {\n  step s0 = echo { value: 0 }\n");
+    for i in 1..400 {
+        flow.push_str(&format!("  step s{i} = echo {{ value: s{} + 1 }}\n", i - 1));
+    }
+    flow.push_str("  output s399\n}\n");
+    let dir = temp();
+    write(dir.path(), "long.reel", &flow);
+    let mut child = reel(dir.path(), &["build", "long.reel"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 16];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(&head[..2], b"{\n");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+}

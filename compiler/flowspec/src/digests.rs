@@ -20,7 +20,7 @@ use crate::spec::{
 };
 use crate::types::Type;
 
-/// From how many steps [`FlowSpec::seal`] digests and writes them on two threads (below, a
+/// From how many steps [`in_two_halves`] digests and writes them on two threads (below, a
 /// thread costs more than it saves).
 const PARALLEL_STEPS_FROM: usize = 512;
 
@@ -35,6 +35,36 @@ fn steps_list(text: &str) -> Option<usize> {
             ControlFlow::Break(at + MEMBER.len() - 1)
         }
         _ => ControlFlow::Continue(()),
+    })
+}
+
+/// `each` of every item of `items`, in order. A big flow's steps are done in two halves at once
+/// (`split` cuts them), one on a thread of its own: digesting and writing the steps were most
+/// of sealing, and sealing most of lowering a checked flow, and each step's part is
+/// independent of the others. The result is the same either way; only when the work is done
+/// changes. `each` sets up what its thread needs (how the spec's version writes) itself.
+fn in_two_halves<S, R>(
+    items: S,
+    split: impl FnOnce(S) -> (S, S),
+    each: impl Fn(S) -> Vec<R> + Sync,
+) -> Vec<R>
+where
+    S: Send + std::ops::Deref<Target = [StepSpec]>,
+    R: Send,
+{
+    if items.len() < PARALLEL_STEPS_FROM {
+        return each(items);
+    }
+    let (first, second) = split(items);
+    std::thread::scope(|scope| {
+        let other = scope.spawn(|| each(second));
+        let mut out = each(first);
+        // A panic there is one here, as it would have been without the thread.
+        match other.join() {
+            Ok(rest) => out.extend(rest),
+            Err(panic) => std::panic::resume_unwind(panic),
+        }
+        out
     })
 }
 
@@ -150,40 +180,37 @@ impl FlowSpec {
         } else {
             OLDEST_VERSION
         };
-        let digests = self.step_digests();
-        for (step, digest) in self.steps.iter_mut().zip(digests) {
-            step.semantic_digest = digest;
-        }
-        self.digest = self.compute_digest();
+        // Each step's digest and then its canonical text (which includes the digest) in one
+        // pass: two passes over a big flow's steps cost a second round of cache misses.
+        let implied = self.version >= 2;
+        let tools = &self.tools;
+        let steps = &mut self.steps[..];
+        let texts = in_two_halves(
+            steps,
+            |s| s.split_at_mut(s.len() / 2),
+            |half| {
+                writing_implied_types(implied, || {
+                    half.iter_mut()
+                        .map(|step| {
+                            let tool = step.tool.as_deref().and_then(|name| tools.get(name));
+                            step.semantic_digest = step_semantic_digest(step, tool);
+                            canonical(&*step)
+                        })
+                        .collect()
+                })
+            },
+        );
+        self.digest = self.digest_with_steps(&texts);
     }
 
-    /// Every step's semantic digest, in order.
-    fn step_digests(&self) -> Vec<String> {
-        self.map_steps(|step| step_semantic_digest(step, self.tool_of(step)))
-    }
-
-    /// `f` of every step, in order, written as this spec's version writes. A big flow's steps
-    /// are done in two halves at once, one on a thread of its own: digesting and writing the
-    /// steps were most of sealing, and sealing most of lowering a checked flow, and each step's
-    /// part is independent of the others. The result is the same either way; only when the
-    /// work is done changes.
+    /// `f` of every step, in order, written as this spec's version writes (see
+    /// [`in_two_halves`]).
     fn map_steps<R: Send>(&self, f: impl Fn(&StepSpec) -> R + Sync) -> Vec<R> {
-        let all =
-            |steps: &[StepSpec]| -> Vec<R> { self.written(|| steps.iter().map(&f).collect()) };
-        if self.steps.len() < PARALLEL_STEPS_FROM {
-            return all(&self.steps);
-        }
-        let (first, second) = self.steps.split_at(self.steps.len() / 2);
-        std::thread::scope(|scope| {
-            let other = scope.spawn(|| all(second));
-            let mut out = all(first);
-            // A panic there is one here, as it would have been without the thread.
-            match other.join() {
-                Ok(rest) => out.extend(rest),
-                Err(panic) => std::panic::resume_unwind(panic),
-            }
-            out
-        })
+        in_two_halves(
+            &self.steps[..],
+            |s| s.split_at(s.len() / 2),
+            |half| self.written(|| half.iter().map(&f).collect()),
+        )
     }
 
     /// Every top-level expression of the spec: arguments, values, conditions, the output.
@@ -207,13 +234,17 @@ impl FlowSpec {
     }
 
     /// SHA-256 of the canonical JSON of this spec without its `digest` member.
+    pub fn compute_digest(&self) -> String {
+        self.digest_with_steps(&self.map_steps(canonical))
+    }
+
+    /// [`Self::compute_digest`] given each step's canonical text, in order.
     ///
     /// The steps are most of that text (megabytes for a big flow), so it is never assembled:
-    /// the spec is written without its steps, each step is written on its own (see
-    /// [`Self::map_steps`]), and the hash takes the steps' texts in place of the empty list. An
-    /// object's canonical text does not depend on where it sits, so this is the digest of the
-    /// whole text (a test holds it to that).
-    pub fn compute_digest(&self) -> String {
+    /// the spec is written without its steps, and the hash takes the steps' texts in place of
+    /// the empty list. An object's canonical text does not depend on where it sits, so this is
+    /// the digest of the whole text (a test holds it to that).
+    fn digest_with_steps(&self, steps: &[String]) -> String {
         // Every field named, none copied by `..`: a field added to the spec is a compile error
         // here rather than a digest that leaves it out.
         let FlowSpec {
@@ -249,7 +280,6 @@ impl FlowSpec {
             .written(|| canonical_without(&shell, "digest"))
             .expect("FlowSpec data always has a canonical form");
         let at = steps_list(&text).expect("a spec's canonical text has its `steps` member");
-        let steps = self.map_steps(canonical);
         let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * steps.len() + 2);
         parts.push(&text.as_bytes()[..at]);
         for (i, step) in steps.iter().enumerate() {
@@ -289,6 +319,13 @@ impl FlowSpec {
         // Same invariant as `to_value`: nothing in a spec can fail to serialise.
         self.written(|| serde_json::to_string_pretty(self))
             .expect("FlowSpec data always converts to JSON")
+    }
+
+    /// [`Self::to_json_pretty`] written to `out` as it is made: a 100,000-step spec's text is
+    /// 120 MB, which `reel build` need not hold (or grow, copying it) to write it.
+    pub fn write_json_pretty(&self, out: impl std::io::Write) -> std::io::Result<()> {
+        self.written(|| serde_json::to_writer_pretty(out, self))
+            .map_err(std::io::Error::from)
     }
 }
 
