@@ -10,8 +10,8 @@ use reel_syntax::ast::Member;
 
 use crate::db::{Db, SourceFile};
 use crate::queries::{
-    FlowId, StepId, file_diagnostics, file_layout, flow_declarations, flow_layout, line_index,
-    output_check, step_check, step_dependencies, user_tools,
+    FlowId, SignatureShards, StepId, file_diagnostics, file_layout, flow_declarations, flow_layout,
+    line_index, output_check, step_check, user_tools,
 };
 
 /// `span` of `file` in lines and columns.
@@ -58,71 +58,80 @@ pub(crate) fn lower_flow(db: &dyn Db, flow: FlowId<'_>) -> Option<FlowSpec> {
     let mut steps = Vec::with_capacity(layout.groups.iter().map(|(_, g)| g.members().len()).sum());
     let mut used_tools = BTreeMap::new();
     let mut output_span = None;
-    for (offset, member) in layout.members() {
-        let offset = &offset;
-        match member {
-            Member::Input(i) => {
-                let checked = decls.inputs.iter().find(|c| c.name == i.name.name)?;
-                inputs.push(InputSpec {
-                    name: i.name.name.clone(),
-                    ty: checked.ty.clone(),
-                    default: checked.default.clone(),
-                    doc: i.doc.clone(),
-                    span: source_span(db, file, moved(i.span, *offset)),
-                });
-            }
-            Member::Secret(s) => secrets.push(NameSpec {
-                name: s.name.name.clone(),
-                doc: s.doc.clone(),
-                span: source_span(db, file, moved(s.span, *offset)),
-            }),
-            Member::Env(e) => env.push(NameSpec {
-                name: e.name.name.clone(),
-                doc: e.doc.clone(),
-                span: source_span(db, file, moved(e.span, *offset)),
-            }),
-            Member::Step(s) => {
-                // The first step of a name is the one checked (a duplicate is an error anyway).
-                let id = StepId::new(db, flow, s.name.name.as_str());
-                let check = step_check(db, id).as_ref()?;
-                let l = &check.lowered;
-                if let Some(tool) = &l.tool
-                    && let Some(user) = tools.get(tool)
-                {
-                    used_tools.insert(tool.clone(), user.clone());
+    let shards = SignatureShards::of(db, flow);
+    for (offset, group) in &layout.groups {
+        // One entry per step member, in order: the names its expressions and `after` mention,
+        // which the check's step graph has already read.
+        let mut mentions = group.summary().mentions.0.iter();
+        for member in group.members() {
+            match member {
+                Member::Input(i) => {
+                    let checked = decls.inputs.iter().find(|c| c.name == i.name.name)?;
+                    inputs.push(InputSpec {
+                        name: i.name.name.clone(),
+                        ty: checked.ty.clone(),
+                        default: checked.default.clone(),
+                        doc: i.doc.clone(),
+                        span: source_span(db, file, moved(i.span, *offset)),
+                    });
                 }
-                let mut deps: Vec<String> = step_dependencies(db, id)
-                    .iter()
-                    .map(|(n, _)| n.clone())
-                    .collect();
-                deps.sort();
-                deps.dedup();
-                steps.push(StepSpec {
-                    id: s.name.name.clone(),
-                    tool: l.tool.clone(),
-                    kind: l.kind,
-                    args: l.args.clone(),
-                    value: l.value.clone(),
-                    deps,
-                    when: l.when.clone(),
-                    foreach: l.foreach.clone(),
-                    concurrency: l.concurrency,
-                    after: l.after.clone(),
-                    retry: l.retry.clone(),
-                    timeout: l.timeout,
-                    ty: check.ty.clone(),
+                Member::Secret(s) => secrets.push(NameSpec {
+                    name: s.name.name.clone(),
                     doc: s.doc.clone(),
                     span: source_span(db, file, moved(s.span, *offset)),
-                    name_span: source_span(db, file, moved(s.name.span, *offset)),
-                    semantic_digest: String::new(),
-                });
-            }
-            Member::Output(o) => {
-                if output_span.is_none() {
-                    output_span = Some(moved(o.span, *offset));
+                }),
+                Member::Env(e) => env.push(NameSpec {
+                    name: e.name.name.clone(),
+                    doc: e.doc.clone(),
+                    span: source_span(db, file, moved(e.span, *offset)),
+                }),
+                Member::Step(s) => {
+                    // The first step of a name is the one checked (a duplicate is an error anyway).
+                    let id = StepId::new(db, flow, s.name.name.as_str());
+                    let check = step_check(db, id).as_ref()?;
+                    let l = &check.lowered;
+                    if let Some(tool) = &l.tool
+                        && let Some(user) = tools.get(tool)
+                    {
+                        used_tools.insert(tool.clone(), user.clone());
+                    }
+                    let mentioned = mentions.next()?;
+                    // The steps it depends on, as the step graph has them: mentioned steps, and
+                    // those in `after` but itself.
+                    let after = mentioned.after.iter().filter(|n| **n != mentioned.name);
+                    let mut deps: Vec<String> = (mentioned.names.iter().chain(after))
+                        .filter(|n| shards.has_step(n))
+                        .cloned()
+                        .collect();
+                    deps.sort();
+                    deps.dedup();
+                    steps.push(StepSpec {
+                        id: s.name.name.clone(),
+                        tool: l.tool.clone(),
+                        kind: l.kind,
+                        args: l.args.clone(),
+                        value: l.value.clone(),
+                        deps,
+                        when: l.when.clone(),
+                        foreach: l.foreach.clone(),
+                        concurrency: l.concurrency,
+                        after: l.after.clone(),
+                        retry: l.retry.clone(),
+                        timeout: l.timeout,
+                        ty: check.ty.clone(),
+                        doc: s.doc.clone(),
+                        span: source_span(db, file, moved(s.span, *offset)),
+                        name_span: source_span(db, file, moved(s.name.span, *offset)),
+                        semantic_digest: String::new(),
+                    });
                 }
+                Member::Output(o) => {
+                    if output_span.is_none() {
+                        output_span = Some(moved(o.span, *offset));
+                    }
+                }
+                Member::Error(_) => {}
             }
-            Member::Error(_) => {}
         }
     }
     let output = match (output_check(db, flow), output_span) {

@@ -25,7 +25,9 @@ use super::members::{
     FlowId, MemberAt, MemberGroup, StepId, file_flows, flow_groups, flow_layout, group_positions,
     step_place, step_syntax,
 };
-use super::shards::{SHARDS, flow_output, shard_declarations, shard_of, signature_shard};
+use super::shards::{
+    SHARDS, SignatureShards, flow_output, shard_declarations, shard_of, signature_shard,
+};
 
 /// The flow's declarations, checked from its members' heads: an edit inside a step's body does
 /// not re-run it.
@@ -126,18 +128,15 @@ pub fn flow_dag<'db>(db: &'db dyn Db, flow: FlowId<'db>) -> Dag {
     let groups = flow_groups(db, flow);
     // The nodes, in source order: the first step of each name, if the signature holds it (a
     // duplicate, a reserved name or a name an input took first is not a step to depend on).
-    // Every shard read once, up front: a salsa read per mention would cost more than the rest.
-    let shards: Vec<&Shared<FlowSignature>> = (0..SHARDS)
-        .map(|shard| signature_shard(db, flow, shard))
-        .collect();
-    let steps: usize = shards.iter().map(|s| s.steps.len()).sum();
+    let shards = SignatureShards::of(db, flow);
+    let steps = shards.steps();
     let mut index: FxHashMap<&str, usize> = FxHashMap::default();
     index.reserve(steps);
     let mut nodes: Vec<&StepMentions> = Vec::with_capacity(steps);
     for &group in groups {
         for m in group.mentions(db).iter() {
             if let std::collections::hash_map::Entry::Vacant(v) = index.entry(m.name.as_str())
-                && shards[shard_of(&m.name) as usize].step(&m.name).is_some()
+                && shards.has_step(&m.name)
             {
                 v.insert(nodes.len());
                 nodes.push(m);

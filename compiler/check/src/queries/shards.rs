@@ -126,6 +126,32 @@ pub fn signature_shard<'db>(
     shard_declarations(db, flow, shard).signature.clone()
 }
 
+/// Every shard of `flow`'s signature, read once up front: a salsa read per name looked up
+/// would cost more than what looks them up (see [`SignatureShards::has_step`]).
+pub struct SignatureShards<'db>(Vec<&'db Shared<FlowSignature>>);
+
+impl<'db> SignatureShards<'db> {
+    /// The shards of `flow`'s signature.
+    pub fn of(db: &'db dyn Db, flow: FlowId<'db>) -> Self {
+        SignatureShards(
+            (0..SHARDS)
+                .map(|shard| signature_shard(db, flow, shard))
+                .collect(),
+        )
+    }
+
+    /// How many steps the signature has.
+    pub fn steps(&self) -> usize {
+        self.0.iter().map(|s| s.steps.len()).sum()
+    }
+
+    /// Whether `name` is one of the signature's steps (not a duplicate's, a reserved name's or
+    /// a name an input took first).
+    pub fn has_step(&self, name: &str) -> bool {
+        self.0[shard_of(name) as usize].step(name).is_some()
+    }
+}
+
 /// Where the steps whose names fall in shard `shard` are (the first of each name): equal unless
 /// one of them was added, removed or moved.
 #[salsa::tracked(returns(ref))]
