@@ -38,10 +38,10 @@ fn steps_list(text: &str) -> Option<usize> {
     })
 }
 
-/// `each` of every item of `items`, in order. A big flow's steps are done in two halves at once
-/// (`split` cuts them), one on a thread of its own: digesting and writing the steps were most
-/// of sealing, and sealing most of lowering a checked flow, and each step's part is
-/// independent of the others. The result is the same either way; only when the work is done
+/// `each` of `items` whole, or of its two halves joined in order. A big flow's steps are done in
+/// two halves at once (`split` cuts them), one on a thread of its own: digesting and writing
+/// the steps were most of sealing, and sealing most of lowering a checked flow, and each step's
+/// part is independent of the others. The result is the same either way; only when the work is done
 /// changes. `each` sets up what its thread needs (how the spec's version writes) itself.
 fn in_two_halves<S, R>(
     items: S,
@@ -181,7 +181,7 @@ impl FlowSpec {
             OLDEST_VERSION
         };
         // Each step's digest and then its canonical text (which includes the digest) in one
-        // pass: two passes over a big flow's steps cost a second round of cache misses.
+        // pass: one pair of threads rather than two, and each step read once.
         let implied = self.version >= 2;
         let tools = &self.tools;
         let steps = &mut self.steps[..];
