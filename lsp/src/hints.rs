@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 use reel_compiler::queries::{flow_dag, step_check, step_named, step_syntax, user_tools};
 use reel_compiler::step::step_mentions;
 use reel_compiler::{Db, FlowId, file_flows};
-use reel_flowspec::{FORMAT, FORMAT_VERSION, FlowSpec, SourceSpan, StepSpec, ToolSpec};
+use reel_flowspec::{FORMAT, FORMAT_VERSION, FlowSpec, SourceSpan, ToolSpec};
 use reel_syntax::ast::{Item, Member};
 use tower_lsp_server::lsp_types::{
     InlayHint, InlayHintKind, InlayHintLabel, InlayHintTooltip, MarkupContent, MarkupKind, Uri,
@@ -315,8 +315,8 @@ fn step_digest(db: &dyn Db, flow: FlowId<'_>, name: &str) -> Result<String, NoDi
     if check.diagnostics.iter().any(|d| d.is_error()) {
         return Err(NoDigest::Unchecked);
     }
-    let l = &check.lowered;
-    let tools = l
+    let tools = check
+        .lowered
         .tool
         .as_ref()
         .and_then(|tool| {
@@ -336,25 +336,7 @@ fn step_digest(db: &dyn Db, flow: FlowId<'_>, name: &str) -> Result<String, NoDi
         .map(|spec| (spec.name.clone(), spec))
         .into_iter()
         .collect();
-    let step = StepSpec {
-        id: name.to_string(),
-        tool: l.tool.clone(),
-        kind: l.kind,
-        args: l.args.clone(),
-        value: l.value.clone(),
-        deps: Vec::new(),
-        when: l.when.clone(),
-        foreach: l.foreach.clone(),
-        concurrency: l.concurrency,
-        after: l.after.clone(),
-        retry: l.retry.clone(),
-        timeout: l.timeout,
-        ty: check.ty.clone(),
-        doc: None,
-        span: SourceSpan::default(),
-        name_span: SourceSpan::default(),
-        semantic_digest: String::new(),
-    };
+    let step = check.step_spec(name.to_string());
     let mut spec = FlowSpec {
         format: FORMAT.to_string(),
         version: FORMAT_VERSION,

@@ -215,8 +215,9 @@ pub fn cannot_read(path: &Path, error: &io::Error) -> String {
     format!("cannot read `{}`: {reason}", path.display())
 }
 
-/// Bytes handed to one `write` by [`write_atomically`] and [`write_atomically_with`].
-const WRITTEN_AT_ONCE: usize = 64 << 10;
+/// Bytes handed to one `write` by [`write_atomically`] and [`write_atomically_with`], and the
+/// size of [`super::ui::write_stdout`]'s buffer.
+pub const WRITTEN_AT_ONCE: usize = 64 << 10;
 
 /// Replaces the contents of `path` with `contents` so that a reader sees the old file or the new
 /// one, never a mix: the text goes to a temporary file beside it that is then renamed over it.

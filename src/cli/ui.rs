@@ -160,7 +160,8 @@ pub fn print_stdout(text: &str) -> Result<(), Failure> {
 pub fn write_stdout(
     write: impl FnOnce(&mut io::BufWriter<io::StdoutLock<'static>>) -> io::Result<()>,
 ) -> Result<(), Failure> {
-    let mut out = io::BufWriter::with_capacity(64 << 10, io::stdout().lock());
+    let mut out =
+        io::BufWriter::with_capacity(super::sources::WRITTEN_AT_ONCE, io::stdout().lock());
     match write(&mut out).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),

@@ -89,8 +89,7 @@ pub(crate) fn lower_flow(db: &dyn Db, flow: FlowId<'_>) -> Option<FlowSpec> {
                     // The first step of a name is the one checked (a duplicate is an error anyway).
                     let id = StepId::new(db, flow, s.name.name.as_str());
                     let check = step_check(db, id).as_ref()?;
-                    let l = &check.lowered;
-                    if let Some(tool) = &l.tool
+                    if let Some(tool) = &check.lowered.tool
                         && let Some(user) = tools.get(tool)
                     {
                         used_tools.insert(tool.clone(), user.clone());
@@ -106,23 +105,11 @@ pub(crate) fn lower_flow(db: &dyn Db, flow: FlowId<'_>) -> Option<FlowSpec> {
                     deps.sort();
                     deps.dedup();
                     steps.push(StepSpec {
-                        id: s.name.name.clone(),
-                        tool: l.tool.clone(),
-                        kind: l.kind,
-                        args: l.args.clone(),
-                        value: l.value.clone(),
                         deps,
-                        when: l.when.clone(),
-                        foreach: l.foreach.clone(),
-                        concurrency: l.concurrency,
-                        after: l.after.clone(),
-                        retry: l.retry.clone(),
-                        timeout: l.timeout,
-                        ty: check.ty.clone(),
                         doc: s.doc.clone(),
                         span: source_span(db, file, moved(s.span, *offset)),
                         name_span: source_span(db, file, moved(s.name.span, *offset)),
-                        semantic_digest: String::new(),
+                        ..check.step_spec(s.name.name.clone())
                     });
                 }
                 Member::Output(o) => {

@@ -54,6 +54,33 @@ pub struct StepCheck {
     pub diagnostics: Vec<Diagnostic>,
 }
 
+impl StepCheck {
+    /// The FlowSpec step `id` of this check: what it calls and how, without what only a whole
+    /// flow knows (its dependencies, doc comment and place, and its digest, which sealing fills).
+    pub fn step_spec(&self, id: String) -> fs::StepSpec {
+        let l = &self.lowered;
+        fs::StepSpec {
+            id,
+            tool: l.tool.clone(),
+            kind: l.kind,
+            args: l.args.clone(),
+            value: l.value.clone(),
+            deps: Vec::new(),
+            when: l.when.clone(),
+            foreach: l.foreach.clone(),
+            concurrency: l.concurrency,
+            after: l.after.clone(),
+            retry: l.retry.clone(),
+            timeout: l.timeout,
+            ty: self.ty.clone(),
+            doc: None,
+            span: fs::SourceSpan::default(),
+            name_span: fs::SourceSpan::default(),
+            semantic_digest: String::new(),
+        }
+    }
+}
+
 /// The default concurrency of a `foreach` step.
 pub const DEFAULT_CONCURRENCY: u32 = 8;
 
