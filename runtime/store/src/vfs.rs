@@ -1,23 +1,29 @@
-//! The writer's SQLite VFS: the system's own, except that a durable commit's WAL frames reach
-//! the file in one write.
+//! The writer's SQLite VFS: the system's own, except that a commit's WAL frames reach the file
+//! in one write.
 //!
 //! SQLite writes each WAL frame as two `pwrite`s (its 24-byte header, then the page), so a
-//! commit of eight pages makes sixteen system calls before its `fdatasync`. On the disks
-//! measured (see `bench/README.md`, session 20), sixteen writes and a sync cost 165–170 µs
-//! where one write of the same bytes and a sync cost 142–149 µs, and the one-block probe
-//! that durable mode is held against 133–144 µs: the writes, not the sync, were most of what
-//! kept a durable step from the disk's ceiling.
+//! commit of eight pages makes sixteen system calls. On the disks measured (see
+//! `bench/README.md`, session 20), sixteen writes and a sync cost 165–170 µs where one write of
+//! the same bytes and a sync cost 142–149 µs, and the one-block probe that durable mode is held
+//! against 133–144 µs: the writes, not the sync, were most of what kept a durable step from the
+//! disk's ceiling. Without a sync the writes are all a commit's system calls: a 1,000-step
+//! `reel run` made 3,665 of them, 475 with the frames held (session 26).
 //!
-//! The frames are held only while the connection is at `synchronous = FULL` (or `EXTRA`), the
-//! level at which SQLite syncs the WAL at every commit before it publishes the commit in the
-//! WAL index: the sync sends the frames first, and a failed write is the failed sync's error,
-//! which fails the commit, as SQLite's own failed write would. Anything else that looks at the
-//! file (a read, its size, a truncation, a file control) sends the frames first, and so does
-//! the database's shared-memory barrier, which SQLite passes before any reader can see a new
-//! commit, whatever the level. Frames are only ever written under the WAL's write lock: those
-//! still held when SQLite lets it go (or closes the file) belong to a transaction that rolled
-//! back, and are dropped. At `synchronous = NORMAL` every write goes straight through, as
-//! before.
+//! Frames are held from a transaction's first write until SQLite ends its commit, and sent in
+//! one write then, at any level of `synchronous`:
+//! - At `FULL` (or `EXTRA`) SQLite syncs the WAL at every commit before it publishes the commit
+//!   in the WAL index: the sync sends the frames first, and a failed write is the failed sync's
+//!   error, which fails the commit, as SQLite's own failed write would.
+//! - At `NORMAL` (or `OFF`) nothing syncs: the write of the commit frame's page (the frame whose
+//!   header carries the database's size) sends them, and its error fails the commit. What the
+//!   transaction writes after that (checksums SQLite rewrites in place after a transaction
+//!   spilled frames and then changed a spilled page) goes straight through.
+//!
+//! Anything else that looks at the file (a read, its size, a truncation, a file control) sends
+//! the frames first, and so does the database's shared-memory barrier, which SQLite passes before
+//! any reader can see a new commit, whatever the level (by then nothing is held: the commit sent
+//! it). Frames are only ever written under the WAL's write lock: those still held when SQLite
+//! lets it go (or closes the file) belong to a transaction that rolled back, and are dropped.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 use std::mem::{align_of, size_of};
@@ -75,6 +81,11 @@ struct File {
     held_at: i64,
     /// A WAL file: its size as far as this connection's writes know it.
     end: i64,
+    /// A WAL file: the last write held was a commit frame's header, so the next is its page.
+    commit_page_next: bool,
+    /// A WAL file: the transaction under the write lock has sent its commit (at a level that
+    /// does not sync), so what it writes now goes straight through.
+    committed: bool,
 }
 
 /// Where the system VFS's file starts in the allocation SQLite makes for a [`File`].
@@ -159,6 +170,8 @@ unsafe extern "C" fn open(
                 held: Vec::new(),
                 held_at: 0,
                 end: 0,
+                commit_page_next: false,
+                committed: false,
             },
         );
         let Some(real_open) = (*real_vfs).xOpen else {
@@ -286,7 +299,8 @@ unsafe fn real(
     }
 }
 
-/// Sends the frames held, if any, in one write.
+/// Sends the frames held, if any, in one write; at a level that syncs every commit, a WAL they
+/// make longer grows ahead of them.
 ///
 /// # Safety
 /// `me` was opened by [`open`] and not closed.
@@ -314,7 +328,7 @@ unsafe fn send(me: *mut File) -> c_int {
         // Sent or failed, they are SQLite's to write again: a failed write fails the sync or
         // the read that sent it, and with it the transaction.
         me.held.clear();
-        if rc == ffi::SQLITE_OK && at > me.end {
+        if rc == ffi::SQLITE_OK && at > me.end && !me.db.is_null() && (*me.db).syncs_every_commit {
             // The frames made the file longer: it grows ahead of them by written zeros, so the
             // next commits' syncs write data into blocks the file has, not blocks and a new
             // size. Zeros are no frame (their salt is wrong): SQLite's recovery stops at them,
@@ -328,6 +342,10 @@ unsafe fn send(me: *mut File) -> c_int {
                 at += n as i64;
             }
             me.end = at;
+        } else if rc == ffi::SQLITE_OK {
+            // Without syncs a longer file costs no journal commit of the file system: no
+            // growth ahead, whose zeros would be written for nothing.
+            me.end = me.end.max(at);
         }
         rc
     }
@@ -367,7 +385,9 @@ unsafe extern "C" fn write(
     // SAFETY: SQLite calls a method of a file it opened, with `n` readable bytes at `buf`.
     unsafe {
         let me = file.cast::<File>();
-        let holds = !(*me).db.is_null() && (*(*me).db).syncs_every_commit && n > 0;
+        let wal = !(*me).db.is_null() && n > 0;
+        let syncs = wal && (*(*me).db).syncs_every_commit;
+        let holds = wal && (syncs || !(*me).committed);
         let (held, held_at) = (&(*me).held, (*me).held_at);
         let joins = held.is_empty()
             || (at == held_at + held.len() as i64 && held.len() + n as usize <= HELD_AT_MOST);
@@ -382,14 +402,26 @@ unsafe extern "C" fn write(
             if (*me).held.is_empty() {
                 (*me).held_at = at;
             }
-            (*me)
-                .held
-                .extend_from_slice(std::slice::from_raw_parts(buf.cast::<u8>(), n as usize));
+            let bytes = std::slice::from_raw_parts(buf.cast::<u8>(), n as usize);
+            (*me).held.extend_from_slice(bytes);
+            if !syncs {
+                // No sync will send the frames: the commit frame's page does, and its error
+                // is the commit's.
+                if (*me).commit_page_next {
+                    (*me).commit_page_next = false;
+                    (*me).committed = true;
+                    return send(me);
+                }
+                (*me).commit_page_next = is_commit_frame_header(bytes);
+            }
             return ffi::SQLITE_OK;
         }
         #[cfg(test)]
         if !(*me).db.is_null() {
             tests::WAL_WRITES.with(|n| n.set(n.get() + 1));
+            if (*me).committed {
+                tests::AFTER_COMMIT.with(|n| n.set(n.get() + 1));
+            }
         }
         let (real, m) = real(file);
         let rc = m
@@ -418,6 +450,13 @@ unsafe extern "C" fn truncate(file: *mut ffi::sqlite3_file, size: ffi::sqlite3_i
         }
         rc
     }
+}
+
+/// Whether `bytes`, written to a WAL, are the header of a frame that commits a transaction:
+/// 24 bytes whose second big-endian word, the database's size in pages after the commit, is not
+/// zero (it is zero in every other frame's header).
+fn is_commit_frame_header(bytes: &[u8]) -> bool {
+    bytes.len() == 24 && bytes[4..8] != [0; 4]
 }
 
 /// Whether `PRAGMA synchronous = value` makes SQLite sync the WAL at every commit.
@@ -481,7 +520,10 @@ unsafe extern "C" fn shm_lock(
             && at == WRITE_LOCK
             && n >= 1;
         if releases_write_lock && !(*me).wal.is_null() {
-            (*(*me).wal).held.clear();
+            let wal = &mut *(*me).wal;
+            wal.held.clear();
+            wal.commit_page_next = false;
+            wal.committed = false;
         }
         let (real, m) = real(file);
         m.xShmLock
@@ -492,11 +534,15 @@ unsafe extern "C" fn shm_lock(
 unsafe extern "C" fn shm_barrier(file: *mut ffi::sqlite3_file) {
     // SAFETY: SQLite calls a method of a file it opened. SQLite passes this barrier between
     // the two copies of a new WAL index header: the frames a reader may now look for are sent
-    // first. (Held only at a level that syncs first, there are none left here but after a
-    // failed pragma; this method has no way to report a failed write.)
+    // first. (The commit's sync or its commit frame sent them already, so none are left here;
+    // this method has no way to report a failed write.)
     unsafe {
         let me = file.cast::<File>();
         if !(*me).wal.is_null() {
+            #[cfg(test)]
+            if !(*(*me).wal).held.is_empty() {
+                tests::HELD_AT_BARRIER.with(|n| n.set(n.get() + 1));
+            }
             let _ = send((*me).wal);
         }
         let (real, m) = real(file);

@@ -11,6 +11,12 @@ use super::*;
 thread_local! {
     /// Writes this thread's connections made to their WALs through the system VFS.
     pub(super) static WAL_WRITES: Cell<usize> = const { Cell::new(0) };
+    /// Times this thread's connections found frames still held at the shared-memory barrier,
+    /// where a failed write could no longer fail the commit.
+    pub(super) static HELD_AT_BARRIER: Cell<usize> = const { Cell::new(0) };
+    /// Writes this thread's connections sent straight through after their transaction's commit
+    /// frame (checksums rewritten in place).
+    pub(super) static AFTER_COMMIT: Cell<usize> = const { Cell::new(0) };
 }
 
 /// A connection through the batching VFS, in WAL mode, with a table `t`.
@@ -57,27 +63,68 @@ fn wal_writes(during: impl FnOnce()) -> usize {
 }
 
 #[test]
-fn a_commit_at_full_writes_its_frames_at_once_and_at_normal_frame_by_frame() {
+fn a_commit_writes_its_frames_at_once_at_every_level() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("a.db");
     let conn = batching(&db);
     fill(&conn, 0, 1);
     // Forty rows of 300 bytes fill three or more pages: six or more writes frame by frame.
-    let normal = wal_writes(|| fill(&conn, 1, 40));
-    assert!(normal >= 6, "{normal} writes");
-    conn.execute_batch("PRAGMA synchronous = FULL").unwrap();
-    let full = wal_writes(|| fill(&conn, 100, 40));
-    assert_eq!(
-        full, 1,
-        "the frames of one commit at FULL go out in one write"
-    );
-    conn.execute_batch("PRAGMA synchronous = normal").unwrap();
-    let again = wal_writes(|| fill(&conn, 200, 40));
+    for (i, level) in ["NORMAL", "FULL", "OFF", "EXTRA", "normal"]
+        .iter()
+        .enumerate()
+    {
+        conn.execute_batch(&format!("PRAGMA synchronous = {level}"))
+            .unwrap();
+        let writes = wal_writes(|| fill(&conn, 1 + i as i64 * 100, 40));
+        assert_eq!(
+            writes, 1,
+            "the frames of one commit at {level} go out in one write"
+        );
+    }
+    assert_eq!(count(&conn), 201);
+    assert_eq!(HELD_AT_BARRIER.with(Cell::get), 0);
+}
+
+#[test]
+fn a_transaction_that_spilled_and_rewrote_its_checksums_commits_whole_without_a_sync() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    let conn = batching(&db);
+    let other = plain(&db);
+    fill(&conn, 0, 10);
+    // A page cache of a few pages makes the transaction spill frames before its end; changing
+    // the spilled rows again rewrites those frames in place and then their checksums, after
+    // the commit frame.
+    conn.execute_batch("PRAGMA cache_size = 4").unwrap();
+    let tx = conn.unchecked_transaction().unwrap();
+    insert(&tx, 1000, 400);
+    tx.execute("UPDATE t SET v = 'y' WHERE k BETWEEN 1000 AND 1100", [])
+        .unwrap();
+    tx.commit().unwrap();
     assert!(
-        again >= 6,
-        "{again} writes after the level went back to NORMAL"
+        AFTER_COMMIT.with(Cell::get) > 0,
+        "the checksums were rewritten"
     );
-    assert_eq!(count(&conn), 121);
+    assert_eq!(HELD_AT_BARRIER.with(Cell::get), 0);
+    assert_eq!(count(&other), 410);
+    let rewritten: i64 = other
+        .query_row("SELECT count(*) FROM t WHERE v = 'y'", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(rewritten, 101);
+    // What a crash leaves: the database and its WAL as they are.
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(&db, copy.path().join("a.db")).unwrap();
+    std::fs::copy(dir.path().join("a.db-wal"), copy.path().join("a.db-wal")).unwrap();
+    let recovered = plain(&copy.path().join("a.db"));
+    assert_eq!(count(&recovered), 410);
+    let check: String = recovered
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    // The next transaction is held again: one write.
+    conn.execute_batch("PRAGMA cache_size = -2000").unwrap();
+    assert_eq!(wal_writes(|| fill(&conn, 5000, 40)), 1);
+    drop(conn);
 }
 
 #[test]
