@@ -10,7 +10,9 @@
 //! for lingers too: the engine appends a call's start and then waits on a sync, and
 //! committing the append alone the moment it arrives would cost a second fsync when the sync
 //! follows microseconds later. While one thread commits, what others queue goes into the next
-//! batch together (group commit across runs).
+//! batch together (group commit across runs); after a batch of fast writes, the writer thread
+//! commits what came meanwhile at once, without lingering again, so it keeps up with a caller
+//! that writes faster than one batch commits.
 //!
 //! Failure handling: a command fails alone only before it has written anything. Every command
 //! is built so that whatever can refuse it (the fence of an append, a missing run, …) is
