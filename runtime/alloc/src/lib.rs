@@ -6,7 +6,8 @@
 //! mimalloc the process's allocator; [`tune`], called first thing in `main`, keeps what the
 //! process holds about as small as glibc's. Arenas are committed as they are used, not at once
 //! (`MI_DEFAULT_ARENA_EAGER_COMMIT=0`, set for the C build in `.cargo/config.toml`, since the
-//! first arena exists before `main` runs).
+//! first arena exists before `main` runs), and the main thread's heap is not freed page by page
+//! when the process exits (`MI_SKIP_COLLECT_ON_EXIT`, there too).
 
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
