@@ -110,6 +110,60 @@ fn group_commit_batches_many_appends_into_few_transactions() {
 }
 
 #[test]
+fn appends_batched_together_leave_each_run_its_journal_end() {
+    // Appends that follow one another in a batch store the journal's end once; anything else
+    // in the batch (here a run's update, and a stale append) finds it stored.
+    let (dir, store) = store();
+    let a = store.create_run(new_run("a"), &me(), 60_000).unwrap();
+    let b = store.create_run(new_run("b"), &me(), 60_000).unwrap();
+    for n in 0..1_500 {
+        store
+            .append(&a, vec![event("e", n), event("f", n)])
+            .unwrap();
+        if n % 3 == 0 {
+            store.append(&b, vec![event("e", n)]).unwrap();
+        }
+        if n == 700 {
+            store
+                .update_run(
+                    &b,
+                    RunUpdate {
+                        due_at: Some(Some(9_000)),
+                        ..RunUpdate::default()
+                    },
+                )
+                .unwrap();
+        }
+    }
+    wait(store.sync(&a)).unwrap();
+    wait(store.sync(&b)).unwrap();
+    let checks = crate::writer::FENCE_CHECKS.load(Ordering::Relaxed);
+    let batches = store.stats().batches;
+    println!("{checks} fence checks for 2,000 appends in {batches} batches");
+    assert!(checks * 5 <= 2_000, "{checks} fence checks");
+    let next_seq = |run: &str| -> i64 {
+        raw(&dir)
+            .query_row("SELECT next_seq FROM runs WHERE id = ?1", [run], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    };
+    assert_eq!(next_seq("a"), 3_000);
+    assert_eq!(next_seq("b"), 500);
+    assert_eq!(journal(&store, "a").unwrap().len(), 3_000);
+    assert_eq!(journal(&store, "b").unwrap().len(), 500);
+    // An append that does not start where the journal ends is refused, naming that end.
+    let stale = new_lease("b", b.token, &me(), Durability::Fast, 7);
+    store.append(&stale, vec![event("e", 0)]).unwrap();
+    let refused = wait(store.sync(&stale)).unwrap_err();
+    assert!(
+        refused.to_string().contains("continues at 500, not at 7"),
+        "{refused}"
+    );
+    assert_eq!(next_seq("b"), 500);
+}
+
+#[test]
 fn a_caller_commits_its_own_sync_when_the_writer_is_free() {
     let (_dir, store) = store();
     let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();

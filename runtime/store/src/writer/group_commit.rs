@@ -54,6 +54,7 @@ pub(crate) fn spawn(
             rx,
             shared,
             carry: Vec::new(),
+            appended: Vec::new(),
             full_sync: false,
             checkpointer,
             commits: 0,
@@ -367,6 +368,21 @@ pub(super) struct Writer {
     pub(super) values_removed: Option<i64>,
     /// Where values kept apart from the database live.
     pub(super) blobs: PathBuf,
+    /// Runs whose journal this batch appended to, with the lease it checked and where the
+    /// journal now ends; `runs.next_seq` is written once per run at the batch's end (see
+    /// [`Writer::append`]).
+    pub(super) appended: Vec<Appended>,
+}
+
+/// A run the batch being written appended to: the append that checked its fence, and the
+/// appends after it under the same lease, each starting where the one before ended.
+pub(super) struct Appended {
+    pub(super) run: String,
+    pub(super) token: u64,
+    /// Where the journal ends in `runs.next_seq`.
+    pub(super) stored: u64,
+    /// Where it ends with this batch's appends.
+    pub(super) next: u64,
 }
 
 impl Writer {
@@ -527,6 +543,7 @@ impl Writer {
             self.conn.execute_batch(pragma).map_err(sqlite)?;
             self.full_sync = durable;
         }
+        self.appended.clear();
         self.begin()?;
         if let Err(e) = self.notice_removed_values() {
             self.rollback();
@@ -561,6 +578,10 @@ impl Writer {
         if let Some(e) = self.shared.fault.get().and_then(|f| f.at_commit(batch)) {
             self.rollback();
             return Err(sqlite(e));
+        }
+        if let Err(e) = self.store_journal_ends(None) {
+            self.rollback();
+            return Err(e);
         }
         if cfg!(debug_assertions) && batch.iter().any(Cmd::journals) {
             crate::crash::reached(crate::crash::CrashPoint::BeforeCommit);
@@ -625,7 +646,10 @@ impl Writer {
                     None => Ok(()),
                 });
             }
-            _ => {}
+            Cmd::Append { .. } => {}
+            // Anything else may read or change a run's lease or journal end: it finds them
+            // stored.
+            _ => self.store_journal_ends(None)?,
         }
         let poisoned = cmd
             .data_tag()

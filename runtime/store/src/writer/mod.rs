@@ -37,6 +37,8 @@ mod command;
 pub mod faults;
 mod group_commit;
 mod statements;
+#[cfg(test)]
+pub(crate) use statements::FENCE_CHECKS;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
