@@ -41,6 +41,23 @@ fn count(conn: &Connection) -> i64 {
         .unwrap()
 }
 
+/// What `PRAGMA integrity_check` says of the database `conn` opened (`ok` when whole).
+fn integrity(conn: &Connection) -> String {
+    conn.query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap()
+}
+
+/// What a crash or a power cut leaves of the database `db`: it and its WAL as they are, nobody
+/// closing them, copied aside and opened by another process.
+fn after_a_crash(db: &Path) -> (tempfile::TempDir, Connection) {
+    let copy = tempfile::tempdir().unwrap();
+    std::fs::copy(db, copy.path().join("a.db")).unwrap();
+    let wal = db.with_file_name("a.db-wal");
+    std::fs::copy(&wal, copy.path().join("a.db-wal")).unwrap();
+    let conn = plain(&copy.path().join("a.db"));
+    (copy, conn)
+}
+
 /// Inserts rows `from..from + n` of 300 bytes each, in the transaction open on `conn`.
 fn insert(conn: &Connection, from: i64, n: i64) {
     for k in from..from + n {
@@ -111,16 +128,9 @@ fn a_transaction_that_spilled_and_rewrote_its_checksums_commits_whole_without_a_
         .query_row("SELECT count(*) FROM t WHERE v = 'y'", [], |r| r.get(0))
         .unwrap();
     assert_eq!(rewritten, 101);
-    // What a crash leaves: the database and its WAL as they are.
-    let copy = tempfile::tempdir().unwrap();
-    std::fs::copy(&db, copy.path().join("a.db")).unwrap();
-    std::fs::copy(dir.path().join("a.db-wal"), copy.path().join("a.db-wal")).unwrap();
-    let recovered = plain(&copy.path().join("a.db"));
+    let (_copy, recovered) = after_a_crash(&db);
     assert_eq!(count(&recovered), 410);
-    let check: String = recovered
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_eq!(integrity(&recovered), "ok");
     // The next transaction is held again: one write.
     conn.execute_batch("PRAGMA cache_size = -2000").unwrap();
     assert_eq!(wal_writes(|| fill(&conn, 5000, 40)), 1);
@@ -138,10 +148,7 @@ fn other_connections_see_every_commit_at_either_level() {
             .unwrap();
         fill(&conn, i as i64 * 100, 25);
         assert_eq!(count(&other), (i as i64 + 1) * 25, "at {level}");
-        let check: String = other
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-            .unwrap();
-        assert_eq!(check, "ok");
+        assert_eq!(integrity(&other), "ok");
     }
 }
 
@@ -161,16 +168,9 @@ fn a_wal_grows_ahead_of_its_frames_and_a_crash_recovers_every_commit() {
         len.is_power_of_two() || len.is_multiple_of(1 << 20),
         "{len} bytes"
     );
-    // What a power cut leaves: the database and its WAL as they are, nobody closing them.
-    let copy = tempfile::tempdir().unwrap();
-    std::fs::copy(&db, copy.path().join("a.db")).unwrap();
-    std::fs::copy(&wal, copy.path().join("a.db-wal")).unwrap();
-    let recovered = plain(&copy.path().join("a.db"));
+    let (_copy, recovered) = after_a_crash(&db);
     assert_eq!(count(&recovered), 300);
-    let check: String = recovered
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_eq!(integrity(&recovered), "ok");
     drop(conn);
 }
 
@@ -194,10 +194,7 @@ fn frames_of_a_transaction_that_rolled_back_are_never_written_over_later_commits
     // This connection reads and writes again: nothing it held may land now.
     assert_eq!(count(&conn), 210);
     fill(&conn, 500, 5);
-    let check: String = other
-        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
-        .unwrap();
-    assert_eq!(check, "ok");
+    assert_eq!(integrity(&other), "ok");
     assert_eq!(count(&other), 215);
     drop(conn);
     drop(other);

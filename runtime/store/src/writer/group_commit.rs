@@ -221,8 +221,9 @@ fn serve(committer: &Committer) {
                     // at once: it had its company's time while that commit ran, and a linger
                     // now would leave the writer idle behind a caller that writes faster than
                     // one batch commits (a 1,000-step `reel run` had its last writes committed
-                    // 6–10 ms after its last step, bench/README.md, session 26). After a durable commit the writer waits as
-                    // before, so a durable step's own sync commits its start (see `Queue::lead`).
+                    // 6–10 ms after its last step, bench/README.md, session 26). After a
+                    // durable commit the writer waits as before, so a durable step's own sync
+                    // commits its start (see `Queue::lead`).
                     committer.bell.take();
                 }
                 Gathered::Closed => {
