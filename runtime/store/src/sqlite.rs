@@ -272,8 +272,9 @@ impl std::fmt::Debug for SqliteStore {
 impl Drop for SqliteStore {
     fn drop(&mut self) {
         // Closing the queue lets the writer commit what is left and stop; waiting for it
-        // means dropping the store never loses an enqueued write. The writer's connections
-        // close last, so the last one checkpoints and removes the WAL files.
+        // means dropping the store never loses an enqueued write. The writer checkpoints a
+        // long WAL as it stops (`Checkpointer::finish`); a short one stays for the next
+        // process, as no connection checkpoints when it closes.
         self.readers.close_idle();
         self.tx.take();
         if let Some(writer) = self.writer.take() {

@@ -440,8 +440,11 @@ fn a_reader_sees_committed_data_and_refuses_writes() {
         files.sort();
         files
     };
-    // The last connection to close (the writer's) folded the WAL back and removed it.
-    assert_eq!(files(), vec!["blobs", "reel.db"]);
+    // No connection folds a short WAL back as it closes: the next to open reads it.
+    assert_eq!(
+        files(),
+        vec!["blobs", "reel.db", "reel.db-shm", "reel.db-wal"]
+    );
     let reader = SqliteStore::open_read_only(&path).unwrap();
     assert_eq!(journal(&reader, "r").unwrap().len(), 3);
     // Only SQLite's own WAL index may appear beside the database.
@@ -483,6 +486,46 @@ fn a_long_journal_streams_quickly() {
         .unwrap();
     assert_eq!(count, total);
     println!("read {total} journal rows in {:?}", started.elapsed());
+}
+
+#[test]
+fn the_writer_folds_back_a_long_wal_as_it_stops_and_leaves_a_short_one() {
+    let wal_len = |dir: &TempDir| {
+        std::fs::metadata(dir.path().join(".reel/reel.db-wal"))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    let (dir, store) = store();
+    let lease = store.create_run(new_run("short"), &me(), 60_000).unwrap();
+    store.append(&lease, vec![event("e", 0)]).unwrap();
+    wait(store.sync(&lease)).unwrap();
+    drop(store);
+    assert!(wal_len(&dir) > 0, "a short WAL stays for the next process");
+    let store = SqliteStore::open(&dir.path().join(".reel"), clock()).unwrap();
+    assert_eq!(journal(&store, "short").unwrap().len(), 1);
+
+    let lease = store.create_run(new_run("long"), &me(), 60_000).unwrap();
+    let mut seq = 0;
+    while wal_len(&dir) <= crate::checkpoint::CLOSE_LIMIT {
+        let events = (seq..seq + 200)
+            .map(|n| NewEvent {
+                data: json!({ "n": n, "output": "d".repeat(1000) }),
+                ..event("step_succeeded", n)
+            })
+            .collect();
+        store.append(&lease, events).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        seq += 200;
+    }
+    drop(store);
+    assert_eq!(
+        wal_len(&dir),
+        0,
+        "a WAL past the limit is folded back and cut"
+    );
+    let reader = SqliteStore::open_read_only(&dir.path().join(".reel")).unwrap();
+    assert_eq!(journal(&reader, "long").unwrap().len() as u64, seq);
+    assert_eq!(journal(&reader, "short").unwrap().len(), 1);
 }
 
 /// The WAL header's checkpoint sequence number: SQLite adds one each time a write starts the

@@ -235,6 +235,8 @@ fn serve(committer: &Committer) {
                         let mut last = std::mem::take(&mut writer.carry);
                         writer.commit(&mut last);
                     }
+                    let writer = &mut *writer;
+                    writer.checkpointer.finish(&writer.conn);
                     return;
                 }
             }
