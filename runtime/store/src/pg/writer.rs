@@ -948,7 +948,7 @@ impl Batch<'_, '_> {
             Cmd::Value { .. } | Cmd::Sync { .. } => Ok(()),
             Cmd::Spec { digest, json, .. } => {
                 self.tx
-                    .execute(&self.st.spec, &[&*digest, &*json])
+                    .execute(&self.st.spec, &[&*digest, &&**json])
                     .map_err(batch)?;
                 Ok(())
             }

@@ -113,7 +113,7 @@ pub(crate) enum Cmd {
     /// Store a FlowSpec.
     Spec {
         digest: String,
-        json: String,
+        json: Arc<str>,
         reply: Reply<()>,
     },
     /// Append journal rows starting at `first_seq`, with what they name (see [`Kept`]).
