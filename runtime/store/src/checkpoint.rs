@@ -24,7 +24,7 @@ const INTERVAL: Duration = Duration::from_millis(100);
 pub(crate) const WAL_LIMIT: u64 = 64 << 20;
 /// A WAL file larger than this when the writer stops is checkpointed and truncated then; a
 /// smaller one is left for the next process, which reads its frames back when it opens the
-/// store (about 0.2 ms a MiB: a 1,000-step run leaves 4 MiB).
+/// store (about 0.2 ms a MiB: a 1,000-step run leaves 2 to 4 MiB).
 pub(crate) const CLOSE_LIMIT: u64 = 8 << 20;
 
 /// The background checkpointer: nudge it after commits; it stops when dropped.

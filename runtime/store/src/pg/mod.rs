@@ -524,15 +524,10 @@ impl Store for PgStore {
     }
 
     fn put_spec(&self, digest: &str, json: &str) -> Result<Kept, StoreError> {
-        // One copy of the text serves both the readers' view and the write.
-        let json: Arc<str> = Arc::from(json);
-        let kept = {
-            let _seen = lock(&self.shared.seen);
-            self.shared.kept(digest, Arc::clone(&json), true)
-        };
+        let kept = self.shared.kept_spec(digest, json);
         self.call(|reply| Cmd::Spec {
             digest: digest.to_string(),
-            json,
+            json: Arc::clone(&kept.text),
             reply,
         })?;
         Ok(kept)

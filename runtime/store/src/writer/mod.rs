@@ -170,6 +170,13 @@ impl Shared {
         self.epoch.0.store(count, Ordering::SeqCst);
     }
 
+    /// What this store vouches for the FlowSpec `json` under `digest`; its text is the one
+    /// copy the spec's write shares (a 1,000-step flow's spec is 600 KB).
+    pub(crate) fn kept_spec(&self, digest: &str, json: &str) -> Kept {
+        let _seen = lock(&self.seen);
+        self.kept(digest, std::sync::Arc::from(json), true)
+    }
+
     /// What this store vouches for `text` under `digest` at this moment (call with `seen`
     /// locked, as the caller decides whether to write the value).
     pub(crate) fn kept(&self, digest: &str, text: std::sync::Arc<str>, spec: bool) -> Kept {
