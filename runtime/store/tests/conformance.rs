@@ -618,6 +618,10 @@ fn due_claims_pass_over_skipped_held_and_future_runs(b: &dyn Backend) {
         ..me()
     };
     store.create_run(new_run("orphan"), &dead, 600_000).unwrap();
+    // A dead holder's every run is taken, beside a live holder's kept.
+    store
+        .create_run(new_run("orphan-2"), &dead, 600_000)
+        .unwrap();
     let skip: HashSet<String> = ["skipped".to_string()].into();
     let taker = other_live_owner();
 
@@ -634,6 +638,7 @@ fn due_claims_pass_over_skipped_held_and_future_runs(b: &dyn Backend) {
         vec![
             ("expired".to_string(), RunStatus::Running),
             ("orphan".to_string(), RunStatus::Running),
+            ("orphan-2".to_string(), RunStatus::Running),
             ("signal".to_string(), RunStatus::Waiting),
             ("timer-past".to_string(), RunStatus::Waiting),
         ]

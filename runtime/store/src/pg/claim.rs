@@ -147,6 +147,9 @@ pub(crate) fn claim_expired(
 /// Due runs, other than those in `skip`, held by a process on this host that is certainly dead
 /// though its lease has not run out (a worker killed here a moment ago): their row is not
 /// enough to tell, so they are claimed one by one once this process has looked.
+///
+/// The OS is asked once per holder, not once per run: every worker on one machine looks here
+/// each time it looks for due runs, and each live worker on it holds many runs.
 pub(crate) fn dead_here(
     client: &mut Client,
     timers_now: i64,
@@ -154,26 +157,43 @@ pub(crate) fn dead_here(
 ) -> Result<Vec<(String, RunStatus)>, StoreError> {
     let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
     let host = Owner::this_process().host;
-    let sql = format!(
-        "SELECT r.id, r.lease_owner, r.lease_pid, r.lease_host, r.lease_started, r.status
+    let holders = format!(
+        "SELECT r.lease_owner, r.lease_pid, r.lease_host, r.lease_started
          FROM runs r
          WHERE r.lease_host = $1 AND r.lease_owner IS NOT NULL AND r.id <> ALL($2::text[])
+           AND {due}
+         GROUP BY 1, 2, 3, 4",
+        due = due(3),
+    );
+    let rows = client
+        .query_prepared(&holders, &[&host, &skip, &timers_now])
+        .map_err(|e| pg(&e))?;
+    let dead: Vec<String> = rows
+        .iter()
+        .filter_map(|r| owner_at(r, 0))
+        .filter(Owner::is_dead)
+        .map(|h| h.id)
+        .collect();
+    if dead.is_empty() {
+        return Ok(Vec::new());
+    }
+    let runs = format!(
+        "SELECT r.id, r.status FROM runs r
+         WHERE r.lease_host = $1 AND r.lease_owner = ANY($4::text[]) AND r.id <> ALL($2::text[])
            AND {due}
          ORDER BY r.created_at",
         due = due(3),
     );
     let rows = client
-        .query_prepared(&sql, &[&host, &skip, &timers_now])
+        .query_prepared(&runs, &[&host, &skip, &timers_now, &dead])
         .map_err(|e| pg(&e))?;
-    let mut dead = Vec::new();
-    for r in &rows {
-        if owner_at(r, 1).is_some_and(|h| h.is_dead()) {
+    rows.iter()
+        .map(|r| {
             let run: String = r.try_get(0).map_err(|e| pg(&e))?;
-            let status: String = r.try_get(5).map_err(|e| pg(&e))?;
-            dead.push((run, RunStatus::parse(&status).unwrap_or(RunStatus::Running)));
-        }
-    }
-    Ok(dead)
+            let status: String = r.try_get(1).map_err(|e| pg(&e))?;
+            Ok((run, RunStatus::parse(&status).unwrap_or(RunStatus::Running)))
+        })
+        .collect()
 }
 
 /// The earliest of the next due timer and the next lease to run out, on the store's `clock`
