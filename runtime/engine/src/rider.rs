@@ -526,21 +526,79 @@ async fn read_back(
 type InputsAndEnv = (Map<String, Value>, Map<String, Value>);
 
 /// The inputs and the environment snapshot a run's `run_started` names, read together: one
-/// round trip to a database, and often one digest (`{}`) for both.
+/// round trip to a database, and often one digest (`{}`) for both. Small ones are kept by
+/// digest ([`KEPT_OBJECTS`]): a worker resumes run after run started with the same inputs and
+/// environment, and on PostgreSQL each resume read them again (200 of the 2,500 statements
+/// of a burst of 200 short signalled runs).
 pub(crate) fn inputs_and_env(
     store: &dyn reel_store::StoreRead,
     started: &RunStarted,
 ) -> Result<InputsAndEnv, Refusal> {
-    let mut read = store
-        .get_values(&[started.inputs.as_str(), started.env.as_str()])?
-        .into_iter();
-    let mut object = |digest: &str| match read.next().flatten() {
-        Some(Value::Object(m)) => Ok(m),
-        _ => Err(Refusal::from(StoreError::MissingValue {
-            digest: digest.to_string(),
-        })),
-    };
-    Ok((object(&started.inputs)?, object(&started.env)?))
+    let digests = [started.inputs.as_str(), started.env.as_str()];
+    let mut found: [Option<Arc<Map<String, Value>>>; 2] = digests.map(|d| KEPT_OBJECTS.get(d));
+    let wanted: Vec<&str> = digests
+        .iter()
+        .zip(&found)
+        .filter(|(_, f)| f.is_none())
+        .map(|(d, _)| *d)
+        .collect();
+    if !wanted.is_empty() {
+        let mut read = store.get_values(&wanted)?.into_iter();
+        for (digest, slot) in digests.iter().zip(found.iter_mut()) {
+            if slot.is_some() {
+                continue;
+            }
+            // Both digests are often the same: the second is then the first's answer.
+            let value = match read.next().flatten() {
+                Some(Value::Object(m)) => Arc::new(m),
+                _ => {
+                    return Err(Refusal::from(StoreError::MissingValue {
+                        digest: digest.to_string(),
+                    }));
+                }
+            };
+            KEPT_OBJECTS.keep(digest, json_size_up_to(&value, KEPT_OBJECT_MAX), &value);
+            *slot = Some(value);
+        }
+    }
+    let [inputs, env] = found.map(|f| f.map(Arc::unwrap_or_clone).unwrap_or_default());
+    Ok((inputs, env))
+}
+
+/// The inputs and environments this process read last, by digest ([`inputs_and_env`]).
+static KEPT_OBJECTS: std::sync::LazyLock<KeptByDigest<Map<String, Value>>> =
+    std::sync::LazyLock::new(|| KeptByDigest::new(KEPT_OBJECT_COUNT, KEPT_OBJECT_MAX));
+
+/// How many inputs and environments are kept.
+const KEPT_OBJECT_COUNT: std::num::NonZeroUsize = std::num::NonZeroUsize::new(64).unwrap();
+/// Only those whose JSON is at most this long are kept.
+const KEPT_OBJECT_MAX: usize = 16 << 10;
+
+/// The length of `value`'s JSON, counted only up to `limit` (one more when longer): what
+/// decides whether to keep it costs no more than the limit, however big the value.
+fn json_size_up_to(value: &Map<String, Value>, limit: usize) -> usize {
+    /// Counts what is written and stops the writing past `limit`.
+    struct Count {
+        written: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.written += buf.len();
+            if self.written > self.limit {
+                return Err(std::io::Error::other("past the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count { written: 0, limit };
+    match serde_json::to_writer(&mut count, value) {
+        Ok(()) => count.written,
+        Err(_) => limit + 1,
+    }
 }
 
 /// Hands a run the resume could not take up back as it was: the claim made a waiting run
@@ -809,37 +867,40 @@ pub(crate) fn recorded_spec(
 
 /// The FlowSpecs this process read last, by digest: a worker resumes run after run of the same
 /// few flows, and each resume read and parsed its flow's FlowSpec again (one read in eight of a
-/// resumed short run on PostgreSQL). A digest names one text for good, so what is kept is
-/// never out of date, whichever store it came from.
-static KEPT_SPECS: std::sync::LazyLock<KeptSpecs> = std::sync::LazyLock::new(KeptSpecs::new);
+/// resumed short run on PostgreSQL). Only those whose text is at most 256 KiB are kept: a big
+/// flow's parsed FlowSpec is many times its text, and a process that ran it once should not
+/// hold it after.
+static KEPT_SPECS: std::sync::LazyLock<KeptByDigest<FlowSpec>> = std::sync::LazyLock::new(|| {
+    KeptByDigest::new(std::num::NonZeroUsize::new(16).unwrap(), 256 << 10)
+});
 
-/// A few small parsed FlowSpecs, the least recently used going first.
-struct KeptSpecs {
-    specs: std::sync::Mutex<lru::LruCache<String, Arc<FlowSpec>>>,
+/// A few small things read from the store, by digest, the least recently used going first. A
+/// digest names one text for good, so what is kept is never out of date, whichever store it
+/// came from.
+struct KeptByDigest<T> {
+    kept: std::sync::Mutex<lru::LruCache<String, Arc<T>>>,
+    /// Only things whose text is at most this long are kept.
+    max_size: usize,
 }
 
-impl KeptSpecs {
-    /// How many are kept.
-    const COUNT: std::num::NonZeroUsize = std::num::NonZeroUsize::new(16).unwrap();
-    /// Only FlowSpecs whose text is at most this long are kept: a big flow's parsed FlowSpec
-    /// is many times its text, and a process that ran it once should not hold it after.
-    const MAX_TEXT: usize = 256 << 10;
-
-    fn new() -> KeptSpecs {
-        KeptSpecs {
-            specs: std::sync::Mutex::new(lru::LruCache::new(Self::COUNT)),
+impl<T> KeptByDigest<T> {
+    fn new(count: std::num::NonZeroUsize, max_size: usize) -> KeptByDigest<T> {
+        KeptByDigest {
+            kept: std::sync::Mutex::new(lru::LruCache::new(count)),
+            max_size,
         }
     }
 
-    fn get(&self, digest: &str) -> Option<Arc<FlowSpec>> {
-        let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
-        specs.get(digest).cloned()
+    fn get(&self, digest: &str) -> Option<Arc<T>> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        kept.get(digest).cloned()
     }
 
-    fn keep(&self, digest: &str, size: usize, spec: &Arc<FlowSpec>) {
-        if size <= Self::MAX_TEXT {
-            let mut specs = self.specs.lock().unwrap_or_else(|p| p.into_inner());
-            specs.put(digest.to_string(), Arc::clone(spec));
+    /// Keeps `thing`, whose text is `size` bytes long, unless that is too long.
+    fn keep(&self, digest: &str, size: usize, thing: &Arc<T>) {
+        if size <= self.max_size {
+            let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+            kept.put(digest.to_string(), Arc::clone(thing));
         }
     }
 }
@@ -862,22 +923,60 @@ mod tests {
     }
 
     #[test]
+    fn inputs_and_environments_read_once_are_kept_when_small() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let clock = Arc::new(reel_store::ManualClock::at(0));
+        let store =
+            reel_store::SqliteStore::open(&dir.path().join("store"), clock).expect("a store");
+        let small: Map<String, Value> = [("region".to_string(), Value::from("eu"))]
+            .into_iter()
+            .collect();
+        let big: Map<String, Value> =
+            [("blob".to_string(), Value::from("x".repeat(KEPT_OBJECT_MAX)))]
+                .into_iter()
+                .collect();
+        let digest =
+            |m: &Map<String, Value>| put_object(&store, m).expect("stored").digest().to_string();
+        let (small_digest, big_digest) = (digest(&small), digest(&big));
+        let started = RunStarted {
+            flow: String::new(),
+            inputs: big_digest.clone(),
+            seed: 0,
+            epoch: DETERMINISM_EPOCH,
+            env: small_digest.clone(),
+            cwd: String::new(),
+            source: None,
+            durability: "fast".into(),
+            rerun: false,
+        };
+        let (inputs, env) = inputs_and_env(&store, &started).expect("both read");
+        assert_eq!((inputs, env), (big, small.clone()));
+        // The small one is kept, the big one read again next time.
+        assert_eq!(KEPT_OBJECTS.get(&small_digest).as_deref(), Some(&small));
+        assert!(KEPT_OBJECTS.get(&big_digest).is_none());
+        // What decides it stops counting past the limit.
+        assert_eq!(json_size_up_to(&small, 100), r#"{"region":"eu"}"#.len());
+        assert_eq!(json_size_up_to(&small, 4), 5);
+    }
+
+    #[test]
     fn kept_specs_keep_the_most_recently_used_small_ones() {
-        let kept = KeptSpecs::new();
+        let count = std::num::NonZeroUsize::new(16).unwrap();
+        let kept = KeptByDigest::new(count, 256 << 10);
         let one = spec();
         kept.keep("d0", 10, &one);
         assert!(Arc::ptr_eq(&kept.get("d0").expect("kept"), &one));
         // A big FlowSpec is not kept.
-        kept.keep("big", KeptSpecs::MAX_TEXT + 1, &one);
+        kept.keep("big", kept.max_size + 1, &one);
         assert!(kept.get("big").is_none());
         // Full, the least recently used goes: `d0` was used after `d1` was kept.
-        for i in 1..KeptSpecs::COUNT.get() {
+        for i in 1..count.get() {
             kept.keep(&format!("d{i}"), 10, &spec());
         }
         assert!(kept.get("d0").is_some());
         kept.keep("new", 10, &spec());
         assert!(kept.get("d1").is_none(), "the least recently used went");
         assert!(kept.get("d0").is_some() && kept.get("new").is_some());
-        assert_eq!(kept.specs.lock().unwrap().len(), KeptSpecs::COUNT.get());
+        assert_eq!(kept.kept.lock().unwrap().len(), count.get());
     }
 }
