@@ -535,34 +535,39 @@ pub(crate) fn inputs_and_env(
     started: &RunStarted,
 ) -> Result<InputsAndEnv, Refusal> {
     let digests = [started.inputs.as_str(), started.env.as_str()];
-    let mut found: [Option<Arc<Map<String, Value>>>; 2] = digests.map(|d| KEPT_OBJECTS.get(d));
-    let wanted: Vec<&str> = digests
+    let kept = digests.map(|d| KEPT_OBJECTS.get(d));
+    let unkept: Vec<&str> = digests
         .iter()
-        .zip(&found)
-        .filter(|(_, f)| f.is_none())
-        .map(|(d, _)| *d)
+        .zip(&kept)
+        .filter_map(|(d, k)| k.is_none().then_some(*d))
         .collect();
-    if !wanted.is_empty() {
-        let mut read = store.get_values(&wanted)?.into_iter();
-        for (digest, slot) in digests.iter().zip(found.iter_mut()) {
-            if slot.is_some() {
-                continue;
-            }
-            // Both digests are often the same: the second is then the first's answer.
-            let value = match read.next().flatten() {
-                Some(Value::Object(m)) => Arc::new(m),
+    let mut read = if unkept.is_empty() {
+        Vec::new()
+    } else {
+        store.get_values(&unkept)?
+    }
+    .into_iter();
+    // A kept object, or the next one read (and kept when small).
+    let mut object = |digest: &str, kept: Option<Arc<Map<String, Value>>>| {
+        let object = match kept {
+            Some(object) => object,
+            None => match read.next().flatten() {
+                Some(Value::Object(m)) => {
+                    let m = Arc::new(m);
+                    KEPT_OBJECTS.keep(digest, json_size_up_to(&m, KEPT_OBJECT_MAX), &m);
+                    m
+                }
                 _ => {
                     return Err(Refusal::from(StoreError::MissingValue {
                         digest: digest.to_string(),
                     }));
                 }
-            };
-            KEPT_OBJECTS.keep(digest, json_size_up_to(&value, KEPT_OBJECT_MAX), &value);
-            *slot = Some(value);
-        }
-    }
-    let [inputs, env] = found.map(|f| f.map(Arc::unwrap_or_clone).unwrap_or_default());
-    Ok((inputs, env))
+            },
+        };
+        Ok(Arc::unwrap_or_clone(object))
+    };
+    let [inputs, env] = kept;
+    Ok((object(digests[0], inputs)?, object(digests[1], env)?))
 }
 
 /// The inputs and environments this process read last, by digest ([`inputs_and_env`]).
