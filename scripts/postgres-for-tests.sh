@@ -14,7 +14,8 @@
 #
 # REEL_PG_FSYNC=on keeps fsync on (a benchmark's figures need the disk's real cost), and
 # REEL_PG_NAME names its folder under the target folder (default pg-test), so that a
-# benchmark's server and the tests' can run at once.
+# benchmark's server and the tests' can run at once. REEL_PG_STATEMENTS=on loads
+# pg_stat_statements, for `pg-bench --statements` (what a burst of short runs asks the server).
 #
 # PostgreSQL refuses to run as root, so as root the server runs as the `postgres` user (which
 # the packages create) and owns its directory. REEL_PG_BINDIR picks the server's binaries.
@@ -93,8 +94,12 @@ reel_pg_start() {
   if [ "${REEL_PG_FSYNC:-off}" = on ]; then
     fsync=""
   fi
+  local statements=""
+  if [ "${REEL_PG_STATEMENTS:-off}" = on ]; then
+    statements="-c shared_preload_libraries=pg_stat_statements"
+  fi
   reel_pg_as "$bindir/pg_ctl" -D "$REEL_PG_DIR/data" -l "$REEL_PG_DIR/server.log" -w -t 60 \
-    -o "-c listen_addresses=$listen -p $port -k $REEL_PG_DIR $fsync $tls \
+    -o "-c listen_addresses=$listen -p $port -k $REEL_PG_DIR $fsync $tls $statements \
         -c max_connections=400 -c shared_buffers=64MB" start >/dev/null || {
     cat "$REEL_PG_DIR/server.log" >&2
     return 1

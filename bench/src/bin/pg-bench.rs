@@ -74,6 +74,12 @@ struct Args {
     /// fifth of a second, and one such sample swung by a third between invocations.
     #[arg(long, default_value_t = 3, value_parser = positive())]
     reps: usize,
+    /// Print what each burst of short runs asked the server, statement by statement (its
+    /// workers', its signals' senders' and the bench's polls), from `pg_stat_statements`
+    /// reset before each burst: the server must load it (`REEL_PG_STATEMENTS=on` when
+    /// `scripts/postgres-for-tests.sh` starts it).
+    #[arg(long)]
+    statements: bool,
 }
 
 /// A count of one or more: none of workers, steps, runs or samples leaves nothing to measure
@@ -216,16 +222,25 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
             .map(|_| timed(&start("fan.reel", 1), args.steps))
             .collect(),
     );
+    let mut asked = args.statements.then(|| Statements::new(&url));
     let concurrent = median(
         (0..reps)
             .map(|_| {
-                timed(
-                    &start("short.reel", args.runs),
-                    args.runs * args.short_steps,
-                )
+                let ids = start("short.reel", args.runs);
+                if let Some(asked) = &mut asked {
+                    asked.reset();
+                }
+                let rate = timed(&ids, args.runs * args.short_steps);
+                if let Some(asked) = &mut asked {
+                    asked.add();
+                }
+                rate
             })
             .collect(),
     );
+    if let Some(asked) = asked {
+        asked.print(&format!("{n} worker(s), {mode}"), reps);
+    }
     let signal_ms = (0..args.signals)
         .map(|_| {
             let ids = start("signal.reel", 1);
@@ -240,6 +255,80 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
         fanout,
         concurrent,
         signal_ms,
+    }
+}
+
+/// What bursts asked the server, summed by statement over the bursts (`--statements`).
+struct Statements {
+    client: postgres::Client,
+    /// Calls, rows and execution time (ms) by the statement's text.
+    by_text: std::collections::BTreeMap<String, (i64, i64, f64)>,
+}
+
+impl Statements {
+    fn new(url: &str) -> Self {
+        let mut client = postgres::Client::connect(url, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
+        client
+            .batch_execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+            .unwrap_or_else(|e| {
+                panic!("--statements: pg_stat_statements is not loaded ({e}); start the server with REEL_PG_STATEMENTS=on")
+            });
+        Statements {
+            client,
+            by_text: Default::default(),
+        }
+    }
+
+    /// Forgets what the server counted so far (a burst's runs' starts, this bench's setup).
+    fn reset(&mut self) {
+        self.client
+            .batch_execute("SELECT pg_stat_statements_reset()")
+            .expect("the statistics are reset");
+    }
+
+    /// Adds what the server counted since the reset, in this database.
+    fn add(&mut self) {
+        let rows = self
+            .client
+            .query(
+                "SELECT query, calls, rows, total_exec_time FROM pg_stat_statements
+                 WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+                   AND query NOT LIKE '%pg_stat_statements%'",
+                &[],
+            )
+            .expect("the statistics are read");
+        for row in rows {
+            let text: String = row.get(0);
+            let text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let e = self.by_text.entry(text).or_default();
+            e.0 += row.get::<_, i64>(1);
+            e.1 += row.get::<_, i64>(2);
+            e.2 += row.get::<_, f64>(3);
+        }
+    }
+
+    /// Prints the statements a burst asked, most called first, per burst.
+    fn print(&self, label: &str, bursts: usize) {
+        let per = |v: i64| v as f64 / bursts as f64;
+        let mut all: Vec<_> = self.by_text.iter().collect();
+        all.sort_by_key(|(_, v)| std::cmp::Reverse(v.0));
+        let total: i64 = all.iter().map(|(_, v)| v.0).sum();
+        let ms: f64 = all.iter().map(|(_, v)| v.2).sum();
+        println!(
+            "statements a burst of short runs, {label}: {:.0} ({:.0} ms executing), by calls:",
+            per(total),
+            ms / bursts as f64
+        );
+        for (text, (calls, rows, ms)) in all.iter().take(20) {
+            let short: String = text.chars().take(110).collect();
+            println!(
+                "  {:>7.1} calls {:>8.1} rows {:>7.1} ms  {short}",
+                per(*calls),
+                per(*rows),
+                ms / bursts as f64
+            );
+        }
     }
 }
 
