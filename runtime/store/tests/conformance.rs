@@ -886,7 +886,7 @@ fn signals_sent_before_the_wait_are_kept(b: &dyn Backend) {
 
     store.consume_signal(&lease, 1, 0).unwrap();
     store.consume_signal(&lease, 2, 0).unwrap();
-    store.update_run(&lease, clear).unwrap();
+    store.update_run(&lease, clear.clone()).unwrap();
     wait(store.sync(&lease)).unwrap();
     assert!(!store.run("r").unwrap().unwrap().signal_pending);
     assert!(store.pending_signals("r").unwrap().is_empty());
@@ -898,8 +898,20 @@ fn signals_sent_before_the_wait_are_kept(b: &dyn Backend) {
     );
 
     store.consume_signal(&lease, 7, 0).unwrap();
+    store.update_run(&lease, clear.clone()).unwrap();
     let err = wait(store.sync(&lease)).unwrap_err();
     assert!(err.to_string().contains("has no signal 7"), "{err}");
+
+    // Under a lease taken over since, neither the signal nor the mark changes.
+    let lease = store.create_run(new_run("s"), &me(), 60_000).unwrap();
+    store.send_signal("s", "go", &json!(1)).unwrap();
+    b.raw("UPDATE runs SET lease_token = lease_token + 1 WHERE id = 's'");
+    store.consume_signal(&lease, 0, 0).unwrap();
+    store.update_run(&lease, clear).unwrap();
+    let err = wait(store.sync(&lease)).unwrap_err();
+    assert_eq!(err.code(), "store.lease-lost", "{err}");
+    assert!(store.run("s").unwrap().unwrap().signal_pending);
+    assert_eq!(store.pending_signals("s").unwrap().len(), 1);
 }
 
 fn signals_from_many_senders_are_numbered_without_gaps(b: &dyn Backend) {

@@ -132,6 +132,7 @@ struct Statements {
     update: Statement,
     log: Statement,
     consume: Statement,
+    consume_clear: Statement,
     release: Statement,
     why_not: Statement,
     renew: Statement,
@@ -208,6 +209,23 @@ impl Statements {
                 "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $4 FOR SHARE)
                  UPDATE signals SET consumed_by = $3
                  WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM held)",
+            )?,
+            // A signal consumed and the run's mark of signals waiting recomputed, as one
+            // statement: the mark's count leaves out the signal consumed, which the
+            // statement's snapshot still sees unconsumed. Fenced by the run's update; the
+            // counts say which part matched.
+            consume_clear: client.prepare(
+                "WITH fenced AS (
+                    UPDATE runs SET signal_pending = EXISTS (
+                        SELECT 1 FROM signals
+                        WHERE run = $1 AND consumed_by IS NULL AND seq <> $2)
+                    WHERE id = $1 AND lease_token = $4
+                    RETURNING id),
+                 consumed AS (
+                    UPDATE signals SET consumed_by = $3
+                    WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM fenced)
+                    RETURNING seq)
+                 SELECT (SELECT count(*) FROM fenced), (SELECT count(*) FROM consumed)",
             )?,
             release: client.prepare(&format!(
                 "WITH released AS (
@@ -752,12 +770,32 @@ impl Batch<'_, '_> {
 
     /// Runs the first of `cmds` as [`Self::run_in_batch`] does, or the first two together
     /// when they are a run's update and then its release under the same lease (how a run
-    /// ends or parks): one statement instead of two. How many it ran.
+    /// ends or parks), or a signal consumed and then the run's mark recomputed (how a run
+    /// takes a signal): one statement instead of two. How many it ran.
     fn run_next(
         &mut self,
         cmds: &mut [Cmd],
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<usize, Lost> {
+        if let [
+            Cmd::Consume { tag, seq, by },
+            Cmd::Update {
+                tag: updated,
+                update,
+            },
+            ..,
+        ] = &*cmds
+            && updated.run == tag.run
+            && updated.token == tag.token
+            && update.only_clears_signal_pending()
+            && self.shared.poisoned(&tag.run, tag.token).is_none()
+        {
+            let outcome = self.consume_clear(tag, *seq, *by);
+            let result = self.settle(tag, outcome)?;
+            results.push(result.clone());
+            results.push(result);
+            return Ok(2);
+        }
         if let [
             Cmd::Update { tag, update },
             Cmd::Release { tag: released, .. },
@@ -1157,6 +1195,31 @@ impl Batch<'_, '_> {
     }
 
     /// Changes the run's row, and with `release` gives its lease up in the same statement.
+    /// Consumes signal `seq` of the run (by its event `by`) and recomputes the run's mark of
+    /// signals waiting, in one statement; refused as the two would be one after the other.
+    fn consume_clear(&mut self, tag: &Tag, seq: u64, by: u64) -> Result<(), Fail> {
+        let row = self
+            .tx
+            .query_one(
+                &self.st.consume_clear,
+                &[&tag.run, &int(seq), &int(by), &int(tag.token)],
+            )
+            .map_err(batch)?;
+        let (fenced, consumed): (i64, i64) = (row.get(0), row.get(1));
+        if fenced == 0 {
+            return Err(Fail::Command(
+                self.why_not(&tag.run, tag.token, |_| lease_lost(&tag.run))?,
+            ));
+        }
+        if consumed == 0 {
+            return Err(Fail::Command(StoreError::Postgres(format!(
+                "run {} has no signal {seq}",
+                tag.run
+            ))));
+        }
+        Ok(())
+    }
+
     fn update(&mut self, tag: &Tag, u: &Update, release: bool) -> Result<(), Fail> {
         let params: [&(dyn postgres::types::ToSql + Sync); 10] = [
             &tag.run,

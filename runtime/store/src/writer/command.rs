@@ -41,6 +41,28 @@ pub(crate) struct Update {
     pub(crate) error: Option<String>,
 }
 
+impl Update {
+    /// Whether it only recomputes the pending-signal mark (as after a signal is consumed).
+    pub(crate) fn only_clears_signal_pending(&self) -> bool {
+        let Update {
+            status,
+            due_at,
+            waiting_on,
+            clear_signal_pending,
+            ended_at,
+            output_digest,
+            error,
+        } = self;
+        *clear_signal_pending
+            && status.is_none()
+            && due_at.is_none()
+            && waiting_on.is_none()
+            && ended_at.is_none()
+            && output_digest.is_none()
+            && error.is_none()
+    }
+}
+
 /// A value's text as it waits to be committed.
 #[derive(Clone)]
 pub(crate) enum ValueText {
