@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use reel_store::crash::{CrashPoint, reached};
-use reel_store::{Claim, Kept, Lease, LogRow, RunStatus, RunUpdate, Store, StoreError};
+use reel_store::{Claim, Kept, Lease, LogRow, RunStatus, RunUpdate, SignalRow, Store, StoreError};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -23,26 +23,22 @@ use crate::fork::Reuse;
 use crate::journal::Event;
 use crate::rider::{Refusal, RiderConfig, RunOutcome, blocking};
 
-/// Drives `machine` from `first` (`Started` or `Resumed`) to its end, or until it parks.
-pub(crate) async fn drive(
-    deps: &RunDeps,
-    cfg: &RiderConfig,
-    lease: Arc<Lease>,
-    machine: Machine,
-    first: Input,
-) -> Result<RunOutcome, Refusal> {
-    drive_reusing(deps, cfg, lease, machine, first, None).await
-}
+/// The run's pending signals with their payloads, as a claim read them with the run
+/// (`reel_store::ReadWithClaim`).
+pub(crate) type ReadSignals = Vec<(SignalRow, Option<Value>)>;
 
-/// Drives as [`drive`] does; a fork's driver also answers the calls its parent's record holds
-/// (`reuse`) with the recorded results instead of calling the tool.
-pub(crate) async fn drive_reusing(
+/// Drives `machine` from `first` (`Started` or `Resumed`) to its end, or until it parks. A
+/// fork's driver also answers the calls its parent's record holds (`reuse`) with the recorded
+/// results instead of calling the tool. `signals`, read with the run's claim, answer its first
+/// look for signals, if it comes before the run first waits.
+pub(crate) async fn drive(
     deps: &RunDeps,
     cfg: &RiderConfig,
     lease: Arc<Lease>,
     mut machine: Machine,
     first: Input,
     reuse: Option<&Reuse>,
+    signals: Option<ReadSignals>,
 ) -> Result<RunOutcome, Refusal> {
     let (results_tx, results_rx) = mpsc::unbounded_channel();
     let mut driver = Driver {
@@ -54,6 +50,7 @@ pub(crate) async fn drive_reusing(
         results_tx,
         results_rx,
         unnamed: Vec::new(),
+        read_signals: signals,
     };
     machine.handle(driver.now(), first);
     let result = driver.run(&mut machine).await;
@@ -89,6 +86,9 @@ struct Driver<'r> {
     /// next (the core's simulator, `tests/core/sim.rs`, checks it on every fixture), and the
     /// store commits them together (see `reel_store::Kept`).
     unnamed: Vec<Kept>,
+    /// The pending signals the run's claim read with it, until the first look for signals
+    /// takes them or the run first waits (after which more may have come).
+    read_signals: Option<ReadSignals>,
 }
 
 /// How a command's execution went on.
@@ -247,6 +247,7 @@ impl Driver<'_> {
                 },
             )?,
             Command::Wait { deadline, at_once } => {
+                self.read_signals = None;
                 return self.wait(m, deadline, at_once, timers).await;
             }
             Command::Park { due_at, signals } => {
@@ -268,7 +269,8 @@ impl Driver<'_> {
 
     /// The pending signals the waiting calls can take (the first of each name, as many as
     /// calls wait for it), with their payloads.
-    fn fetch_signals(&self, names: Vec<String>) -> Result<Vec<ArrivedSignal>, Refusal> {
+    fn fetch_signals(&mut self, names: Vec<String>) -> Result<Vec<ArrivedSignal>, Refusal> {
+        let read = self.read_signals.take();
         // A fork's or rerun's waits first take what the parent's record answered them with.
         let (mut arrived, names) = match self.reuse {
             Some(reuse) => {
@@ -277,12 +279,16 @@ impl Driver<'_> {
             None => (Vec::new(), names),
         };
         // The signals and their payloads in one read, when a wait is left to answer.
-        let mut pending = if names.is_empty() {
-            Vec::new()
-        } else {
-            self.deps
+        let mut pending = match read {
+            _ if names.is_empty() => Vec::new(),
+            Some(mut read) => {
+                read.retain(|(s, _)| names.contains(&s.name));
+                read
+            }
+            None => self
+                .deps
                 .store
-                .pending_signals_with_payloads(self.run_id(), &names)?
+                .pending_signals_with_payloads(self.run_id(), &names)?,
         };
         pending.retain(|(p, _)| !arrived.iter().any(|a| a.seq == p.seq));
         for name in names {

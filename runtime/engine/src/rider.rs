@@ -11,16 +11,16 @@ use std::sync::Arc;
 use reel_flowspec::FlowSpec;
 use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use reel_store::{
-    Claim, DueClaim, Durability, Kept, Lease, NewRun, RunRow, RunStatus, RunUpdate, Store,
-    StoreError,
+    Claim, DueClaim, Durability, JournalRow, Kept, Lease, NewRun, RunRow, RunStatus, RunUpdate,
+    Store, StoreError,
 };
 use serde_json::{Map, Value, json};
 
 use crate::core::{Decided, Input, Machine, Setup, check_decisions};
 use crate::deps::RunDeps;
-use crate::drive::{drive, drive_reusing};
+use crate::drive::drive;
 use crate::error::RunError;
-use crate::fold::{Folded, fold_journal};
+use crate::fold::{Folded, fold_journal, fold_rows};
 use crate::fork::Reuse;
 use crate::inputs::resolve_inputs;
 use crate::journal::{DETERMINISM_EPOCH, Event, RunStarted};
@@ -226,7 +226,16 @@ pub(crate) async fn begin(
         max_parallel: cfg.max_parallel,
         faults: cfg.faults.clone(),
     });
-    drive_reusing(deps, cfg, Arc::new(lease), machine, Input::Started, reuse).await
+    drive(
+        deps,
+        cfg,
+        Arc::new(lease),
+        machine,
+        Input::Started,
+        reuse,
+        None,
+    )
+    .await
 }
 
 /// Resumes a run from its journal: after a crash, when its timer is due or a signal arrived, or
@@ -298,19 +307,27 @@ async fn resume_run(
             return Err(refusal);
         }
     };
-    let (lease, current) = match held {
+    let (lease, current, read) = match held {
         Some(held) => {
             reel_store::crash::reached(reel_store::crash::CrashPoint::Takeover);
             // The row came with the claim, which made a waiting run `running`: it is the run
-            // as the claim left it, so it is not read again.
+            // as the claim left it, so it is not read again; nor are its journal and signals
+            // when the claim read them too.
             let current = Some(row.clone());
             row.status = held.was;
-            (held.lease, current)
+            (held.lease, current, held.read)
         }
         None => {
             let lease = claim(deps, cfg, &row).await?;
-            (lease, store.run(&row.id)?)
+            (lease, store.run(&row.id)?, None)
         }
+    };
+    let (journal, signals) = match read {
+        Some(read) => {
+            let read = *read;
+            (Some(read.journal), Some(read.signals))
+        }
+        None => (None, None),
     };
     // Another process may have ended the run before this claim (two workers saw it due; the
     // other finished it and let it go; `reel cancel` ended it): what it recorded stands, and
@@ -349,14 +366,14 @@ async fn resume_run(
     let lease = Arc::new(lease);
     // The journal's length as the claim found it.
     let length = lease.next_seq.load(std::sync::atomic::Ordering::SeqCst);
-    let (folded, started, started_at, inputs, env) = match read_back(&store, &row.id, length).await
-    {
-        Ok(read) => read,
-        Err(refusal) => {
-            give_back(&store, &lease, row.status).await;
-            return Err(refusal);
-        }
-    };
+    let (folded, started, started_at, inputs, env) =
+        match read_back(&store, &row.id, length, journal).await {
+            Ok(read) => read,
+            Err(refusal) => {
+                give_back(&store, &lease, row.status).await;
+                return Err(refusal);
+            }
+        };
     if let Err(message) = check_decisions(&spec, &folded, &decisions) {
         give_back(&store, &lease, row.status).await;
         return Err(Refusal::Input(format!(
@@ -401,10 +418,7 @@ async fn resume_run(
         },
         by: format!("{}:{}", deps.owner.host, deps.owner.pid),
     };
-    match &reuse {
-        Some(reuse) => drive_reusing(deps, cfg, lease, machine, first, Some(reuse)).await,
-        None => drive(deps, cfg, lease, machine, first).await,
-    }
+    drive(deps, cfg, lease, machine, first, reuse.as_ref(), signals).await
 }
 
 /// What a resume found before taking the run: nothing to do, or what it needs to go on.
@@ -488,12 +502,14 @@ async fn claim(deps: &RunDeps, cfg: &RiderConfig, row: &RunRow) -> Result<Lease,
 }
 
 /// What a resume rebuilds from the store once it holds the run: the folded journal, how the
-/// run started, its inputs and its environment. A hole in the journal or a missing value
-/// refuses the resume: a run rebuilt from part of its record could run a step twice.
+/// run started, its inputs and its environment; the journal is read unless its claim read it
+/// (`journal`). A hole in the journal or a missing value refuses the resume: a run rebuilt
+/// from part of its record could run a step twice.
 async fn read_back(
     store: &Arc<dyn Store>,
     run: &str,
     length: u64,
+    journal: Option<Vec<JournalRow>>,
 ) -> Result<
     (
         Folded,
@@ -504,12 +520,16 @@ async fn read_back(
     ),
     Refusal,
 > {
-    let folded = {
-        let store = store.clone();
-        let id = run.to_string();
-        tokio::task::spawn_blocking(move || fold_journal(store.as_ref(), &id, length))
-            .await
-            .map_err(|e| Refusal::Store(StoreError::Sqlite(e.to_string())))??
+    let folded = match journal {
+        // Short (the claim read it so), so folded here.
+        Some(rows) => fold_rows(run, &rows)?,
+        None => {
+            let store = store.clone();
+            let id = run.to_string();
+            tokio::task::spawn_blocking(move || fold_journal(store.as_ref(), &id, length))
+                .await
+                .map_err(|e| Refusal::Store(StoreError::Sqlite(e.to_string())))??
+        }
     };
     let Some((started, started_at)) = folded.started.clone() else {
         return Err(Refusal::Store(StoreError::Hole {

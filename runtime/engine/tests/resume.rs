@@ -4,19 +4,21 @@
 //! long enough to read its values ahead on a thread gives the same report, stops where it
 //! diverges, and names a value the store lacks.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use reel_flowspec::FlowSpec;
+use reel_runtime::worker::{WorkerConfig, work};
 use reel_runtime::{
     EnvSecrets, Environment, ManualClock, NoProgress, ReplayOptions, RiderConfig, RunDeps,
     StartRequest, replay, resume, start,
 };
 use reel_store::{
-    Claim, CleanScope, Cleaned, Durability, EventRow, Flow, Kept, Lease, LogRow, NewEvent, NewRun,
-    Owner, RunFilter, RunRow, RunStatus, RunUpdate, SignalRow, SqliteStore, Store, StoreError,
-    StoreRead, Ticket,
+    Claim, CleanScope, Cleaned, DueClaim, Durability, EventRow, Flow, Kept, Lease, LogRow,
+    NewEvent, NewRun, Owner, ReadWithClaim, RunFilter, RunRow, RunStatus, RunUpdate, SignalRow,
+    SqliteStore, Store, StoreError, StoreRead, Ticket,
 };
 use reel_tools::ToolHost;
 use serde_json::{Value, json};
@@ -28,14 +30,35 @@ use support::compile;
 /// What a read of a spec returns instead of the stored text (`None`: no spec).
 type Spoil = fn(String) -> Option<String>;
 
-/// A store that counts the values read from it, and can hand out a spoiled FlowSpec.
+/// A store that counts the values, journals and signals read from it, can hand out a spoiled
+/// FlowSpec, and can read a claimed run's journal and signals with its claim as a database
+/// store does.
 struct Counting {
     inner: Arc<SqliteStore>,
     reads: AtomicU64,
+    /// Reads of a journal, and of a run's pending signals.
+    journal_reads: AtomicU64,
+    signal_reads: AtomicU64,
     /// Applied to every spec read, when set.
     spoil: Option<Spoil>,
     /// A value the store is made to lack, when set.
     hidden: Option<String>,
+    /// Whether `claim_due` reads each claimed run's journal and signals with it.
+    reads_with_claims: bool,
+}
+
+impl Counting {
+    fn new(inner: Arc<SqliteStore>) -> Counting {
+        Counting {
+            inner,
+            reads: AtomicU64::new(0),
+            journal_reads: AtomicU64::new(0),
+            signal_reads: AtomicU64::new(0),
+            spoil: None,
+            hidden: None,
+            reads_with_claims: false,
+        }
+    }
 }
 
 impl StoreRead for Counting {
@@ -73,6 +96,7 @@ impl StoreRead for Counting {
         from_seq: u64,
         f: &mut dyn FnMut(EventRow) -> Flow,
     ) -> Result<(), StoreError> {
+        self.journal_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.read_journal(run, from_seq, f)
     }
 
@@ -81,6 +105,7 @@ impl StoreRead for Counting {
     }
 
     fn pending_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
+        self.signal_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.pending_signals(run)
     }
 
@@ -149,6 +174,36 @@ impl Store for Counting {
 
     fn request_cancel(&self, run: &str) -> Result<bool, StoreError> {
         self.inner.request_cancel(run)
+    }
+
+    fn claim_due(
+        &self,
+        now_ms: i64,
+        owner: &Owner,
+        lease_ms: u64,
+        limit: usize,
+        skip: &HashSet<String>,
+    ) -> Result<Vec<DueClaim>, StoreError> {
+        let mut claimed = self.inner.claim_due(now_ms, owner, lease_ms, limit, skip)?;
+        if self.reads_with_claims {
+            for claim in &mut claimed {
+                let run = &claim.lease.run;
+                let mut journal = Vec::new();
+                self.inner.read_journal_rows(run, 0, &mut |row| {
+                    journal.push(row);
+                    Flow::Continue
+                })?;
+                let names: Vec<String> = self
+                    .inner
+                    .pending_signals(run)?
+                    .into_iter()
+                    .map(|s| s.name)
+                    .collect();
+                let signals = self.inner.pending_signals_with_payloads(run, &names)?;
+                claim.read = Some(Box::new(ReadWithClaim { journal, signals }));
+            }
+        }
+        Ok(claimed)
     }
 
     fn clean(&self, scope: &CleanScope, dry_run: bool) -> Result<Cleaned, StoreError> {
@@ -258,12 +313,7 @@ async fn a_resume_reads_only_the_values_still_to_be_read() {
     assert_eq!(started.len(), n);
 
     // Parked again with nothing arrived: only the inputs and the environment are read.
-    let counting = Arc::new(Counting {
-        inner: sqlite.clone(),
-        reads: AtomicU64::new(0),
-        spoil: None,
-        hidden: None,
-    });
+    let counting = Arc::new(Counting::new(sqlite.clone()));
     let again = resume(
         &deps(counting.clone()),
         &RiderConfig::default(),
@@ -298,6 +348,59 @@ async fn a_resume_reads_only_the_values_still_to_be_read() {
     assert!(reads <= 6, "the ending resume read {reads} values");
     // Nothing the journal recorded as finished ran again.
     assert_eq!(starts(sqlite.as_ref(), "r1"), started);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_claim_read_it_is_resumed_without_reading_it_again() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
+    let spec = compile(&chain_then_signal(3));
+    let worker = WorkerConfig {
+        until_idle: true,
+        ..WorkerConfig::default()
+    };
+    // A worker whose claims read the run, then one whose claims do not: the same end.
+    let mut reads = Vec::new();
+    for (id, with_claims) in [("read", true), ("unread", false)] {
+        let first = start(
+            &deps(sqlite.clone()),
+            &RiderConfig::default(),
+            request(id, spec.clone(), Durability::Fast, dir.path()),
+        )
+        .await
+        .expect("the run starts");
+        assert_eq!(first.status, RunStatus::Waiting, "{first:?}");
+        sqlite
+            .send_signal(id, "go", &json!({ "ok": id }))
+            .expect("the signal is kept");
+        let counting = Arc::new(Counting {
+            reads_with_claims: with_claims,
+            ..Counting::new(sqlite.clone())
+        });
+        work(
+            deps(counting.clone()),
+            RiderConfig::default(),
+            worker.clone(),
+            |_| {},
+        )
+        .await
+        .expect("the worker runs");
+        let row = sqlite.run(id).expect("read").expect("the run");
+        assert_eq!(row.status, RunStatus::Succeeded, "{id}: {row:?}");
+        let output = sqlite
+            .get_value(row.output_digest.as_deref().expect("an output"))
+            .expect("read")
+            .expect("the output");
+        assert_eq!(output["w"], json!({ "ok": id }));
+        assert_eq!(output["last"], json!(2));
+        reads.push((
+            id,
+            counting.journal_reads.load(Ordering::SeqCst),
+            counting.signal_reads.load(Ordering::SeqCst),
+        ));
+    }
+    assert_eq!(reads[0], ("read", 0, 0), "the claim's reads are used");
+    assert!(reads[1].1 >= 1 && reads[1].2 >= 1, "{reads:?}");
 }
 
 /// `json` changed by `f`, as JSON text.
@@ -345,10 +448,8 @@ async fn a_stored_flow_that_does_not_read_stops_the_resume() {
     ];
     for (spoil, expected) in cases {
         let spoiled = Arc::new(Counting {
-            inner: sqlite.clone(),
-            reads: AtomicU64::new(0),
             spoil: Some(spoil),
-            hidden: None,
+            ..Counting::new(sqlite.clone())
         });
         let refused = resume(&deps(spoiled), &RiderConfig::default(), "r3", "resume")
             .await
@@ -532,10 +633,8 @@ async fn a_long_replay_reads_ahead_stops_where_it_diverges_and_names_a_lost_valu
 
     let lost = result_of(sqlite.as_ref(), "long", &format!("s{}", half + 100));
     let losing = Counting {
-        inner: sqlite.clone(),
-        reads: AtomicU64::new(0),
-        spoil: None,
         hidden: Some(lost.clone()),
+        ..Counting::new(sqlite.clone())
     };
     let opts = ReplayOptions::default();
     match replay(&losing, "long", &opts, &NoProgress) {

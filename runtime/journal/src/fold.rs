@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use reel_store::{EventRow, Flow, RawEventRow, RawJournalRow, StoreError, StoreRead};
+use reel_store::{EventRow, Flow, JournalRow, RawEventRow, RawJournalRow, StoreError, StoreRead};
 
 use crate::error::RunError;
 use crate::journal::{Event, Resolution, RunStarted, woke_value};
@@ -591,41 +591,76 @@ pub const SHORT_JOURNAL: u64 = 1000;
 /// read.
 pub fn fold_journal(store: &dyn StoreRead, run: &str, length: u64) -> Result<Folded, StoreError> {
     if length <= SHORT_JOURNAL {
-        let mut events = Vec::new();
-        let mut hole = None;
-        walk(store, run, 0, &mut |row| match row {
-            Ok((row, event)) => {
-                events.push((row.at, event));
-                Flow::Continue
-            }
-            Err(unreadable) => {
-                hole = Some(hole_at(run, unreadable));
-                Flow::Stop
-            }
-        })?;
-        if let Some(hole) = hole {
-            return Err(hole);
-        }
-        let mut folded = Folded {
-            done: events
-                .iter()
-                .filter_map(|(_, e)| match e {
-                    Event::StepSucceeded { step, .. } => Some(step.clone()),
-                    _ => None,
-                })
-                .collect(),
-            ..Folded::default()
-        };
-        for (at, event) in events {
-            folded.push(at, event);
-        }
-        return Ok(folded);
+        return fold_held(run, &mut |each| {
+            walk(store, run, 0, &mut |row| {
+                each(row.map(|(row, e)| (row.at, e)))
+            })
+        });
     }
     let mut folded = Folded {
         done: store.succeeded_steps(run)?,
         ..Folded::default()
     };
     folded.read(store, run, Holes::Stop)?;
+    Ok(folded)
+}
+
+/// Folds a run's journal read already (a claim read it with the run:
+/// `reel_store::ReadWithClaim`), as [`fold_journal`] folds a short one it reads.
+pub fn fold_rows(run: &str, rows: &[JournalRow]) -> Result<Folded, StoreError> {
+    fold_held(run, &mut |each| {
+        for row in rows {
+            let read = match row {
+                JournalRow::Event(row) => Event::from_row(row)
+                    .map(|event| (row.at, event))
+                    .map_err(|message| (row.seq, message)),
+                JournalRow::Hole { seq, message } => Err((*seq, message.clone())),
+            };
+            if let Flow::Stop = each(read) {
+                break;
+            }
+        }
+        Ok(())
+    })
+}
+
+/// An event with its time, or an unreadable row's position and what is wrong with it.
+type Timed = Result<(i64, Event), (u64, String)>;
+
+/// Hands a journal's rows, as [`Timed`], to the function it is given, until that stops.
+type ReadTimed<'a> = dyn FnMut(&mut dyn FnMut(Timed) -> Flow) -> Result<(), StoreError> + 'a;
+
+/// Folds a short journal whose events `read` hands over, holding them until its end says
+/// which steps succeeded (see [`fold_journal`]).
+fn fold_held(run: &str, read: &mut ReadTimed<'_>) -> Result<Folded, StoreError> {
+    let mut events = Vec::new();
+    let mut hole = None;
+    read(&mut |row| match row {
+        Ok(event) => {
+            events.push(event);
+            Flow::Continue
+        }
+        Err(unreadable) => {
+            hole = Some(hole_at(run, unreadable));
+            Flow::Stop
+        }
+    })?;
+    if let Some(hole) = hole {
+        return Err(hole);
+    }
+    let mut folded = Folded {
+        done: events
+            .iter()
+            .filter_map(|(_, e)| match e {
+                Event::StepSucceeded { step, .. } => Some(step.clone()),
+                _ => None,
+            })
+            .collect(),
+        ..Folded::default()
+    };
+    for (at, event) in events {
+        folded.push(at, event);
+    }
     Ok(folded)
 }
 

@@ -365,6 +365,25 @@ pub struct DueClaim {
     /// The run's row as the claim left it, read with the claim: a worker goes on from it
     /// without reading it again.
     pub row: Box<RunRow>,
+    /// Its journal and pending signals, when the store read them with the claim (a short
+    /// run's, on a database: see [`ReadWithClaim`]); `None` leaves them to the claimer.
+    pub read: Option<Box<ReadWithClaim>>,
+}
+
+/// A claimed run's journal and pending signals, read by [`Store::claim_due`] for many runs in
+/// two statements rather than by each run's resume in two of its own: a worker that takes up
+/// a burst of short runs on PostgreSQL otherwise pays two round trips a run for them.
+///
+/// Read after the claim committed, under the lease it took, so the journal is whole (no other
+/// process can append to it); a signal sent after the read is not among `signals`, as one sent
+/// after the claimer's own read would not be, and makes the run due again when it parks.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadWithClaim {
+    /// Its journal from its first event, as [`StoreRead::read_journal_rows`] hands it over.
+    pub journal: Vec<JournalRow>,
+    /// Its signals nothing consumed, in the order sent, each with its payload (`None` when
+    /// the value is gone), as [`StoreRead::pending_signals_with_payloads`] reads them.
+    pub signals: Vec<(SignalRow, Option<Value>)>,
 }
 
 /// The lease of a run claimed alone as a [`DueClaim`], with its row read after the claim;
@@ -380,6 +399,7 @@ pub(crate) fn due_claim<S: Store + ?Sized>(
             lease,
             was,
             row: Box::new(row),
+            read: None,
         })),
         _ => {
             drop(store.release(&lease));

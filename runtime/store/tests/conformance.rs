@@ -37,6 +37,9 @@ trait Backend {
     fn raw(&self, sql: &str);
     /// The first number a raw query returns.
     fn raw_count(&self, sql: &str) -> i64;
+    /// Whether its store reads a short claimed run's journal and signals with the claim
+    /// ([`reel_store::ReadWithClaim`]): a database does, where each read is a round trip.
+    fn reads_with_claims(&self) -> bool;
 }
 
 struct Sqlite {
@@ -83,6 +86,9 @@ impl Backend for Sqlite {
     fn raw_count(&self, sql: &str) -> i64 {
         self.conn().query_row(sql, [], |r| r.get(0)).unwrap()
     }
+    fn reads_with_claims(&self) -> bool {
+        false
+    }
 }
 
 struct Postgres {
@@ -118,6 +124,9 @@ impl Backend for Postgres {
     }
     fn raw(&self, sql: &str) {
         self.conn().batch_execute(sql).unwrap();
+    }
+    fn reads_with_claims(&self) -> bool {
+        true
     }
     fn raw_count(&self, sql: &str) -> i64 {
         self.conn().query_one(sql, &[]).unwrap().get(0)
@@ -668,6 +677,93 @@ fn due_claims_pass_over_skipped_held_and_future_runs(b: &dyn Backend) {
         Some(me()),
         "a live holder keeps its run"
     );
+}
+
+fn what_a_claim_reads_with_a_run_is_what_its_resume_would_read(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    // A short run with a hole in its journal, one long one, one with no signal: each parked
+    // on `go` with events after its start, and signals (one consumed, one over 64 KiB) sent.
+    let parked = |id: &str, events: u64| {
+        let lease = store.create_run(new_run(id), &me(), 60_000).unwrap();
+        store
+            .append(&lease, (0..events).map(|n| event("e", n)).collect())
+            .unwrap();
+        store
+            .update_run(
+                &lease,
+                RunUpdate {
+                    status: Some(RunStatus::Waiting),
+                    waiting_on: Some(vec!["go".to_string()]),
+                    ..RunUpdate::default()
+                },
+            )
+            .unwrap();
+        wait(store.release(&lease)).unwrap();
+    };
+    parked("short", 6);
+    parked("long", 600);
+    parked("quiet", 3);
+    b.raw("DELETE FROM journal WHERE run = 'short' AND seq = 2");
+    let big = json!({ "text": "x".repeat(100 * 1024) });
+    for run in ["short", "long"] {
+        store.send_signal(run, "early", &json!(0)).unwrap();
+        store.send_signal(run, "go", &big).unwrap();
+        store.send_signal(run, "later", &json!({ "n": 2 })).unwrap();
+    }
+    // `quiet` is due by its lease alone: a claim takes it though nothing was sent.
+    b.raw("UPDATE runs SET status = 'running' WHERE id = 'quiet'");
+    let taker = other_live_owner();
+    let first = store
+        .claim_due(T0, &taker, 60_000, 100, &HashSet::new())
+        .unwrap();
+    let early = first
+        .iter()
+        .find(|c| c.lease.run == "short")
+        .expect("the short run is claimed");
+    store
+        .consume_signal(&early.lease, 0, 5)
+        .expect("the early signal is consumed");
+    // Given back, and claimed again: the consumed signal is no longer pending.
+    for claim in &first {
+        wait(store.release(&claim.lease)).unwrap();
+    }
+    b.raw("UPDATE runs SET status = 'running', lease_owner = NULL, lease_expires_at = NULL");
+    let mut claimed = store
+        .claim_due(T0, &taker, 60_000, 100, &HashSet::new())
+        .unwrap();
+    claimed.sort_by(|a, b| a.lease.run.cmp(&b.lease.run));
+    let runs: Vec<&str> = claimed.iter().map(|c| c.lease.run.as_str()).collect();
+    assert_eq!(runs, ["long", "quiet", "short"]);
+    let mut read_with_claim = Vec::new();
+    for claim in &claimed {
+        let Some(read) = &claim.read else { continue };
+        read_with_claim.push(claim.lease.run.clone());
+        let mut journal = Vec::new();
+        store
+            .read_journal_rows(&claim.lease.run, 0, &mut |row| {
+                journal.push(row);
+                Flow::Continue
+            })
+            .unwrap();
+        assert_eq!(read.journal, journal, "{}", claim.lease.run);
+        let names = ["early", "go", "later"].map(String::from);
+        let signals = store
+            .pending_signals_with_payloads(&claim.lease.run, &names)
+            .unwrap();
+        assert_eq!(read.signals, signals, "{}", claim.lease.run);
+    }
+    if b.reads_with_claims() {
+        // The long run's journal is left to its resume.
+        assert_eq!(read_with_claim, ["quiet", "short"]);
+        let short = claimed[2].read.as_ref().unwrap();
+        assert!(matches!(short.journal[2], JournalRow::Hole { seq: 2, .. }));
+        assert_eq!(short.journal.len(), 6);
+        let names: Vec<&str> = short.signals.iter().map(|(s, _)| s.name.as_str()).collect();
+        assert_eq!(names, ["go", "later"]);
+        assert_eq!(short.signals[0].1, Some(big));
+    } else {
+        assert!(read_with_claim.is_empty());
+    }
 }
 
 fn the_next_due_time_is_the_earliest_timer(b: &dyn Backend) {
@@ -1823,6 +1919,7 @@ conformance!(
     racing_claims_give_a_run_to_one_claimer,
     racing_due_claims_give_each_run_to_one_claimer,
     due_claims_pass_over_skipped_held_and_future_runs,
+    what_a_claim_reads_with_a_run_is_what_its_resume_would_read,
     the_next_due_time_is_the_earliest_timer,
     claims_wake_waiting_runs_and_leave_ended_ones_ended,
     values_are_stored_once_by_digest_large_ones_too,

@@ -17,8 +17,10 @@ use std::collections::HashSet;
 use postgres::Client;
 
 use super::conn::pg;
-use super::read::{Prepared, RUN_COLUMNS, owner_at, run_from};
-use crate::api::{DueClaim, Owner, RunStatus, StoreError};
+use super::read::{
+    Prepared, RUN_COLUMNS, event_from, hand_missing, hand_rows, owner_at, run_from, signal_from,
+};
+use crate::api::{DueClaim, Flow, Owner, ReadWithClaim, RunStatus, StoreError};
 use crate::clock::Clock;
 
 /// The database server's clock in ms since the epoch: `clock_timestamp()` rather than `now()`,
@@ -139,9 +141,115 @@ pub(crate) fn claim_expired(
                 ),
                 was: RunStatus::parse(&was).unwrap_or(RunStatus::Running),
                 row: Box::new(row),
+                read: None,
             })
         })
         .collect()
+}
+
+/// A claimed run's journal is read with its claim when it holds at most this many events (a
+/// short run's, whose resume would otherwise spend two of its few statements reading it and
+/// its signals)...
+const READ_WITH_CLAIM_EVENTS: u64 = 256;
+/// ...and while the claims' journals read so far hold at most this many: a worker claiming
+/// hundreds of runs at once holds them all in memory until each is resumed.
+const READ_WITH_CLAIMS_EVENTS: u64 = 16_384;
+
+/// Reads the journals and pending signals of the short runs among `claims` (see
+/// [`ReadWithClaim`]), in two statements for all of them, after the claim committed. On an
+/// error none of them has its read.
+pub(crate) fn read_with_claims(
+    client: &mut Client,
+    claims: &mut [DueClaim],
+) -> Result<(), StoreError> {
+    let mut budget = READ_WITH_CLAIMS_EVENTS;
+    let mut runs: Vec<String> = Vec::new();
+    let mut ends: Vec<i64> = Vec::new();
+    for claim in claims.iter() {
+        let length = claim.row.next_seq;
+        if length > READ_WITH_CLAIM_EVENTS || length > budget {
+            continue;
+        }
+        budget -= length;
+        runs.push(claim.lease.run.clone());
+        ends.push(i64::try_from(length).unwrap_or(i64::MAX));
+    }
+    if runs.is_empty() {
+        return Ok(());
+    }
+    // By the journal's index, run by run (a join with the lengths was planned as a scan of
+    // the whole journal). No row is at or above a run's length: a row goes in with the
+    // length's update, and the claim fenced out every earlier holder; one would be left out.
+    let rows = client
+        .query_prepared(
+            "SELECT j.run, j.seq, j.at, j.kind, j.step, j.idx, j.attempt, j.data
+             FROM journal j WHERE j.run = ANY($1::text[])
+             ORDER BY j.run, j.seq",
+            &[&runs],
+        )
+        .map_err(|e| pg(&e))?;
+    let lengths: std::collections::HashMap<&str, i64> = runs
+        .iter()
+        .map(String::as_str)
+        .zip(ends.iter().copied())
+        .collect();
+    let mut journals: std::collections::HashMap<String, Vec<_>> = Default::default();
+    for row in &rows {
+        let run: String = row.try_get(0).map_err(|e| pg(&e))?;
+        let seq: i64 = row.try_get(1).map_err(|e| pg(&e))?;
+        if lengths
+            .get(run.as_str())
+            .is_none_or(|&length| seq >= length)
+        {
+            continue;
+        }
+        let event = event_from(row, 1, &run, seq);
+        journals.entry(run).or_default().push((seq, event));
+    }
+    let signals = client
+        .query_prepared(
+            "SELECT s.run, s.seq, s.name, s.payload_digest, s.sent_at, s.consumed_by, v.json
+             FROM signals s LEFT JOIN vals v ON v.digest = s.payload_digest
+             WHERE s.run = ANY($1) AND s.consumed_by IS NULL
+             ORDER BY s.run, s.seq",
+            &[&runs],
+        )
+        .map_err(|e| pg(&e))?;
+    let mut pending: std::collections::HashMap<String, Vec<_>> = Default::default();
+    for row in &signals {
+        let signal = signal_from(row)?;
+        let text: Option<String> = row.try_get(6).map_err(|e| pg(&e))?;
+        let payload = text
+            .map(|text| crate::read::parse_value(&signal.payload_digest, &text))
+            .transpose()?;
+        pending
+            .entry(signal.run.clone())
+            .or_default()
+            .push((signal, payload));
+    }
+    let read: HashSet<String> = runs.into_iter().collect();
+    for claim in claims.iter_mut() {
+        let length = claim.row.next_seq;
+        if !read.contains(&claim.lease.run) {
+            continue;
+        }
+        // As a read of the journal hands it over: a row that does not read, or is missing,
+        // as a hole.
+        let mut journal = Vec::new();
+        let mut expected = 0;
+        let rows = journals.remove(&claim.lease.run).unwrap_or_default();
+        let mut keep = |row| {
+            journal.push(row);
+            Flow::Continue
+        };
+        hand_rows(rows, &mut expected, &mut keep);
+        hand_missing(&mut expected, length, &mut keep);
+        claim.read = Some(Box::new(ReadWithClaim {
+            journal,
+            signals: pending.remove(&claim.lease.run).unwrap_or_default(),
+        }));
+    }
+    Ok(())
 }
 
 /// Due runs, other than those in `skip`, held by a process on this host that is certainly dead

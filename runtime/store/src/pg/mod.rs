@@ -382,10 +382,6 @@ impl StoreRead for PgStore {
         else {
             return Err(StoreError::NotFound(run.to_string()));
         };
-        let missing = |seq| JournalRow::Hole {
-            seq,
-            message: "the row is missing".to_string(),
-        };
         let mut expected = from_seq;
         let mut head = Some(head);
         loop {
@@ -398,34 +394,14 @@ impl StoreRead for PgStore {
                 }
             };
             let full = page.len() as i64 >= read::PAGE;
-            for (seq, event) in page {
-                let seq = u64::try_from(seq).unwrap_or(expected);
-                while expected < seq {
-                    if let Flow::Stop = f(missing(expected)) {
-                        return Ok(());
-                    }
-                    expected += 1;
-                }
-                let got = match event {
-                    Ok(event) => JournalRow::Event(event),
-                    Err(message) => JournalRow::Hole { seq, message },
-                };
-                if let Flow::Stop = f(got) {
-                    return Ok(());
-                }
-                expected = seq + 1;
+            if let Flow::Stop = read::hand_rows(page, &mut expected, f) {
+                return Ok(());
             }
             if !full {
                 break;
             }
         }
-        let end = u64::try_from(end).unwrap_or(0);
-        while expected < end {
-            if let Flow::Stop = f(missing(expected)) {
-                return Ok(());
-            }
-            expected += 1;
-        }
+        read::hand_missing(&mut expected, u64::try_from(end).unwrap_or(0), f);
         Ok(())
     }
 
@@ -590,7 +566,12 @@ impl Store for PgStore {
         let lease_now = self.lease_now();
         let (who, passed) = (owner.clone(), skip.clone());
         let mut claimed = self.readers.with(move |c| {
-            claim::claim_expired(c, lease_now, now_ms, &who, lease_ms, limit, &passed)
+            let mut claimed =
+                claim::claim_expired(c, lease_now, now_ms, &who, lease_ms, limit, &passed)?;
+            // The leases are taken: a failed read leaves them to the claimer's resume, which
+            // reads them itself (and meets the error, if it lasts, there).
+            let _ = claim::read_with_claims(c, &mut claimed);
+            Ok::<_, StoreError>(claimed)
         })?;
         if claimed.len() < limit {
             let mut passed = skip.clone();

@@ -18,7 +18,9 @@ use postgres::{Client, Row, Statement};
 use serde_json::Value;
 
 use super::conn::{Connector, pg};
-use crate::api::{EventRow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError};
+use crate::api::{
+    EventRow, Flow, JournalRow, LogRow, Owner, RunFilter, RunRow, RunStatus, SignalRow, StoreError,
+};
 use crate::writer::{lock, parse_durability};
 
 /// How many reader threads (and so connections, opened on first use) a store keeps: a worker
@@ -358,6 +360,50 @@ pub(crate) fn list_runs(
 /// A journal row's number and its event, or why it does not read.
 pub(crate) type PageRow = (i64, Result<EventRow, String>);
 
+/// Hands `rows` (in order, from `expected` on) to `f`, a row that does not read as a hole and
+/// each one missing before a row as a hole too; `Stop` when `f` stopped. `expected` ends as
+/// the position after the last row handed over.
+pub(crate) fn hand_rows(
+    rows: Vec<PageRow>,
+    expected: &mut u64,
+    f: &mut dyn FnMut(JournalRow) -> Flow,
+) -> Flow {
+    for (seq, event) in rows {
+        let seq = u64::try_from(seq).unwrap_or(*expected);
+        if let Flow::Stop = hand_missing(expected, seq, f) {
+            return Flow::Stop;
+        }
+        let got = match event {
+            Ok(event) => JournalRow::Event(event),
+            Err(message) => JournalRow::Hole { seq, message },
+        };
+        if let Flow::Stop = f(got) {
+            return Flow::Stop;
+        }
+        *expected = seq + 1;
+    }
+    Flow::Continue
+}
+
+/// Hands the rows from `expected` up to `end` to `f` as holes: they are missing.
+pub(crate) fn hand_missing(
+    expected: &mut u64,
+    end: u64,
+    f: &mut dyn FnMut(JournalRow) -> Flow,
+) -> Flow {
+    while *expected < end {
+        let hole = JournalRow::Hole {
+            seq: *expected,
+            message: "the row is missing".to_string(),
+        };
+        if let Flow::Stop = f(hole) {
+            return Flow::Stop;
+        }
+        *expected += 1;
+    }
+    Flow::Continue
+}
+
 /// One page of a run's journal from `from` (below `end`).
 pub(crate) fn journal_page(
     client: &mut Client,
@@ -416,7 +462,7 @@ pub(crate) fn journal_head(
 
 /// The event of a journal row whose columns `seq, at, kind, step, idx, attempt, data` start at
 /// column `first`.
-fn event_from(row: &Row, first: usize, run: &str, seq: i64) -> Result<EventRow, String> {
+pub(crate) fn event_from(row: &Row, first: usize, run: &str, seq: i64) -> Result<EventRow, String> {
     let err = |e: StoreError| e.to_string();
     let small = |n: Option<i64>, what: &str| {
         n.map(|n| u32::try_from(n).map_err(|e| format!("{what}: {e}")))
@@ -511,7 +557,7 @@ pub(crate) fn pending_signals_with_payloads(
 }
 
 /// A signal of a row whose first columns are those [`pending_signals`] reads.
-fn signal_from(r: &Row) -> Result<SignalRow, StoreError> {
+pub(crate) fn signal_from(r: &Row) -> Result<SignalRow, StoreError> {
     Ok(SignalRow {
         run: get(r, 0)?,
         seq: unsigned(get(r, 1)?, "seq")?,
