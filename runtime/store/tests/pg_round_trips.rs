@@ -102,6 +102,51 @@ fn a_read_is_one_statement_once_prepared() {
     );
 }
 
+#[test]
+fn a_signal_is_one_statement_and_one_more_when_another_sender_took_its_number() {
+    let url = test_server::fresh_database("reel_trips");
+    let store = open_at(&url);
+    let lease = store
+        .create_run(new_run("r"), &Owner::this_process(), 60_000)
+        .unwrap();
+    store.sync(&lease).0.blocking_recv().unwrap().unwrap();
+    // The payload is stored first, so both sends below cost the same but for the signal.
+    store.send_signal("r", "go", &json!(1)).unwrap();
+    let start = store.round_trips();
+    assert_eq!(store.send_signal("r", "go", &json!(1)).unwrap(), 1);
+    let alone = store.round_trips() - start;
+
+    // Another sender holds the run's row, with signal 2 written, while this one sends: the
+    // store's statement waits for it, finds 2 taken when it commits, and asks again.
+    let mut other = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    other
+        .batch_execute(
+            "BEGIN;
+             UPDATE reel.runs SET signal_pending = TRUE WHERE id = 'r';
+             INSERT INTO reel.signals (run, seq, name, payload_digest, sent_at)
+             SELECT run, 2, name, payload_digest, sent_at FROM reel.signals
+             WHERE run = 'r' AND seq = 0",
+        )
+        .unwrap();
+    let start = store.round_trips();
+    std::thread::scope(|s| {
+        let sent = s.spawn(|| store.send_signal("r", "go", &json!(1)));
+        // edge: the other sender holds its lock a moment, for the store's statement to wait.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        other.batch_execute("COMMIT").unwrap();
+        assert_eq!(sent.join().unwrap().unwrap(), 3);
+    });
+    let contested = store.round_trips() - start;
+    assert_eq!(contested, alone + 1, "{alone} alone, {contested} contested");
+    let seqs: Vec<u64> = store
+        .pending_signals("r")
+        .unwrap()
+        .iter()
+        .map(|s| s.seq)
+        .collect();
+    assert_eq!(seqs, [0, 1, 2, 3]);
+}
+
 /// A store on a fresh database with 20 `fast` runs r0…r19 leased to this process, whose lease
 /// of r0 ran out and was taken over by another holder (so that lease must write nothing); the
 /// leases, r0's stale one first, and that holder.

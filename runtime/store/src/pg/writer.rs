@@ -136,8 +136,7 @@ struct Statements {
     release: Statement,
     why_not: Statement,
     renew: Statement,
-    signal_mark: Statement,
-    signal_insert: Statement,
+    signal: Statement,
 }
 
 impl Statements {
@@ -240,17 +239,25 @@ impl Statements {
                  WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
                 lease_time(3)
             ))?,
-            // Marking the run first locks its row: two senders to one run number their
-            // signals one after the other (the numbering statement, after the lock, sees the
-            // other's signal committed).
-            signal_mark: client.prepare("UPDATE runs SET signal_pending = TRUE WHERE id = $1")?,
-            // Listening workers are told when the batch commits.
-            signal_insert: client.prepare(&format!(
-                "WITH sent AS (
+            // A signal numbered and the run marked, in one statement: the mark's update locks
+            // the run's row first, so two senders to one run go one after the other. The
+            // number is the statement's snapshot's highest plus one, which a sender that
+            // waited for the lock finds taken (by the signal committed meanwhile): it inserts
+            // nothing then, and `Batch::signal` asks again, with a snapshot that sees it.
+            // Listening workers are told when the batch commits. The counts: runs marked,
+            // the signal's number (NULL when taken), notifications.
+            signal: client.prepare(&format!(
+                "WITH marked AS (
+                    UPDATE runs SET signal_pending = TRUE WHERE id = $1 RETURNING id),
+                 sent AS (
                     INSERT INTO signals (run, seq, name, payload_digest, sent_at)
-                    SELECT $1, COALESCE(MAX(seq) + 1, 0), $2, $3, $4 FROM signals WHERE run = $1
+                    SELECT $1, COALESCE((SELECT MAX(seq) + 1 FROM signals WHERE run = $1), 0),
+                        $2, $3, $4
+                    FROM marked
+                    ON CONFLICT (run, seq) DO NOTHING
                     RETURNING seq)
-                 SELECT seq, pg_notify('{DUE_CHANNEL}', $1) FROM sent"
+                 SELECT (SELECT count(*) FROM marked), (SELECT seq FROM sent),
+                    (SELECT count(pg_notify('{DUE_CHANNEL}', $1)) FROM sent)"
             ))?,
         })
     }
@@ -1355,22 +1362,26 @@ impl Batch<'_, '_> {
     }
 
     fn signal(&mut self, run: &str, name: &str, digest: &str) -> Result<u64, Fail> {
-        let marked = self
-            .tx
-            .execute(&self.st.signal_mark, &[&run])
-            .map_err(batch)?;
-        if marked == 0 {
-            return Err(Fail::Command(StoreError::NotFound(run.to_string())));
+        let at = self.clock.now_ms();
+        // Asked again only when another sender's signal took the number (see `signal` in
+        // `Statements`): the second try's snapshot sees it, so two tries are all it takes;
+        // more are an error rather than a loop.
+        for _ in 0..SIGNAL_TRIES {
+            let row = self
+                .tx
+                .query_one(&self.st.signal, &[&run, &name, &digest, &at])
+                .map_err(batch)?;
+            let marked: i64 = row.get(0);
+            if marked == 0 {
+                return Err(Fail::Command(StoreError::NotFound(run.to_string())));
+            }
+            if let Some(seq) = row.get::<_, Option<i64>>(1) {
+                return Ok(u64::try_from(seq).unwrap_or(0));
+            }
         }
-        let seq: i64 = self
-            .tx
-            .query_one(
-                &self.st.signal_insert,
-                &[&run, &name, &digest, &self.clock.now_ms()],
-            )
-            .map_err(batch)?
-            .get(0);
-        Ok(u64::try_from(seq).unwrap_or(0))
+        Err(Fail::Command(StoreError::Postgres(format!(
+            "run {run}: no number left for a signal after {SIGNAL_TRIES} tries"
+        ))))
     }
 
     /// Tells listening workers that `run` may be due; delivered when the batch commits.
@@ -1381,6 +1392,9 @@ impl Batch<'_, '_> {
         Ok(())
     }
 }
+
+/// How many times a signal is numbered before its sender gives up (see [`Batch::signal`]).
+const SIGNAL_TRIES: usize = 8;
 
 fn lease_lost(run: &str) -> StoreError {
     StoreError::LeaseLost {
