@@ -104,11 +104,11 @@ impl Project {
         }
     }
 
-    /// On PostgreSQL, listens for runs that may have become due and calls `wake` for each;
-    /// `None` on SQLite, which has nothing to listen to.
+    /// On PostgreSQL, listens for runs that may have become due (or timers set) and calls
+    /// `wake` for each; `None` on SQLite, which has nothing to listen to.
     pub fn listen_for_due(
         &self,
-        wake: impl Fn() + Send + 'static,
+        wake: impl Fn(reel_store::DueNotice) + Send + 'static,
     ) -> Result<Option<reel_store::PgListener>, Failure> {
         match &self.store_url {
             Some(url) => {

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use reel_runtime::Refusal;
-use reel_runtime::worker::{WorkerConfig, WorkerEvent, work};
-use reel_store::RunStatus;
+use reel_runtime::worker::{Wake, WorkerConfig, WorkerEvent, work};
+use reel_store::{DueNotice, RunStatus};
 
 use super::project::Project;
 use super::runtime::{rider_config, run_deps, stop_on_ctrl_c, tokio_runtime};
@@ -40,9 +40,12 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     ui.line(&format!("worker on {}", project.store_shown()));
     // On PostgreSQL a signal or cancel wakes the worker at once (LISTEN/NOTIFY); the poll is
     // the fallback, and the only way on SQLite.
-    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
-    let notify = std::sync::Arc::clone(&wake);
-    let listener = project.listen_for_due(move || notify.notify_one())?;
+    let wake = std::sync::Arc::new(Wake::default());
+    let heard = std::sync::Arc::clone(&wake);
+    let listener = project.listen_for_due(move |notice| match notice {
+        DueNotice::Now => heard.due_now(),
+        DueNotice::At(at) => heard.timer_at(at),
+    })?;
     let result = rt.block_on(async {
         let deps = run_deps(store, None);
         stop_on_ctrl_c(&deps);

@@ -1,6 +1,7 @@
 //! The worker: resumes every run whose timer is due, whose signal arrived, or whose process died.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
 
 use reel_store::RunStatus;
@@ -17,10 +18,53 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// Stop when no run is running or waiting any more.
     pub until_idle: bool,
-    /// Notified when a run may have become due (the store heard of a signal, a cancel or a new
-    /// timer), so an idle worker looks at once instead of at its next poll; polling stays the
-    /// fallback.
-    pub wake: Option<std::sync::Arc<tokio::sync::Notify>>,
+    /// Told when a run may have become due (the store heard of a signal or a cancel), so an
+    /// idle worker looks at once instead of at its next poll, or of a new timer, so it looks
+    /// when that comes if that is before its next look; polling stays the fallback.
+    pub wake: Option<std::sync::Arc<Wake>>,
+}
+
+/// What wakes an idle worker before its next look: a run due now, or the earliest timer
+/// heard of since it last woke. Told from any thread (the store's listener), read by the
+/// worker's loop.
+#[derive(Debug)]
+pub struct Wake {
+    notify: tokio::sync::Notify,
+    now: AtomicBool,
+    /// The earliest timer heard of (ms since the epoch), `i64::MAX` for none.
+    timer: AtomicI64,
+}
+
+impl Default for Wake {
+    fn default() -> Self {
+        Wake {
+            notify: tokio::sync::Notify::new(),
+            now: AtomicBool::new(false),
+            timer: AtomicI64::new(i64::MAX),
+        }
+    }
+}
+
+impl Wake {
+    /// A run may be due now: the worker looks.
+    pub fn due_now(&self) {
+        self.now.store(true, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// A run's timer is due at `at` (ms since the epoch): the worker looks then, unless it
+    /// looks sooner anyway.
+    pub fn timer_at(&self, at: i64) {
+        self.timer.fetch_min(at, Ordering::SeqCst);
+        self.notify.notify_one();
+    }
+
+    /// What was told since the last take: whether a run is due now, and the earliest timer.
+    fn take(&self) -> (bool, Option<i64>) {
+        let now = self.now.swap(false, Ordering::SeqCst);
+        let timer = self.timer.swap(i64::MAX, Ordering::SeqCst);
+        (now, (timer != i64::MAX).then_some(timer))
+    }
 }
 
 impl Default for WorkerConfig {
@@ -187,12 +231,19 @@ pub async fn work(
         let wake = worker.wake.clone();
         let woken = async move {
             match wake {
-                Some(wake) => wake.notified().await,
+                Some(wake) => wake.notify.notified().await,
                 None => std::future::pending().await,
             }
         };
         tokio::select! {
-            _ = woken => look = true,
+            _ = woken => {
+                // A timer only moves the next look earlier; it is looked for when it comes.
+                let (due_now, timer) = worker.wake.as_ref().map_or((true, None), |w| w.take());
+                look |= due_now;
+                if let Some(at) = timer {
+                    look_at = look_at.min(at);
+                }
+            }
             Some(done) = tasks.join_next(), if !tasks.is_empty() => {
                 look |= finished(done, &mut active, &mut refused, deps.clock.now_ms()) || filled;
                 // With nothing left to drive, a worker that stops when idle looks at once.

@@ -2,7 +2,9 @@
 //! the values still to be read, and sequential steps in `durable` mode take one commit each.
 //! And what a replay computes again: no recorded result is hashed a second time; and a replay
 //! long enough to read its values ahead on a thread gives the same report, stops where it
-//! diverges, and names a value the store lacks.
+//! diverges, and names a value the store lacks. And what a worker reads and when it looks: a
+//! run whose claim read it is not read again, and a timer heard of moves the next look rather
+//! than making one.
 
 use std::collections::HashSet;
 use std::path::Path;
@@ -10,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use reel_flowspec::FlowSpec;
-use reel_runtime::worker::{WorkerConfig, work};
+use reel_runtime::worker::{Wake, WorkerConfig, work};
 use reel_runtime::{
     EnvSecrets, Environment, ManualClock, NoProgress, ReplayOptions, RiderConfig, RunDeps,
     StartRequest, replay, resume, start,
@@ -39,6 +41,8 @@ struct Counting {
     /// Reads of a journal, and of a run's pending signals.
     journal_reads: AtomicU64,
     signal_reads: AtomicU64,
+    /// Claims of due runs (a worker's looks).
+    claims: AtomicU64,
     /// Applied to every spec read, when set.
     spoil: Option<Spoil>,
     /// A value the store is made to lack, when set.
@@ -54,6 +58,7 @@ impl Counting {
             reads: AtomicU64::new(0),
             journal_reads: AtomicU64::new(0),
             signal_reads: AtomicU64::new(0),
+            claims: AtomicU64::new(0),
             spoil: None,
             hidden: None,
             reads_with_claims: false,
@@ -184,6 +189,7 @@ impl Store for Counting {
         limit: usize,
         skip: &HashSet<String>,
     ) -> Result<Vec<DueClaim>, StoreError> {
+        self.claims.fetch_add(1, Ordering::SeqCst);
         let mut claimed = self.inner.claim_due(now_ms, owner, lease_ms, limit, skip)?;
         if self.reads_with_claims {
             for claim in &mut claimed {
@@ -401,6 +407,52 @@ async fn a_run_whose_claim_read_it_is_resumed_without_reading_it_again() {
     }
     assert_eq!(reads[0], ("read", 0, 0), "the claim's reads are used");
     assert!(reads[1].1 >= 1 && reads[1].2 >= 1, "{reads:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_timer_heard_of_moves_the_next_look_and_a_run_due_now_wakes_the_worker() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    let sqlite = Arc::new(SqliteStore::open(&dir.path().join("store"), clock()).expect("a store"));
+    let counting = Arc::new(Counting::new(sqlite));
+    let wake = Arc::new(Wake::default());
+    let deps = deps(counting.clone());
+    let shutdown = deps.shutdown.clone();
+    // Idle, it would look again only in ten minutes.
+    let config = WorkerConfig {
+        poll: std::time::Duration::from_secs(600),
+        wake: Some(wake.clone()),
+        ..WorkerConfig::default()
+    };
+    let worker = tokio::spawn(work(deps, RiderConfig::default(), config, |_| {}));
+    let looks = || counting.claims.load(Ordering::SeqCst);
+    let looked = |n: u64| async move {
+        // edge: waits for the worker's task, in real time, up to a bound far past any need.
+        for _ in 0..1_000 {
+            if looks() >= n {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("the worker looked {} times, not {n}", looks());
+    };
+    looked(1).await;
+    // A timer a day away does not make it look.
+    wake.timer_at(T0 + 86_400_000);
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert_eq!(looks(), 1);
+    // A run due now does, at once.
+    wake.due_now();
+    looked(2).await;
+    // A timer 50 ms away makes it look then, not in ten minutes (its clock stands still,
+    // so the nap is those 50 ms).
+    wake.timer_at(T0 + 50);
+    looked(3).await;
+    shutdown.cancel();
+    worker
+        .await
+        .expect("the worker ends")
+        .expect("without an error");
+    assert_eq!(looks(), 3);
 }
 
 /// `json` changed by `f`, as JSON text.

@@ -300,8 +300,11 @@ fn the_appends_of_many_short_runs_between_their_other_writes_go_in_one_statement
 #[test]
 fn a_run_parked_and_let_go_in_one_statement_still_wakes_listening_workers() {
     let url = test_server::fresh_database("reel_trips");
-    let mut listener = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    listener.batch_execute("LISTEN reel_due").unwrap();
+    let (heard, notices) = std::sync::mpsc::channel();
+    let _listener = reel_store::PgListener::start(&url, &reel_store::PgAuth::default(), move |n| {
+        let _ = heard.send(n);
+    })
+    .unwrap();
     let store = open_at(&url);
     let me = Owner::this_process();
     let park = |id: &str, status: reel_store::RunStatus, due_at: Option<i64>| {
@@ -326,22 +329,19 @@ fn a_run_parked_and_let_go_in_one_statement_still_wakes_listening_workers() {
             (status, due_at, None)
         );
     };
-    // A run that ended tells nobody; one parked with a timer tells the listeners its id.
+    // A run that ended tells nobody; one parked with a timer tells the listeners its due
+    // time (a worker whose next look comes first need not look); a signal, to look now.
     park("ended", reel_store::RunStatus::Succeeded, None);
     park(
         "timer",
         reel_store::RunStatus::Waiting,
         Some(1_700_000_060_000),
     );
+    store.send_signal("timer", "go", &json!(1)).unwrap();
     // Notifications come in the order of their commits: the first is the timer's.
-    use postgres::fallible_iterator::FallibleIterator;
-    let mut notifications = listener.notifications();
-    let first = notifications
-        .timeout_iter(std::time::Duration::from_secs(5))
-        .next()
-        .unwrap()
-        .map(|n| n.payload().to_string());
-    assert_eq!(first.as_deref(), Some("timer"));
+    let next = || notices.recv_timeout(std::time::Duration::from_secs(5)).ok();
+    assert_eq!(next(), Some(reel_store::DueNotice::At(1_700_000_060_000)));
+    assert_eq!(next(), Some(reel_store::DueNotice::Now));
 }
 
 /// Reads timed by the read tests below.

@@ -38,7 +38,7 @@ use crate::writer::{self as queue, ClaimOut, Cmd, Row, Shared, Tag, Update, Valu
 
 pub(crate) use conn::describe;
 pub use conn::{PgAuth, is_postgres_url, redact_url};
-pub use listen::PgListener;
+pub use listen::{DueNotice, PgListener};
 
 use read::Readers;
 

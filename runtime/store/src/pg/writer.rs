@@ -116,8 +116,12 @@ const RELEASE_SETS: &str = "lease_owner = NULL, lease_pid = NULL, lease_host = N
 
 /// Tells listening workers (`listen.rs`, when the batch commits) of a run let go as
 /// `released` that is due or may be before their next poll: a signal or cancel that came
-/// while it was held, or a new timer.
-const RELEASE_NOTIFY: &str = "SELECT pg_notify('reel_due', id) FROM released
+/// while it was held (`reel_due`), or a new timer (`reel_timer`, with its due time, so a
+/// worker whose next look comes first does not look for it).
+const RELEASE_NOTIFY: &str = "SELECT CASE WHEN signal_pending OR cancel_requested
+        THEN pg_notify('reel_due', id)
+        ELSE pg_notify('reel_timer', due_at::text) END
+    FROM released
     WHERE status = 'waiting'
       AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)";
 
