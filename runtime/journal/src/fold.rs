@@ -814,14 +814,29 @@ mod tests {
         }
     }
 
+    /// The rows of `run`'s journal as a claim that read it hands them over.
+    fn journal_rows(store: &SqliteStore, run: &str) -> Vec<JournalRow> {
+        let mut rows = Vec::new();
+        store
+            .read_journal_rows(run, 0, &mut |row| {
+                rows.push(row);
+                Flow::Continue
+            })
+            .unwrap();
+        rows
+    }
+
     #[test]
     fn a_short_journal_held_and_a_long_one_read_twice_fold_the_same() {
         let (_tmp, store, _) = store_with(rows());
-        // A length up to a page holds the rows; past it, the succeeded steps are read first.
+        // A length up to a page holds the rows; past it, the succeeded steps are read first;
+        // rows a claim read already fold as those read here.
         let held = fold_journal(&store, "r", 9).unwrap();
         let twice = fold_journal(&store, "r", SHORT_JOURNAL + 1).unwrap();
+        let given = fold_rows("r", &journal_rows(&store, "r")).unwrap();
         assert_eq!(held.events, 9);
         assert_eq!(format!("{held:?}"), format!("{twice:?}"));
+        assert_eq!(format!("{held:?}"), format!("{given:?}"));
         // `a` succeeded: its calls are passed over; `b`'s wait is kept.
         assert!(held.calls.keys().all(|(step, _)| step == "b"), "{held:?}");
         assert!(held.calls.contains_key(&("b".to_string(), None)));
@@ -896,9 +911,11 @@ mod tests {
             },
         );
         let (_tmp, store, _) = store_with(all);
-        // Read whole and held, or not held: the same refusal.
+        // Read whole and held, or not held, or handed over by a claim: the same refusal.
+        let given = fold_rows("r", &journal_rows(&store, "r"));
         for length in [10, u64::MAX] {
             let err = fold_journal(&store, "r", length).unwrap_err();
+            assert_eq!(Err(&err), given.as_ref().map(|_| ()), "{length}");
             assert_eq!(err.code(), "store.hole");
             assert!(err.to_string().contains("from_the_future"), "{err}");
             assert!(matches!(err, StoreError::Hole { seq: 2, .. }), "{err}");
