@@ -22,7 +22,7 @@ use postgres::{Client, Statement};
 
 use super::claim::{lease_now, lease_time};
 use super::conn::{Connector, pg};
-use super::listen::DUE_CHANNEL;
+use super::listen::{DUE_CHANNEL, TIMER_CHANNEL};
 use crate::api::{Durability, Kept, NewRun, Owner, StoreError};
 use crate::clock::Clock;
 use crate::writer::{ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, durability_str, lock};
@@ -114,16 +114,20 @@ const UPDATE_SETS: &str = "
 const RELEASE_SETS: &str = "lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
     lease_started = NULL, lease_expires_at = NULL";
 
-/// Tells listening workers (`listen.rs`, when the batch commits) of a run let go as
-/// `released` that is due or may be before their next poll: a signal or cancel that came
-/// while it was held (`reel_due`), or a new timer (`reel_timer`, with its due time, so a
+/// The statement that tells listening workers (`listen.rs`, when the batch commits) of a run
+/// let go as `released` that is due or may be before their next poll: a signal or cancel that
+/// came while it was held (`reel_due`), or a new timer (`reel_timer`, with its due time, so a
 /// worker whose next look comes first does not look for it).
-const RELEASE_NOTIFY: &str = "SELECT CASE WHEN signal_pending OR cancel_requested
-        THEN pg_notify('reel_due', id)
-        ELSE pg_notify('reel_timer', due_at::text) END
-    FROM released
-    WHERE status = 'waiting'
-      AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)";
+fn release_notify() -> String {
+    format!(
+        "SELECT CASE WHEN signal_pending OR cancel_requested
+            THEN pg_notify('{DUE_CHANNEL}', id)
+            ELSE pg_notify('{TIMER_CHANNEL}', due_at::text) END
+        FROM released
+        WHERE status = 'waiting'
+          AND (signal_pending OR cancel_requested OR due_at IS NOT NULL)"
+    )
+}
 
 /// The statements the writer runs, prepared once per connection.
 struct Statements {
@@ -200,8 +204,9 @@ impl Statements {
                     UPDATE runs SET {UPDATE_SETS}, {RELEASE_SETS}
                     WHERE id = $1 AND lease_token = $2
                     RETURNING id, status, signal_pending, cancel_requested, due_at),
-                 notified AS ({RELEASE_NOTIFY})
-                 SELECT id, (SELECT count(*) FROM notified) FROM released"
+                 notified AS ({notify})
+                 SELECT id, (SELECT count(*) FROM notified) FROM released",
+                notify = release_notify(),
             ))?,
             log: client.prepare(
                 "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $7 FOR SHARE)
@@ -235,7 +240,8 @@ impl Statements {
                     UPDATE runs SET {RELEASE_SETS}
                     WHERE id = $1 AND lease_token = $2
                     RETURNING id, status, signal_pending, cancel_requested, due_at)
-                 {RELEASE_NOTIFY}"
+                 {notify}",
+                notify = release_notify(),
             ))?,
             why_not: client.prepare("SELECT lease_token, next_seq FROM runs WHERE id = $1")?,
             renew: client.prepare(&format!(
