@@ -12,13 +12,14 @@
 //! one whose clock lags hold it past its lease. A clock of its own (a test's) is followed
 //! instead, as the SQLite store always does.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use postgres::Client;
 
 use super::conn::pg;
 use super::read::{
-    Prepared, RUN_COLUMNS, event_from, hand_missing, hand_rows, owner_at, run_from, signal_from,
+    PageRow, Prepared, RUN_COLUMNS, event_from, hand_missing, hand_rows, owner_at, run_from,
+    signal_from,
 };
 use crate::api::{DueClaim, Flow, Owner, ReadWithClaim, RunStatus, StoreError};
 use crate::clock::Clock;
@@ -162,24 +163,25 @@ pub(crate) fn read_with_claims(
     client: &mut Client,
     claims: &mut [DueClaim],
 ) -> Result<(), StoreError> {
+    // Each run to read with its journal's length.
     let mut budget = READ_WITH_CLAIMS_EVENTS;
-    let mut runs: Vec<String> = Vec::new();
-    let mut ends: Vec<i64> = Vec::new();
+    let mut lengths: HashMap<String, u64> = HashMap::new();
     for claim in claims.iter() {
         let length = claim.row.next_seq;
         if length > READ_WITH_CLAIM_EVENTS || length > budget {
             continue;
         }
         budget -= length;
-        runs.push(claim.lease.run.clone());
-        ends.push(i64::try_from(length).unwrap_or(i64::MAX));
+        lengths.insert(claim.lease.run.clone(), length);
     }
-    if runs.is_empty() {
+    if lengths.is_empty() {
         return Ok(());
     }
+    let runs: Vec<&str> = lengths.keys().map(String::as_str).collect();
     // By the journal's index, run by run (a join with the lengths was planned as a scan of
-    // the whole journal). No row is at or above a run's length: a row goes in with the
-    // length's update, and the claim fenced out every earlier holder; one would be left out.
+    // the whole journal). No row is at or above a run's length (a row goes in with the
+    // length's update, and the claim fenced out every earlier holder); one would be passed
+    // over, as a read of the journal passes over rows past the length it read first.
     let rows = client
         .query_prepared(
             "SELECT j.run, j.seq, j.at, j.kind, j.step, j.idx, j.attempt, j.data
@@ -188,23 +190,15 @@ pub(crate) fn read_with_claims(
             &[&runs],
         )
         .map_err(|e| pg(&e))?;
-    let lengths: std::collections::HashMap<&str, i64> = runs
-        .iter()
-        .map(String::as_str)
-        .zip(ends.iter().copied())
-        .collect();
-    let mut journals: std::collections::HashMap<String, Vec<_>> = Default::default();
+    let mut journals: HashMap<String, Vec<PageRow>> = HashMap::new();
     for row in &rows {
         let run: String = row.try_get(0).map_err(|e| pg(&e))?;
         let seq: i64 = row.try_get(1).map_err(|e| pg(&e))?;
-        if lengths
-            .get(run.as_str())
-            .is_none_or(|&length| seq >= length)
-        {
-            continue;
+        let below = |&length: &u64| u64::try_from(seq).is_ok_and(|seq| seq < length);
+        if lengths.get(&run).is_some_and(below) {
+            let event = event_from(row, 1, &run, seq);
+            journals.entry(run).or_default().push((seq, event));
         }
-        let event = event_from(row, 1, &run, seq);
-        journals.entry(run).or_default().push((seq, event));
     }
     let signals = client
         .query_prepared(
@@ -215,7 +209,7 @@ pub(crate) fn read_with_claims(
             &[&runs],
         )
         .map_err(|e| pg(&e))?;
-    let mut pending: std::collections::HashMap<String, Vec<_>> = Default::default();
+    let mut pending: HashMap<String, Vec<_>> = HashMap::new();
     for row in &signals {
         let signal = signal_from(row)?;
         let text: Option<String> = row.try_get(6).map_err(|e| pg(&e))?;
@@ -227,12 +221,10 @@ pub(crate) fn read_with_claims(
             .or_default()
             .push((signal, payload));
     }
-    let read: HashSet<String> = runs.into_iter().collect();
     for claim in claims.iter_mut() {
-        let length = claim.row.next_seq;
-        if !read.contains(&claim.lease.run) {
+        let Some(&length) = lengths.get(&claim.lease.run) else {
             continue;
-        }
+        };
         // As a read of the journal hands it over: a row that does not read, or is missing,
         // as a hole.
         let mut journal = Vec::new();
