@@ -1211,7 +1211,6 @@ impl Batch<'_, '_> {
         Ok(())
     }
 
-    /// Changes the run's row, and with `release` gives its lease up in the same statement.
     /// Consumes signal `seq` of the run (by its event `by`) and recomputes the run's mark of
     /// signals waiting, in one statement; refused as the two would be one after the other.
     fn consume_clear(&mut self, tag: &Tag, seq: u64, by: u64) -> Result<(), Fail> {
@@ -1237,6 +1236,7 @@ impl Batch<'_, '_> {
         Ok(())
     }
 
+    /// Changes the run's row, and with `release` gives its lease up in the same statement.
     fn update(&mut self, tag: &Tag, u: &Update, release: bool) -> Result<(), Fail> {
         let params: [&(dyn postgres::types::ToSql + Sync); 10] = [
             &tag.run,
