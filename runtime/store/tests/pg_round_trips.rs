@@ -128,11 +128,30 @@ fn a_signal_is_one_statement_and_one_more_when_another_sender_took_its_number() 
              WHERE run = 'r' AND seq = 0",
         )
         .unwrap();
+    let mut watch = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     let start = store.round_trips();
     std::thread::scope(|s| {
         let sent = s.spawn(|| store.send_signal("r", "go", &json!(1)));
-        // edge: the other sender holds its lock a moment, for the store's statement to wait.
-        std::thread::sleep(std::time::Duration::from_millis(300));
+        // The other sender commits once the store's statement waits for its lock.
+        let mut waiting = || -> i64 {
+            watch
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                    &[],
+                )
+                .unwrap()
+                .get(0)
+        };
+        let mut tries = 0;
+        while waiting() == 0 {
+            tries += 1;
+            assert!(
+                tries < 3_000,
+                "the store's signal never waited for the lock"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
         other.batch_execute("COMMIT").unwrap();
         assert_eq!(sent.join().unwrap().unwrap(), 3);
     });
