@@ -322,13 +322,7 @@ async fn resume_run(
             (lease, store.run(&row.id)?, None)
         }
     };
-    let (journal, signals) = match read {
-        Some(read) => {
-            let read = *read;
-            (Some(read.journal), Some(read.signals))
-        }
-        None => (None, None),
-    };
+    let (journal, signals) = read.map(|read| (read.journal, read.signals)).unzip();
     // Another process may have ended the run before this claim (two workers saw it due; the
     // other finished it and let it go; `reel cancel` ended it): what it recorded stands, and
     // the run is neither resumed again nor, unless a person asked, redriven.

@@ -591,11 +591,14 @@ pub const SHORT_JOURNAL: u64 = 1000;
 /// read.
 pub fn fold_journal(store: &dyn StoreRead, run: &str, length: u64) -> Result<Folded, StoreError> {
     if length <= SHORT_JOURNAL {
-        return fold_held(run, &mut |each| {
-            walk(store, run, 0, &mut |row| {
-                each(row.map(|(row, e)| (row.at, e)))
-            })
-        });
+        // Read up to its first unreadable row, which the fold refuses.
+        let mut read = Vec::new();
+        walk(store, run, 0, &mut |row| {
+            let hole = row.is_err();
+            read.push(row.map(|(row, e)| (row.at, e)));
+            if hole { Flow::Stop } else { Flow::Continue }
+        })?;
+        return fold_held(run, read);
     }
     let mut folded = Folded {
         done: store.succeeded_steps(run)?,
@@ -608,46 +611,27 @@ pub fn fold_journal(store: &dyn StoreRead, run: &str, length: u64) -> Result<Fol
 /// Folds a run's journal read already (a claim read it with the run:
 /// `reel_store::ReadWithClaim`), as [`fold_journal`] folds a short one it reads.
 pub fn fold_rows(run: &str, rows: &[JournalRow]) -> Result<Folded, StoreError> {
-    fold_held(run, &mut |each| {
-        for row in rows {
-            let read = match row {
-                JournalRow::Event(row) => Event::from_row(row)
-                    .map(|event| (row.at, event))
-                    .map_err(|message| (row.seq, message)),
-                JournalRow::Hole { seq, message } => Err((*seq, message.clone())),
-            };
-            if let Flow::Stop = each(read) {
-                break;
-            }
-        }
-        Ok(())
-    })
+    fold_held(
+        run,
+        rows.iter().map(|row| match row {
+            JournalRow::Event(row) => Event::from_row(row)
+                .map(|event| (row.at, event))
+                .map_err(|message| (row.seq, message)),
+            JournalRow::Hole { seq, message } => Err((*seq, message.clone())),
+        }),
+    )
 }
 
 /// An event with its time, or an unreadable row's position and what is wrong with it.
 type Timed = Result<(i64, Event), (u64, String)>;
 
-/// Hands a journal's rows, as [`Timed`], to the function it is given, until that stops.
-type ReadTimed<'a> = dyn FnMut(&mut dyn FnMut(Timed) -> Flow) -> Result<(), StoreError> + 'a;
-
-/// Folds a short journal whose events `read` hands over, holding them until its end says
-/// which steps succeeded (see [`fold_journal`]).
-fn fold_held(run: &str, read: &mut ReadTimed<'_>) -> Result<Folded, StoreError> {
-    let mut events = Vec::new();
-    let mut hole = None;
-    read(&mut |row| match row {
-        Ok(event) => {
-            events.push(event);
-            Flow::Continue
-        }
-        Err(unreadable) => {
-            hole = Some(hole_at(run, unreadable));
-            Flow::Stop
-        }
-    })?;
-    if let Some(hole) = hole {
-        return Err(hole);
-    }
+/// Folds a short journal's events, held until its end says which steps succeeded (see
+/// [`fold_journal`]); its first unreadable row refuses it.
+fn fold_held(run: &str, read: impl IntoIterator<Item = Timed>) -> Result<Folded, StoreError> {
+    let events: Vec<(i64, Event)> = read
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .map_err(|unreadable| hole_at(run, unreadable))?;
     let mut folded = Folded {
         done: events
             .iter()
