@@ -150,9 +150,10 @@ pub async fn work(
             let now = deps.clock.now_ms();
             let room = worker.concurrency.saturating_sub(active.len());
             // The runs it drives and those it waits out are not claimed again; the store
-            // hands each due run to one claimer, however many workers ask at once.
-            let claimed = if room > 0 {
-                let skip: HashSet<String> = active
+            // hands each due run to one claimer, however many workers ask at once. With no
+            // room, the look only tells when to look next.
+            let skip: HashSet<String> = if room > 0 {
+                active
                     .iter()
                     .cloned()
                     .chain(
@@ -161,15 +162,18 @@ pub async fn work(
                             .filter(|(_, r)| r.retry_at > now)
                             .map(|(run, _)| run.clone()),
                     )
-                    .collect();
-                let (owner, lease_ms) = (deps.owner.clone(), cfg.lease_ms);
-                blocking(deps.store.clone(), move |s| {
-                    s.claim_due(now, &owner, lease_ms, room, &skip)
-                })
-                .await?
+                    .collect()
             } else {
-                Vec::new()
+                HashSet::new()
             };
+            let (owner, lease_ms) = (deps.owner.clone(), cfg.lease_ms);
+            let reel_store::Look {
+                claims: claimed,
+                next_due,
+            } = blocking(deps.store.clone(), move |s| {
+                s.look(now, &owner, lease_ms, room, &skip)
+            })
+            .await?;
             let started = claimed.len();
             filled = room == 0 || started >= room;
             for claim in claimed {
@@ -218,7 +222,7 @@ pub async fn work(
             // out, no room) is looked at again within `DUE_AGAIN_MS`, not a whole poll later.
             let now = deps.clock.now_ms();
             let poll = i64::try_from(worker.poll.as_millis()).unwrap_or(i64::MAX);
-            look_at = match deps.store.next_due()? {
+            look_at = match next_due {
                 Some(due) if due <= now => now.saturating_add(poll.min(DUE_AGAIN_MS)),
                 Some(due) => due.min(now.saturating_add(poll)),
                 None => now.saturating_add(poll),

@@ -370,6 +370,16 @@ pub struct DueClaim {
     pub read: Option<Box<ReadWithClaim>>,
 }
 
+/// What a worker's look ([`Store::look`]) found: the runs it claimed, and when it should look
+/// again unless woken first.
+#[derive(Debug, Default)]
+pub struct Look {
+    /// The runs claimed, as [`Store::claim_due`] hands them over.
+    pub claims: Vec<DueClaim>,
+    /// The next due time after the claim, as [`StoreRead::next_due`] tells it.
+    pub next_due: Option<i64>,
+}
+
 /// A claimed run's journal and pending signals, read by [`Store::claim_due`] for many runs in
 /// two statements rather than by each run's resume in two of its own: a worker that takes up
 /// a burst of short runs on PostgreSQL otherwise pays two round trips a run for them.
@@ -846,6 +856,28 @@ pub trait Store: StoreRead {
             }
         }
         Ok(claimed)
+    }
+    /// A worker's look: claims as [`Self::claim_due`] does (none when `limit` is 0), then tells
+    /// when to look next as [`StoreRead::next_due`] would right after. The default asks the
+    /// two apart; a database asks both in one statement, since every idle worker looks each
+    /// time a signal is announced.
+    fn look(
+        &self,
+        now_ms: i64,
+        owner: &Owner,
+        lease_ms: u64,
+        limit: usize,
+        skip: &HashSet<String>,
+    ) -> Result<Look, StoreError> {
+        let claims = if limit > 0 {
+            self.claim_due(now_ms, owner, lease_ms, limit, skip)?
+        } else {
+            Vec::new()
+        };
+        Ok(Look {
+            claims,
+            next_due: self.next_due()?,
+        })
     }
     /// Extends a held lease; `LeaseLost` when it was taken over.
     fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError>;

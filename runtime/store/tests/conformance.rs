@@ -37,9 +37,11 @@ trait Backend {
     fn raw(&self, sql: &str);
     /// The first number a raw query returns.
     fn raw_count(&self, sql: &str) -> i64;
-    /// Whether its store reads a short claimed run's journal and signals with the claim
-    /// ([`reel_store::ReadWithClaim`]): a database does, where each read is a round trip.
-    fn reads_with_claims(&self) -> bool;
+    /// Whether it is a database many machines share: its store reads a short claimed run's
+    /// journal and signals with the claim ([`reel_store::ReadWithClaim`]), since each read is
+    /// a round trip, and counts held runs' leases in the next due time, since a holder may
+    /// die on another machine.
+    fn shared(&self) -> bool;
 }
 
 struct Sqlite {
@@ -86,7 +88,7 @@ impl Backend for Sqlite {
     fn raw_count(&self, sql: &str) -> i64 {
         self.conn().query_row(sql, [], |r| r.get(0)).unwrap()
     }
-    fn reads_with_claims(&self) -> bool {
+    fn shared(&self) -> bool {
         false
     }
 }
@@ -125,7 +127,7 @@ impl Backend for Postgres {
     fn raw(&self, sql: &str) {
         self.conn().batch_execute(sql).unwrap();
     }
-    fn reads_with_claims(&self) -> bool {
+    fn shared(&self) -> bool {
         true
     }
     fn raw_count(&self, sql: &str) -> i64 {
@@ -752,7 +754,7 @@ fn what_a_claim_reads_with_a_run_is_what_its_resume_would_read(b: &dyn Backend) 
             .unwrap();
         assert_eq!(read.signals, signals, "{}", claim.lease.run);
     }
-    if b.reads_with_claims() {
+    if b.shared() {
         // The long run's journal is left to its resume.
         assert_eq!(read_with_claim, ["quiet", "short"]);
         let short = claimed[2].read.as_ref().unwrap();
@@ -773,6 +775,43 @@ fn the_next_due_time_is_the_earliest_timer(b: &dyn Backend) {
     park(&*store, "sooner", Some(T0 + 5_000), &[]);
     park(&*store, "signal", None, &["go"]);
     assert_eq!(store.next_due().unwrap(), Some(T0 + 5_000));
+}
+
+fn a_look_tells_the_next_due_time_after_its_claim(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    park(&*store, "past", Some(T0 - 1_000), &[]);
+    park(&*store, "future", Some(T0 + 5_000), &[]);
+    // A running run whose lease ran out (its old expiry, `T0`, must not count once it is
+    // claimed), and one a live holder keeps for ten minutes.
+    store.create_run(new_run("expired"), &me(), 0).unwrap();
+    store.create_run(new_run("held"), &me(), 600_000).unwrap();
+    let taker = other_live_owner();
+    let none = HashSet::new();
+    // With no room, a look claims nothing and tells what is due: the past timer.
+    let look = store.look(T0, &taker, 1_000, 0, &none).unwrap();
+    assert!(look.claims.is_empty());
+    assert_eq!(look.next_due, Some(T0 - 1_000));
+    assert_eq!(look.next_due, store.next_due().unwrap());
+    // A look that claims both due runs with a one-second lease: next due when those leases
+    // run out, before the future timer, as the store tells it after the claim (a store on
+    // one machine counts timers alone).
+    let look = store.look(T0, &taker, 1_000, 10, &none).unwrap();
+    let mut claimed: Vec<&str> = look.claims.iter().map(|c| c.lease.run.as_str()).collect();
+    claimed.sort_unstable();
+    assert_eq!(claimed, ["expired", "past"]);
+    let next = if b.shared() { T0 + 1_000 } else { T0 + 5_000 };
+    assert_eq!(look.next_due, Some(next));
+    assert_eq!(look.next_due, store.next_due().unwrap());
+    // Nothing more is due: the same time again.
+    let again = store.look(T0, &taker, 1_000, 10, &none).unwrap();
+    assert!(again.claims.is_empty());
+    assert_eq!(again.next_due, Some(next));
+    // Once they have ended, the future timer is next.
+    b.raw("UPDATE runs SET status = 'succeeded' WHERE id IN ('expired', 'past')");
+    let last = store.look(T0, &taker, 1_000, 10, &none).unwrap();
+    assert!(last.claims.is_empty());
+    assert_eq!(last.next_due, Some(T0 + 5_000));
+    assert_eq!(last.next_due, store.next_due().unwrap());
 }
 
 fn claims_wake_waiting_runs_and_leave_ended_ones_ended(b: &dyn Backend) {
@@ -1921,6 +1960,7 @@ conformance!(
     due_claims_pass_over_skipped_held_and_future_runs,
     what_a_claim_reads_with_a_run_is_what_its_resume_would_read,
     the_next_due_time_is_the_earliest_timer,
+    a_look_tells_the_next_due_time_after_its_claim,
     claims_wake_waiting_runs_and_leave_ended_ones_ended,
     values_are_stored_once_by_digest_large_ones_too,
     specs_are_stored_by_digest,
@@ -2009,6 +2049,19 @@ mod postgres_leases {
         // about ten minutes from its now, not an hour before it.
         let next = ahead.next_due().unwrap().unwrap();
         assert!((next - ahead_now() - 600_000).abs() < 60_000, "{next}");
+        // Its look tells the same, and claims nothing.
+        let look = ahead
+            .look(
+                ahead_now(),
+                &other_live_owner(),
+                60_000,
+                10,
+                &HashSet::new(),
+            )
+            .unwrap();
+        assert!(look.claims.is_empty());
+        let told = look.next_due.unwrap();
+        assert!((told - ahead_now() - 600_000).abs() < 60_000, "{told}");
     }
 
     #[test]

@@ -11,11 +11,13 @@
 //! Needs `REEL_TEST_POSTGRES_URL` (`scripts/test.sh` sets it); without it the tests fail,
 //! saying so.
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use reel_flowspec::canonical::sha256_hex;
 use reel_store::{
-    Durability, Flow, ManualClock, NewEvent, NewRun, Owner, PgStore, Store, StoreRead,
+    Durability, Flow, ManualClock, NewEvent, NewRun, Owner, PgStore, RunStatus, RunUpdate, Store,
+    StoreRead,
 };
 use serde_json::json;
 
@@ -25,8 +27,11 @@ fn open() -> PgStore {
     open_at(&test_server::fresh_database("reel_trips"))
 }
 
+/// The time of the stores' clock.
+const NOW: i64 = 1_700_000_000_000;
+
 fn open_at(url: &str) -> PgStore {
-    PgStore::open(url, Arc::new(ManualClock::at(1_700_000_000_000))).unwrap()
+    PgStore::open(url, Arc::new(ManualClock::at(NOW))).unwrap()
 }
 
 fn new_run(id: &str) -> NewRun {
@@ -99,6 +104,72 @@ fn a_read_is_one_statement_once_prepared() {
     assert!(
         (100..=106).contains(&sent),
         "{sent} statements for 100 reads"
+    );
+}
+
+#[test]
+fn a_look_is_one_statement_and_two_more_when_it_claims_short_runs() {
+    let store = open();
+    let owner = Owner::this_process();
+    let none = HashSet::new();
+    // Runs a live process holds (no look takes them, but each look asks whether their holder
+    // on this host is dead), and twenty parked runs whose timer is due.
+    for i in 0..3 {
+        store
+            .create_run(new_run(&format!("held-{i}")), &owner, 600_000)
+            .unwrap();
+    }
+    for i in 0..20 {
+        let lease = store
+            .create_run(new_run(&format!("parked-{i:02}")), &owner, 60_000)
+            .unwrap();
+        store
+            .update_run(
+                &lease,
+                RunUpdate {
+                    status: Some(RunStatus::Waiting),
+                    due_at: Some(Some(NOW - 1)),
+                    ..RunUpdate::default()
+                },
+            )
+            .unwrap();
+        store.release(&lease).0.blocking_recv().unwrap().unwrap();
+    }
+    let taker = Owner {
+        id: format!("{}-taker", owner.id),
+        ..owner.clone()
+    };
+    // Every reader connection prepares the look once (and the claimed runs' two reads).
+    let looks = |limit: usize, times: u64| {
+        let start = store.round_trips();
+        let mut claimed = 0;
+        for _ in 0..times {
+            claimed += store
+                .look(NOW, &taker, 60_000, limit, &none)
+                .unwrap()
+                .claims
+                .len();
+        }
+        (claimed, store.round_trips() - start)
+    };
+    let (claimed, sent) = looks(0, 100);
+    assert_eq!(claimed, 0);
+    assert!(
+        (100..=106).contains(&sent),
+        "{sent} statements for 100 looks"
+    );
+    // Each of twenty looks claims one short run, and reads its journal and signals.
+    let (claimed, sent) = looks(1, 20);
+    assert_eq!(claimed, 20);
+    assert!(
+        (60..=78).contains(&sent),
+        "{sent} statements for 20 claiming looks"
+    );
+    let (claimed, sent) = looks(10, 100);
+    assert_eq!(claimed, 0);
+    assert!(
+        (100..=106).contains(&sent),
+        "{sent} statements for 100 more looks"
     );
 }
 

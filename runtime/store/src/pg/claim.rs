@@ -18,8 +18,7 @@ use postgres::Client;
 
 use super::conn::pg;
 use super::read::{
-    PageRow, Prepared, RUN_COLUMNS, event_from, hand_missing, hand_rows, owner_at, run_from,
-    signal_from,
+    PageRow, Prepared, RUN_COLUMNS, event_from, hand_missing, hand_rows, run_from, signal_from,
 };
 use crate::api::{DueClaim, Flow, Owner, ReadWithClaim, RunStatus, StoreError};
 use crate::clock::Clock;
@@ -68,18 +67,37 @@ const CANDIDATES: &str = "SELECT id FROM runs WHERE status = 'waiting' AND due_a
          SELECT id FROM runs, clock WHERE status = 'running'
            AND (lease_expires_at IS NULL OR lease_expires_at <= clock.now)";
 
-/// Claims up to `limit` due runs whose lease has run out (or that nobody holds), other than
-/// those in `skip`, in one statement; committed when it returns.
-pub(crate) fn claim_expired(
+/// What a look saw besides what it claimed.
+pub(crate) struct Seen {
+    /// The next due time after the claim, as [`next_due`] would tell it.
+    pub(crate) next_due: Option<i64>,
+    /// The processes on this host that hold due runs the look did not claim, other than those
+    /// in its `skip`: whichever of them is dead, its runs are claimed one by one (see
+    /// [`dead_runs`]). The OS is asked once per holder, not once per run.
+    pub(crate) holders_here: Vec<Owner>,
+}
+
+/// A worker's look in one statement: claims up to `limit` due runs whose lease has run out (or
+/// that nobody holds), other than those in `skip`, committed when it returns; and reads what
+/// [`next_due`] would read after it, and who on this host holds due runs. Leases and timers
+/// are judged on `clock` as [`next_due`] judges them; timers are due up to `timers_now`.
+///
+/// The statement's reads see the runs as they were before its claim, so they leave out the
+/// runs it picked and count the leases it gives them. A run another claimer is taking at that
+/// moment still reads as due: the worker then looks again soon, as after a look that found
+/// something due it did not take.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn look(
     client: &mut Client,
-    lease_now: Option<i64>,
+    clock: Option<&dyn Clock>,
     timers_now: i64,
     owner: &Owner,
     lease_ms: u64,
     limit: usize,
     skip: &HashSet<String>,
-) -> Result<Vec<DueClaim>, StoreError> {
+) -> Result<(Vec<DueClaim>, Seen), StoreError> {
     let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
+    let run_columns = RUN_COLUMNS.split(',').count();
     // The candidates come from the indexes of what can be due (see `CANDIDATES`); the full
     // condition is then checked on each, so they need only include every run it holds for.
     let sql = format!(
@@ -93,13 +111,25 @@ pub(crate) fn claim_expired(
               AND {due}
             ORDER BY r.status = 'running', r.due_at IS NULL, r.due_at, r.created_at
             LIMIT $4
-            FOR UPDATE OF r SKIP LOCKED)
-         UPDATE runs SET lease_owner = $5, lease_pid = $6, lease_host = $7, lease_started = $8,
-            lease_expires_at = clock.now + $9, lease_token = runs.lease_token + 1,
-            status = CASE runs.status WHEN 'waiting' THEN 'running' ELSE runs.status END
-         FROM picked, clock
-         WHERE runs.id = picked.id
-         RETURNING {columns}, picked.status",
+            FOR UPDATE OF r SKIP LOCKED),
+         claimed AS (
+            UPDATE runs SET lease_owner = $5, lease_pid = $6, lease_host = $7,
+               lease_started = $8, lease_expires_at = clock.now + $9,
+               lease_token = runs.lease_token + 1,
+               status = CASE runs.status WHEN 'waiting' THEN 'running' ELSE runs.status END
+            FROM picked, clock
+            WHERE runs.id = picked.id
+            RETURNING {columns}, picked.status AS was),
+         seen AS (SELECT {next_due} FROM clock),
+         here AS (
+            SELECT array_agg(h.lease_owner) AS owners, array_agg(h.lease_pid) AS pids,
+                   array_agg(h.lease_host) AS hosts, array_agg(h.lease_started) AS starteds
+            FROM (SELECT DISTINCT r.lease_owner, r.lease_pid, r.lease_host, r.lease_started
+                  FROM runs r
+                  WHERE r.lease_host = $10 AND r.lease_owner IS NOT NULL
+                    AND r.id <> ALL($2::text[]) AND r.id NOT IN (SELECT id FROM picked)
+                    AND {due}) h)
+         SELECT claimed.*, seen.*, here.* FROM seen CROSS JOIN here LEFT JOIN claimed ON TRUE",
         now = lease_time(1),
         due = due(3),
         candidates = CANDIDATES,
@@ -108,12 +138,13 @@ pub(crate) fn claim_expired(
             .map(|c| format!("runs.{}", c.trim()))
             .collect::<Vec<_>>()
             .join(", "),
+        next_due = next_due_columns(Some(9)),
     );
     let rows = client
         .query_prepared(
             &sql,
             &[
-                &lease_now,
+                &clock.and_then(lease_now),
                 &skip,
                 &timers_now,
                 &i64::try_from(limit).unwrap_or(i64::MAX),
@@ -122,30 +153,64 @@ pub(crate) fn claim_expired(
                 &owner.host,
                 &i64::try_from(owner.started).unwrap_or(i64::MAX),
                 &i64::try_from(lease_ms).unwrap_or(i64::MAX),
+                &Owner::this_process().host,
             ],
         )
         .map_err(|e| pg(&e))?;
-    rows.iter()
-        .map(|r| {
-            let row = run_from(r)?;
-            // The status before the claim, after the row's columns.
-            let was: String = r
-                .try_get(RUN_COLUMNS.split(',').count())
-                .map_err(|e| pg(&e))?;
-            Ok(DueClaim {
-                lease: super::new_lease(
-                    &row.id,
-                    row.lease_token,
-                    owner,
-                    row.durability,
-                    row.next_seq,
-                ),
-                was: RunStatus::parse(&was).unwrap_or(RunStatus::Running),
-                row: Box::new(row),
-                read: None,
+    // Every row carries what the look saw, after the claimed run's columns (NULL when it
+    // claimed none) and the status it had.
+    let first = rows
+        .first()
+        .ok_or_else(|| StoreError::Postgres("a look answered no row".to_string()))?;
+    let seen_at = run_columns + 1;
+    let next_due = next_due_from(first, seen_at, clock)?;
+    let owners: Option<Vec<Option<String>>> = first.try_get(seen_at + 3).map_err(|e| pg(&e))?;
+    let pids: Option<Vec<Option<i64>>> = first.try_get(seen_at + 4).map_err(|e| pg(&e))?;
+    let hosts: Option<Vec<Option<String>>> = first.try_get(seen_at + 5).map_err(|e| pg(&e))?;
+    let starteds: Option<Vec<Option<i64>>> = first.try_get(seen_at + 6).map_err(|e| pg(&e))?;
+    let holders_here = owners
+        .unwrap_or_default()
+        .into_iter()
+        .zip(pids.unwrap_or_default())
+        .zip(hosts.unwrap_or_default())
+        .zip(starteds.unwrap_or_default())
+        .filter_map(|(((id, pid), host), started)| {
+            Some(Owner {
+                id: id?,
+                pid: u32::try_from(pid?).ok()?,
+                host: host?,
+                started: u64::try_from(started?).ok()?,
             })
         })
-        .collect()
+        .collect();
+    let mut claims = Vec::new();
+    for r in &rows {
+        let id: Option<String> = r.try_get(0).map_err(|e| pg(&e))?;
+        if id.is_none() {
+            continue;
+        }
+        let row = run_from(r)?;
+        let was: String = r.try_get(run_columns).map_err(|e| pg(&e))?;
+        claims.push(DueClaim {
+            lease: super::new_lease(
+                &row.id,
+                row.lease_token,
+                owner,
+                row.durability,
+                row.next_seq,
+            ),
+            was: RunStatus::parse(&was).unwrap_or(RunStatus::Running),
+            row: Box::new(row),
+            read: None,
+        });
+    }
+    Ok((
+        claims,
+        Seen {
+            next_due,
+            holders_here,
+        },
+    ))
 }
 
 /// A claimed run's journal is read with its claim when it holds at most this many events (a
@@ -244,39 +309,18 @@ pub(crate) fn read_with_claims(
     Ok(())
 }
 
-/// Due runs, other than those in `skip`, held by a process on this host that is certainly dead
-/// though its lease has not run out (a worker killed here a moment ago): their row is not
-/// enough to tell, so they are claimed one by one once this process has looked.
-///
-/// The OS is asked once per holder, not once per run: every worker on one machine looks here
-/// each time it looks for due runs, and each live worker on it holds many runs.
-pub(crate) fn dead_here(
+/// Due runs, other than those in `skip`, held by the processes `dead` on this host, which are
+/// certainly dead though their leases have not run out (a worker killed here a moment ago):
+/// their rows are not enough to tell, so a look names their holders ([`Seen::holders_here`])
+/// and they are claimed one by one.
+pub(crate) fn dead_runs(
     client: &mut Client,
     timers_now: i64,
     skip: &HashSet<String>,
+    dead: &[String],
 ) -> Result<Vec<(String, RunStatus)>, StoreError> {
     let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
     let host = Owner::this_process().host;
-    let holders = format!(
-        "SELECT r.lease_owner, r.lease_pid, r.lease_host, r.lease_started
-         FROM runs r
-         WHERE r.lease_host = $1 AND r.lease_owner IS NOT NULL AND r.id <> ALL($2::text[])
-           AND {due}
-         GROUP BY 1, 2, 3, 4",
-        due = due(3),
-    );
-    let rows = client
-        .query_prepared(&holders, &[&host, &skip, &timers_now])
-        .map_err(|e| pg(&e))?;
-    let dead: Vec<String> = rows
-        .iter()
-        .filter_map(|r| owner_at(r, 0))
-        .filter(Owner::is_dead)
-        .map(|h| h.id)
-        .collect();
-    if dead.is_empty() {
-        return Ok(Vec::new());
-    }
     let runs = format!(
         "SELECT r.id, r.status FROM runs r
          WHERE r.lease_host = $1 AND r.lease_owner = ANY($4::text[]) AND r.id <> ALL($2::text[])
@@ -296,44 +340,71 @@ pub(crate) fn dead_here(
         .collect()
 }
 
-/// The earliest of the next due timer and the next lease to run out, on the store's `clock`
+/// The columns `timer, left, now` that [`next_due_from`] reads, from a CTE `clock` whose `now`
+/// is the lease time. With `Some(n)`, in a look: the runs of its CTE `picked` are left out
+/// (the statement reads them as they were before its claim) and the leases it gives them, of
+/// parameter `n` ms, counted.
+///
+/// Each part through a partial index (`runs_waiting_due`, `runs_running_lease`,
+/// `runs_waiting_held`): a look reads the next timer and the held runs, not every parked run
+/// or every run the store has kept (`tests::a_look_reads_what_is_due_or_held`).
+fn next_due_columns(picked_lease: Option<usize>) -> String {
+    let (not_picked, lease) = match picked_lease {
+        Some(n) => (
+            " AND r.id NOT IN (SELECT id FROM picked)".to_string(),
+            format!(",\n (SELECT clock.now + ${n} FROM picked LIMIT 1)"),
+        ),
+        None => (String::new(), String::new()),
+    };
+    format!(
+        "(SELECT MIN(r.due_at) FROM runs r
+          WHERE r.status = 'waiting' AND r.due_at IS NOT NULL{not_picked}) AS timer,
+         LEAST(
+            (SELECT MIN(r.lease_expires_at) FROM runs r
+             WHERE r.status = 'running' AND r.lease_owner IS NOT NULL{not_picked}),
+            (SELECT MIN(r.lease_expires_at) FROM runs r
+             WHERE r.status = 'waiting' AND r.lease_owner IS NOT NULL
+               AND r.lease_expires_at > clock.now){lease}) - clock.now AS left,
+         clock.now AS now"
+    )
+}
+
+/// The next due time from the columns of [`next_due_columns`] at `at` of `row`, on `clock`
 /// (a lease's expiry is told as the time left on the database's clock, from the store's now;
-/// without a clock, on the database's). A running run's lease that ran out already counts: a
-/// claim passes over its row while another transaction locks it (a holder frozen mid-write,
-/// until the server ends that transaction), and the worker then looks again soon.
-pub(crate) fn next_due(
-    client: &mut Client,
+/// without a clock, on the database's).
+fn next_due_from(
+    row: &postgres::Row,
+    at: usize,
     clock: Option<&dyn Clock>,
 ) -> Result<Option<i64>, StoreError> {
-    // Each part through a partial index (`runs_waiting_due`, `runs_running_lease`,
-    // `runs_waiting_held`): a look reads the next timer and the held runs, not every parked
-    // run or every run the store has kept (`tests::a_look_reads_what_is_due_or_held`).
-    let sql = format!(
-        "WITH clock AS (SELECT {now} AS now)
-         SELECT (SELECT MIN(r.due_at) FROM runs r
-                 WHERE r.status = 'waiting' AND r.due_at IS NOT NULL),
-                LEAST(
-                    (SELECT MIN(r.lease_expires_at) FROM runs r
-                     WHERE r.status = 'running' AND r.lease_owner IS NOT NULL),
-                    (SELECT MIN(r.lease_expires_at) FROM runs r
-                     WHERE r.status = 'waiting' AND r.lease_owner IS NOT NULL
-                       AND r.lease_expires_at > clock.now)) - clock.now,
-                clock.now
-         FROM clock",
-        now = lease_time(1),
-    );
-    let row = client
-        .query_one_prepared(&sql, &[&clock.and_then(lease_now)])
-        .map_err(|e| pg(&e))?;
-    let timer: Option<i64> = row.try_get(0).map_err(|e| pg(&e))?;
-    let left: Option<i64> = row.try_get(1).map_err(|e| pg(&e))?;
-    let db_now: Option<i64> = row.try_get(2).map_err(|e| pg(&e))?;
+    let timer: Option<i64> = row.try_get(at).map_err(|e| pg(&e))?;
+    let left: Option<i64> = row.try_get(at + 1).map_err(|e| pg(&e))?;
+    let db_now: Option<i64> = row.try_get(at + 2).map_err(|e| pg(&e))?;
     let from = clock.map(|c| c.now_ms()).or(db_now).unwrap_or(0);
     let lease = left.map(|left| from.saturating_add(left));
     Ok(match (timer, lease) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     })
+}
+
+/// The earliest of the next due timer and the next lease to run out, on the store's `clock`
+/// (see [`next_due_from`]). A running run's lease that ran out already counts: a claim passes
+/// over its row while another transaction locks it (a holder frozen mid-write, until the
+/// server ends that transaction), and the worker then looks again soon.
+pub(crate) fn next_due(
+    client: &mut Client,
+    clock: Option<&dyn Clock>,
+) -> Result<Option<i64>, StoreError> {
+    let sql = format!(
+        "WITH clock AS (SELECT {now} AS now) SELECT {columns} FROM clock",
+        now = lease_time(1),
+        columns = next_due_columns(None),
+    );
+    let row = client
+        .query_one_prepared(&sql, &[&clock.and_then(lease_now)])
+        .map_err(|e| pg(&e))?;
+    next_due_from(&row, 0, clock)
 }
 
 #[cfg(test)]

@@ -555,43 +555,68 @@ impl Store for PgStore {
         limit: usize,
         skip: &HashSet<String>,
     ) -> Result<Vec<DueClaim>, StoreError> {
+        if limit == 0 {
+            return self
+                .tx
+                .as_ref()
+                .map(|_| Vec::new())
+                .ok_or(StoreError::ReadOnly);
+        }
+        Ok(self.look(now_ms, owner, lease_ms, limit, skip)?.claims)
+    }
+
+    fn look(
+        &self,
+        now_ms: i64,
+        owner: &Owner,
+        lease_ms: u64,
+        limit: usize,
+        skip: &HashSet<String>,
+    ) -> Result<crate::Look, StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);
         }
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
         // One statement, committed on its own: it needs no place in the writer's batches, and
         // the writer's later writes under these leases see it committed.
-        let lease_now = self.lease_now();
+        let clock = self.clock.clone();
         let (who, passed) = (owner.clone(), skip.clone());
-        let mut claimed = self.readers.with(move |c| {
-            let mut claimed =
-                claim::claim_expired(c, lease_now, now_ms, &who, lease_ms, limit, &passed)?;
+        let (mut claims, seen) = self.readers.with(move |c| {
+            let (mut claims, seen) =
+                claim::look(c, clock.as_deref(), now_ms, &who, lease_ms, limit, &passed)?;
             // The leases are taken: a failed read leaves them to the claimer's resume, which
             // reads them itself (and meets the error, if it lasts, there).
-            let _ = claim::read_with_claims(c, &mut claimed);
-            Ok::<_, StoreError>(claimed)
+            let _ = claim::read_with_claims(c, &mut claims);
+            Ok::<_, StoreError>((claims, seen))
         })?;
-        if claimed.len() < limit {
+        let mut next_due = seen.next_due;
+        let dead: Vec<String> = seen
+            .holders_here
+            .into_iter()
+            .filter(Owner::is_dead)
+            .map(|h| h.id)
+            .collect();
+        if claims.len() < limit && !dead.is_empty() {
+            // Rare (a worker killed on this host a moment ago): its runs are read apart, and
+            // each claimed alone.
             let mut passed = skip.clone();
-            passed.extend(claimed.iter().map(|c| c.lease.run.clone()));
-            let dead = self
+            passed.extend(claims.iter().map(|c| c.lease.run.clone()));
+            let runs = self
                 .readers
-                .with(move |c| claim::dead_here(c, now_ms, &passed))?;
-            for (run, was) in dead {
-                if claimed.len() >= limit {
+                .with(move |c| claim::dead_runs(c, now_ms, &passed, &dead))?;
+            for (run, was) in runs {
+                if claims.len() >= limit {
                     break;
                 }
-                // Rare (a worker killed on this host a moment ago): its row is read apart.
                 if let Claim::Claimed(lease) = self.claim_run(&run, owner, lease_ms)?
                     && let Some(claim) = crate::api::due_claim(self, lease, was)?
                 {
-                    claimed.push(claim);
+                    claims.push(claim);
                 }
             }
+            // The look saw those runs due; what is due now is asked again.
+            next_due = self.next_due()?;
         }
-        Ok(claimed)
+        Ok(crate::Look { claims, next_due })
     }
 
     fn renew(&self, lease: &Lease, lease_ms: u64) -> Result<(), StoreError> {

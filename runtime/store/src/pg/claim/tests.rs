@@ -7,7 +7,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use super::{claim_expired, dead_here, next_due};
+use super::{look, next_due};
 use crate::{ManualClock, Owner, PgStore};
 
 #[allow(dead_code)]
@@ -77,18 +77,17 @@ fn a_look_reads_what_is_due_or_held() {
     client.batch_execute("BEGIN").unwrap();
     let next = next_due(&mut client, None).unwrap();
     read.push(("next due", rows_read(&mut client)));
-    let dead = dead_here(&mut client, now, &none).unwrap();
-    read.push(("dead holders here", rows_read(&mut client)));
-    let claimed = claim_expired(&mut client, None, now, &owner, 60_000, 256, &none).unwrap();
-    read.push(("claim", rows_read(&mut client)));
+    let (claimed, seen) = look(&mut client, None, now, &owner, 60_000, 256, &none).unwrap();
+    read.push(("look", rows_read(&mut client)));
     client.batch_execute("ROLLBACK").unwrap();
 
     // The answers: the next due time is the first held lease's end (a minute away), before
-    // the parked runs' timers (a day away); nothing is held by a dead process here, and
-    // nothing is due.
+    // the parked runs' timers (a day away), and the look tells the same; nothing is held by
+    // a process here, and nothing is due.
     let next = next.expect("a lease runs out");
     assert!(next > now && next <= now + 60_000 + 1_000, "{next} {now}");
-    assert!(dead.is_empty(), "{dead:?}");
+    assert_eq!(seen.next_due, Some(next));
+    assert!(seen.holders_here.is_empty());
     assert!(claimed.is_empty(), "{} claimed", claimed.len());
     // The work: each statement reads the few held runs, not the thousands parked or ended.
     let mut before = 0;
