@@ -262,7 +262,7 @@ pub async fn resume_deciding(
     resume_run(deps, cfg, run_id, reason, decisions, true, None).await
 }
 
-/// Continues a run a worker claimed ([`reel_store::Store::claim_due`]): as [`resume`], but a
+/// Continues a run a worker claimed ([`reel_store::Store::look`]): as [`resume`], but a
 /// run that ended meanwhile (canceled by `reel cancel`, finished by another worker) is left as
 /// it ended, never redriven: a redrive is a person's decision. A run it cannot go on with is
 /// given back as it was.
