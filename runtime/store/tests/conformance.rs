@@ -1983,6 +1983,37 @@ conformance!(
     a_store_of_the_schema_before_the_views_gets_them_when_opened,
 );
 
+/// What only PostgreSQL's schema has: room left on the runs' pages, so that the appends'
+/// updates of a run's journal length stay on the page and add no index entry.
+mod postgres_schema {
+    use super::*;
+
+    /// Whether the runs' table keeps 30 % of each page free.
+    fn leaves_room(db: &Postgres) -> bool {
+        db.raw_count(
+            "SELECT count(*) FROM pg_class
+             WHERE oid = 'runs'::regclass AND reloptions @> ARRAY['fillfactor=70']",
+        ) == 1
+    }
+
+    #[test]
+    fn the_runs_pages_leave_room_for_updates_in_place_also_after_a_migration() {
+        let db = Postgres::new();
+        drop(db.open().unwrap());
+        assert!(leaves_room(&db));
+        // A store of schema version 4, before the room was left, gets it when opened.
+        db.raw("ALTER TABLE runs RESET (fillfactor)");
+        db.raw("UPDATE meta SET value = 4 WHERE key = 'schema_version'");
+        assert!(!leaves_room(&db));
+        drop(db.open().unwrap());
+        assert!(leaves_room(&db));
+        assert_eq!(
+            db.raw_count("SELECT value FROM meta WHERE key = 'schema_version'"),
+            5
+        );
+    }
+}
+
 /// What only the store shared by many machines does: leases judged by the database's clock.
 mod postgres_leases {
     use super::*;

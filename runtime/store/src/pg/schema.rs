@@ -7,7 +7,7 @@ use super::conn::{Connector, SCHEMA, pg};
 use crate::api::StoreError;
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -176,6 +176,15 @@ CREATE INDEX IF NOT EXISTS runs_waiting_flagged ON runs (id)
 const V4: &str = r#"
 CREATE INDEX IF NOT EXISTS runs_waiting_held ON runs (lease_expires_at)
     WHERE status = 'waiting' AND lease_owner IS NOT NULL;
+"#;
+
+// A run's row is updated a dozen times or more over a short run, most often only to move its
+// journal's length (`next_seq`) with an append, which no index reads: with room left on each
+// page such an update stays on the page and adds no index entry (a HOT update); a full page
+// makes every one a new entry in each of the table's eight indexes. Pages written from now on
+// keep 30 % free.
+const V5: &str = r#"
+ALTER TABLE runs SET (fillfactor = 70);
 "#;
 
 fn newer_message(version: i64) -> String {
