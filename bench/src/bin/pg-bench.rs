@@ -77,7 +77,8 @@ struct Args {
     /// Print what each burst of short runs asked the server, statement by statement (its
     /// workers', its signals' senders' and the bench's polls), from `pg_stat_statements`
     /// reset before each burst: the server must load it (`REEL_PG_STATEMENTS=on` when
-    /// `scripts/postgres-for-tests.sh` starts it).
+    /// `scripts/postgres-for-tests.sh` starts it). Also the CPU time a burst took in the
+    /// workers and in the server's processes (Linux's `/proc`), steadier than its wall time.
     #[arg(long)]
     statements: bool,
 }
@@ -223,16 +224,17 @@ fn reel_side(reel: &Path, work: &Path, args: &Args, n: usize, mode: &str) -> Fig
             .collect(),
     );
     let mut asked = args.statements.then(|| Statements::new(&url));
+    let worker_pids: Vec<u32> = workers.0.iter().map(Child::id).collect();
     let concurrent = median(
         (0..reps)
             .map(|_| {
                 let ids = start("short.reel", args.runs);
                 if let Some(asked) = &mut asked {
-                    asked.reset();
+                    asked.reset(&worker_pids);
                 }
                 let rate = timed(&ids, args.runs * args.short_steps);
                 if let Some(asked) = &mut asked {
-                    asked.add();
+                    asked.add(&worker_pids);
                 }
                 rate
             })
@@ -263,6 +265,46 @@ struct Statements {
     client: postgres::Client,
     /// Calls, rows and execution time (ms) by the statement's text.
     by_text: std::collections::BTreeMap<String, (i64, i64, f64)>,
+    /// CPU time (ns) the workers and the server's processes had used at the last reset.
+    cpu_before: (u64, u64),
+    /// CPU time (ns) the workers and the server's processes used in the bursts, summed.
+    cpu: (u64, u64),
+}
+
+/// The CPU time (ns) every thread of the processes `pids` has used so far, from Linux's
+/// `/proc/PID/task/TID/schedstat` (its first field); 0 where it cannot be read. A thread
+/// that ended since the last reading takes its time with it: the workers' threads and the
+/// server's processes that serve them live through a burst.
+fn cpu_ns(pids: impl IntoIterator<Item = u32>) -> u64 {
+    let mut total = 0;
+    for pid in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for task in tasks.flatten() {
+            let used = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
+            total += used.unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// The processes of the PostgreSQL server (by their name, `postgres`): the bench's own
+/// private server is the only one on its machine.
+fn server_pids() -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                .is_ok_and(|comm| comm.trim_end() == "postgres")
+        })
+        .collect()
 }
 
 impl Statements {
@@ -277,18 +319,26 @@ impl Statements {
         Statements {
             client,
             by_text: Default::default(),
+            cpu_before: (0, 0),
+            cpu: (0, 0),
         }
     }
 
-    /// Forgets what the server counted so far (a burst's runs' starts, this bench's setup).
-    fn reset(&mut self) {
+    /// Forgets what the server counted so far (a burst's runs' starts, this bench's setup),
+    /// and notes the CPU time the workers `pids` and the server's processes have used.
+    fn reset(&mut self, pids: &[u32]) {
         self.client
             .batch_execute("SELECT pg_stat_statements_reset()")
             .expect("the statistics are reset");
+        self.cpu_before = (cpu_ns(pids.iter().copied()), cpu_ns(server_pids()));
     }
 
-    /// Adds what the server counted since the reset, in this database.
-    fn add(&mut self) {
+    /// Adds what the server counted since the reset, in this database, and the CPU time used
+    /// since.
+    fn add(&mut self, pids: &[u32]) {
+        let (workers, server) = (cpu_ns(pids.iter().copied()), cpu_ns(server_pids()));
+        self.cpu.0 += workers.saturating_sub(self.cpu_before.0);
+        self.cpu.1 += server.saturating_sub(self.cpu_before.1);
         let rows = self
             .client
             .query(
@@ -315,6 +365,12 @@ impl Statements {
         all.sort_by_key(|(_, v)| std::cmp::Reverse(v.0));
         let total: i64 = all.iter().map(|(_, v)| v.0).sum();
         let ms: f64 = all.iter().map(|(_, v)| v.2).sum();
+        let cpu_ms = |ns: u64| ns as f64 / 1e6 / bursts as f64;
+        println!(
+            "CPU a burst of short runs, {label}: workers {:.0} ms, PostgreSQL {:.0} ms",
+            cpu_ms(self.cpu.0),
+            cpu_ms(self.cpu.1)
+        );
         println!(
             "statements a burst of short runs, {label}: {:.0} ({:.0} ms executing), by calls:",
             per(total),
