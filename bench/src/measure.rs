@@ -51,7 +51,23 @@ pub fn timed<T>(f: impl FnOnce() -> T) -> (T, Duration) {
 /// `None` elsewhere). Unlike a wall-clock time it does not count the time the thread waited
 /// for a core, so it stays comparable on a loaded machine.
 pub fn thread_cpu() -> Option<Duration> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    schedstat_cpu(Path::new("/proc/thread-self/schedstat"))
+}
+
+/// How long all the threads of the processes `pids` (of any user) have run on a CPU so far,
+/// from each thread's `/proc/PID/task/TID/schedstat`; a process or thread that cannot be read
+/// counts nothing, and a thread that ended takes its time with it. Zero off Linux.
+pub fn processes_cpu(pids: impl IntoIterator<Item = u32>) -> Duration {
+    pids.into_iter()
+        .filter_map(|pid| std::fs::read_dir(format!("/proc/{pid}/task")).ok())
+        .flat_map(|tasks| tasks.flatten())
+        .filter_map(|task| schedstat_cpu(&task.path().join("schedstat")))
+        .sum()
+}
+
+/// The time on a CPU a Linux `schedstat` file tells (its first field, in ns).
+fn schedstat_cpu(path: &Path) -> Option<Duration> {
+    let text = std::fs::read_to_string(path).ok()?;
     let ns: u64 = text.split_whitespace().next()?.parse().ok()?;
     Some(Duration::from_nanos(ns))
 }

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use reel_bench::measure::reel_binary;
+use reel_bench::measure::{processes_cpu, reel_binary};
 use reel_store::{Flow, PgStore, RunStatus, Store};
 use serde_json::Value;
 
@@ -265,30 +265,10 @@ struct Statements {
     client: postgres::Client,
     /// Calls, rows and execution time (ms) by the statement's text.
     by_text: std::collections::BTreeMap<String, (i64, i64, f64)>,
-    /// CPU time (ns) the workers and the server's processes had used at the last reset.
-    cpu_before: (u64, u64),
-    /// CPU time (ns) the workers and the server's processes used in the bursts, summed.
-    cpu: (u64, u64),
-}
-
-/// The CPU time (ns) every thread of the processes `pids` has used so far, from Linux's
-/// `/proc/PID/task/TID/schedstat` (its first field); 0 where it cannot be read. A thread
-/// that ended since the last reading takes its time with it: the workers' threads and the
-/// server's processes that serve them live through a burst.
-fn cpu_ns(pids: impl IntoIterator<Item = u32>) -> u64 {
-    let mut total = 0;
-    for pid in pids {
-        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-            continue;
-        };
-        for task in tasks.flatten() {
-            let used = std::fs::read_to_string(task.path().join("schedstat"))
-                .ok()
-                .and_then(|s| s.split_whitespace().next()?.parse::<u64>().ok());
-            total += used.unwrap_or(0);
-        }
-    }
-    total
+    /// CPU time the workers and the server's processes had used at the last reset.
+    cpu_before: (Duration, Duration),
+    /// CPU time the workers and the server's processes used in the bursts, summed.
+    cpu: (Duration, Duration),
 }
 
 /// The processes of the PostgreSQL server (by their name, `postgres`): the bench's own
@@ -319,8 +299,8 @@ impl Statements {
         Statements {
             client,
             by_text: Default::default(),
-            cpu_before: (0, 0),
-            cpu: (0, 0),
+            cpu_before: Default::default(),
+            cpu: Default::default(),
         }
     }
 
@@ -330,13 +310,19 @@ impl Statements {
         self.client
             .batch_execute("SELECT pg_stat_statements_reset()")
             .expect("the statistics are reset");
-        self.cpu_before = (cpu_ns(pids.iter().copied()), cpu_ns(server_pids()));
+        self.cpu_before = (
+            processes_cpu(pids.iter().copied()),
+            processes_cpu(server_pids()),
+        );
     }
 
     /// Adds what the server counted since the reset, in this database, and the CPU time used
     /// since.
     fn add(&mut self, pids: &[u32]) {
-        let (workers, server) = (cpu_ns(pids.iter().copied()), cpu_ns(server_pids()));
+        let (workers, server) = (
+            processes_cpu(pids.iter().copied()),
+            processes_cpu(server_pids()),
+        );
         self.cpu.0 += workers.saturating_sub(self.cpu_before.0);
         self.cpu.1 += server.saturating_sub(self.cpu_before.1);
         let rows = self
@@ -365,7 +351,7 @@ impl Statements {
         all.sort_by_key(|(_, v)| std::cmp::Reverse(v.0));
         let total: i64 = all.iter().map(|(_, v)| v.0).sum();
         let ms: f64 = all.iter().map(|(_, v)| v.2).sum();
-        let cpu_ms = |ns: u64| ns as f64 / 1e6 / bursts as f64;
+        let cpu_ms = |d: Duration| d.as_secs_f64() * 1000.0 / bursts as f64;
         println!(
             "CPU a burst of short runs, {label}: workers {:.0} ms, PostgreSQL {:.0} ms",
             cpu_ms(self.cpu.0),
