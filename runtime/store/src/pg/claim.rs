@@ -18,7 +18,8 @@ use postgres::Client;
 
 use super::conn::pg;
 use super::read::{
-    PageRow, Prepared, RUN_COLUMNS, event_from, hand_missing, hand_rows, run_from, signal_from,
+    PageRow, Prepared, RUN_COLUMNS, event_from, hand_missing, hand_rows, owner_of, run_from,
+    signal_from,
 };
 use crate::api::{DueClaim, Flow, Owner, ReadWithClaim, RunStatus, StoreError};
 use crate::clock::Clock;
@@ -174,14 +175,7 @@ pub(crate) fn look(
         .zip(pids.unwrap_or_default())
         .zip(hosts.unwrap_or_default())
         .zip(starteds.unwrap_or_default())
-        .filter_map(|(((id, pid), host), started)| {
-            Some(Owner {
-                id: id?,
-                pid: u32::try_from(pid?).ok()?,
-                host: host?,
-                started: u64::try_from(started?).ok()?,
-            })
-        })
+        .filter_map(|(((id, pid), host), started)| owner_of(id, pid, host, started))
         .collect();
     let mut claims = Vec::new();
     for r in &rows {

@@ -245,19 +245,28 @@ fn unsigned(n: i64, what: &str) -> Result<u64, StoreError> {
 
 /// The lease holder stored in four columns from `at`, if any.
 pub(crate) fn owner_at(r: &Row, at: usize) -> Option<Owner> {
-    let id: Option<String> = r.try_get(at).ok()?;
-    let pid: Option<i64> = r.try_get(at + 1).ok()?;
-    let host: Option<String> = r.try_get(at + 2).ok()?;
-    let started: Option<i64> = r.try_get(at + 3).ok()?;
-    match (id, pid, host, started) {
-        (Some(id), Some(pid), Some(host), Some(started)) => Some(Owner {
-            id,
-            pid: u32::try_from(pid).ok()?,
-            host,
-            started: u64::try_from(started).ok()?,
-        }),
-        _ => None,
-    }
+    owner_of(
+        r.try_get(at).ok()?,
+        r.try_get(at + 1).ok()?,
+        r.try_get(at + 2).ok()?,
+        r.try_get(at + 3).ok()?,
+    )
+}
+
+/// The lease holder of the four values a row stores it in (its id, pid, host and start), if
+/// all are there and in range.
+pub(crate) fn owner_of(
+    id: Option<String>,
+    pid: Option<i64>,
+    host: Option<String>,
+    started: Option<i64>,
+) -> Option<Owner> {
+    Some(Owner {
+        id: id?,
+        pid: u32::try_from(pid?).ok()?,
+        host: host?,
+        started: u64::try_from(started?).ok()?,
+    })
 }
 
 /// The run of a row whose first columns are [`RUN_COLUMNS`].
