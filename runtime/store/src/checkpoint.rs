@@ -4,13 +4,23 @@
 //! would stall the writer (and everyone waiting on a commit) every few megabytes. Instead the
 //! writer's automatic checkpoint is off, a thread of its own runs non-blocking (PASSIVE)
 //! checkpoints at most every [`INTERVAL`] after commits, and the writer truncates the WAL
-//! itself only when it has grown past [`WAL_LIMIT`] anyway (under steady load a passive
+//! itself only when it holds more than [`WAL_LIMIT`] anyway (under steady load a passive
 //! checkpoint rarely catches the WAL's end, so the file is never restarted otherwise).
+//!
+//! The writer knows the WAL's length after each of its commits from SQLite's WAL hook, and
+//! tries to truncate after every commit that left it too long, not only now and then: SQLite
+//! runs one checkpoint at a time and refuses a second at once, and under a load of large
+//! commits (a million-call `foreach` rewrites megabytes of the values' index a commit) a
+//! background pass was under way at nearly every look, so the WAL grew to gigabytes. A
+//! truncation copies on the writer's path what the background passes have not, so the limit
+//! is high enough to leave most of the copying to them (at 64 MiB that million-call
+//! `foreach` took a third longer; at 256 MiB a tenth, with its WAL at a twentieth of the
+//! size: bench/README.md, session 33).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, PoisonError, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -20,12 +30,26 @@ use crate::schema::BUSY_TIMEOUT;
 
 /// The least time between two background checkpoints.
 const INTERVAL: Duration = Duration::from_millis(100);
-/// A WAL file larger than this is checkpointed and truncated by the writer.
-pub(crate) const WAL_LIMIT: u64 = 64 << 20;
+/// A WAL holding more than this is checkpointed and truncated by the writer.
+pub(crate) const WAL_LIMIT: u64 = 256 << 20;
+/// How many commits go by after a truncation that could not finish (a reader held an old
+/// snapshot) before the writer tries again.
+pub(crate) const TRUNCATE_RETRY_AFTER: u32 = 16;
 /// A WAL file larger than this when the writer stops is checkpointed and truncated then; a
 /// smaller one is left for the next process, which reads its frames back when it opens the
 /// store (about 0.2 ms a MiB: a 1,000-step run leaves 2 to 4 MiB).
 pub(crate) const CLOSE_LIMIT: u64 = 8 << 20;
+
+/// How a truncation of the WAL went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Truncated {
+    /// The WAL was copied back whole and cut to nothing.
+    Done,
+    /// A background pass was under way; nothing was tried.
+    Busy,
+    /// A reader's old snapshot kept some frames in the WAL.
+    Held,
+}
 
 /// The background checkpointer: nudge it after commits; it stops when dropped.
 pub(crate) struct Checkpointer {
@@ -36,13 +60,22 @@ pub(crate) struct Checkpointer {
     committed: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
     wal: PathBuf,
+    /// Held by the background thread while it copies, so that the writer sees a pass under
+    /// way and tries again after its next commit rather than have SQLite refuse it.
+    copying: Arc<Mutex<()>>,
+    /// Frames in the WAL after the writer's last commit, from SQLite's WAL hook.
+    frames: Arc<AtomicU32>,
+    /// The bytes of one frame: a page and its header.
+    frame_bytes: u64,
+    /// What the WAL may hold before the writer truncates it ([`WAL_LIMIT`] but in tests).
+    limit: u64,
 }
 
 impl Checkpointer {
     /// Starts the thread for the database at `db`; without it (the thread or its connection
     /// could not be had) the writer falls back to checkpointing in line, which is slower but
     /// just as correct.
-    pub(crate) fn start(db: &Path) -> Checkpointer {
+    pub(crate) fn start(db: &Path, limit: u64) -> Checkpointer {
         let wal = PathBuf::from(format!("{}-wal", db.display()));
         let conn = crate::schema::connect(
             db,
@@ -57,21 +90,44 @@ impl Checkpointer {
                 committed: Arc::default(),
                 thread: None,
                 wal,
+                copying: Arc::default(),
+                frames: Arc::default(),
+                frame_bytes: FRAME_HEADER + 4096,
+                limit,
             };
         };
         let (nudge, rx) = mpsc::sync_channel(1);
         let committed = Arc::new(AtomicBool::new(false));
         let seen = Arc::clone(&committed);
+        let copying: Arc<Mutex<()>> = Arc::default();
+        let held = Arc::clone(&copying);
         let thread = std::thread::Builder::new()
             .name("reel-store-checkpoint".to_string())
-            .spawn(move || run(&conn, &rx, &seen))
+            .spawn(move || run(&conn, &rx, &seen, &held))
             .ok();
         Checkpointer {
             nudge: thread.as_ref().map(|_| nudge),
             committed,
             thread,
             wal,
+            copying,
+            frames: Arc::default(),
+            frame_bytes: FRAME_HEADER + 4096,
+            limit,
         }
+    }
+
+    /// Counts the frames in the WAL after each commit of the writer's connection `conn`
+    /// (which must have SQLite's automatic checkpoint off: that is a WAL hook too, and the
+    /// two replace each other).
+    pub(crate) fn watch(&mut self, conn: &mut Connection) -> rusqlite::Result<()> {
+        let page: u32 = conn.query_row("PRAGMA page_size", [], |r| r.get(0))?;
+        self.frame_bytes = FRAME_HEADER + u64::from(page);
+        let frames = Arc::clone(&self.frames);
+        conn.wal_hook(Some(move |_: &mut rusqlite::hooks::Wal, pages: i32| {
+            frames.store(u32::try_from(pages).unwrap_or(0), Ordering::Relaxed);
+            Ok(())
+        }))
     }
 
     /// Whether the background thread runs (else the writer keeps SQLite's own checkpoints).
@@ -89,9 +145,39 @@ impl Checkpointer {
         }
     }
 
-    /// Whether the WAL file has grown past [`WAL_LIMIT`].
-    pub(crate) fn wal_too_large(&self) -> bool {
-        self.wal_longer_than(WAL_LIMIT)
+    /// Whether the WAL held more than its limit after the writer's last commit.
+    pub(crate) fn wal_too_long(&self) -> bool {
+        u64::from(self.frames.load(Ordering::Relaxed)) * self.frame_bytes > self.limit
+    }
+
+    /// Copies the whole WAL back into the database and truncates it, on the writer's
+    /// connection `conn` between two of its transactions, unless a background pass is under
+    /// way (`Busy`: the writer tries again after its next commit rather than wait for a pass
+    /// that may be copying tens of megabytes). It does not wait for readers either: a
+    /// reader's old snapshot keeps it from finishing (`Held`), what it copied stays copied.
+    pub(crate) fn truncate(&self, conn: &Connection) -> Truncated {
+        let _alone = match self.copying.try_lock() {
+            Ok(alone) => alone,
+            Err(TryLockError::Poisoned(alone)) => alone.into_inner(),
+            Err(TryLockError::WouldBlock) => return Truncated::Busy,
+        };
+        if conn.busy_timeout(Duration::ZERO).is_err() {
+            return Truncated::Held;
+        }
+        let done = conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .is_ok_and(|busy| busy == 0);
+        // Should this fail, the writer's next lock waits would fail at once: it reports
+        // them as it reports a busy store, which a later open recovers from.
+        let _ = conn.busy_timeout(BUSY_TIMEOUT);
+        if done {
+            self.frames.store(0, Ordering::Relaxed);
+            Truncated::Done
+        } else {
+            Truncated::Held
+        }
     }
 
     fn wal_longer_than(&self, limit: u64) -> bool {
@@ -124,7 +210,10 @@ impl Drop for Checkpointer {
     }
 }
 
-fn run(conn: &Connection, nudges: &Receiver<()>, committed: &AtomicBool) {
+/// The bytes of a WAL frame's header.
+const FRAME_HEADER: u64 = 24;
+
+fn run(conn: &Connection, nudges: &Receiver<()>, committed: &AtomicBool, copying: &Mutex<()>) {
     let mut nudged = nudges.recv().is_ok();
     while nudged {
         // Commits from here on are for the next checkpoint (and the first of them nudges).
@@ -135,7 +224,10 @@ fn run(conn: &Connection, nudges: &Receiver<()>, committed: &AtomicBool) {
         let started = Instant::now();
         // PASSIVE never waits for readers or the writer; a failure (busy, I/O) only means the
         // frames stay in the WAL until the next attempt.
-        let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        {
+            let _copying = copying.lock().unwrap_or_else(PoisonError::into_inner);
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
+        }
         // Commits within the interval fold into one next checkpoint; a closed channel (the
         // writer stopped) ends the thread at once rather than after the interval.
         loop {

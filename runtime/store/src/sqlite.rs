@@ -85,6 +85,15 @@ impl SqliteStore {
     /// `blobs/` folder if needed, migrating the schema, and starting the writer thread. Lease
     /// expiries and signal times are taken from `clock`.
     pub fn open(dir: &Path, clock: Arc<dyn Clock>) -> Result<SqliteStore, StoreError> {
+        Self::open_with_wal_limit(dir, clock, crate::checkpoint::WAL_LIMIT)
+    }
+
+    /// [`SqliteStore::open`] with what the WAL may hold before the writer truncates it.
+    pub(crate) fn open_with_wal_limit(
+        dir: &Path,
+        clock: Arc<dyn Clock>,
+        wal_limit: u64,
+    ) -> Result<SqliteStore, StoreError> {
         let blobs = dir.join("blobs");
         private::create_dir_all(dir).map_err(|e| open_error(dir, e))?;
         private::create_dir_all(&blobs).map_err(|e| open_error(&blobs, e))?;
@@ -92,7 +101,7 @@ impl SqliteStore {
         schema::create_database(&db)?;
         let conn = schema::open_writer(&db)?;
         let shared = Arc::new(Shared::default());
-        let checkpointer = Checkpointer::start(&db);
+        let checkpointer = Checkpointer::start(&db, wal_limit);
         let (queue, writer) = writer::spawn(
             conn,
             Arc::clone(&shared),

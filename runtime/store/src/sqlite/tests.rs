@@ -528,6 +528,52 @@ fn the_writer_folds_back_a_long_wal_as_it_stops_and_leaves_a_short_one() {
     assert_eq!(journal(&reader, "short").unwrap().len(), 1);
 }
 
+/// Fast commits that each write a megabyte keep the WAL near its limit: the writer learns the
+/// WAL's length from each commit and truncates it after the first commit past the limit (or
+/// the next, should a background pass be copying then). It used to look every 64 commits and
+/// give up whenever a background pass was under way, and a million-call `foreach`, whose
+/// commits each rewrite megabytes of the values' index, grew its WAL to gigabytes.
+#[test]
+fn large_fast_commits_keep_the_wal_near_its_limit() {
+    const LIMIT: u64 = 4 << 20;
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let reel = dir.path().join(".reel");
+    let store = SqliteStore::open_with_wal_limit(&reel, clock(), LIMIT).unwrap();
+    let wal_len = || {
+        std::fs::metadata(reel.join("reel.db-wal"))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    };
+    let lease = store.create_run(new_run("big"), &me(), 60_000).unwrap();
+    let rounds = 48;
+    let (mut longest, mut cuts, mut last) = (0, 0, 0);
+    for round in 0..rounds {
+        for n in 0..16 {
+            let pad = "x".repeat(60_000);
+            store
+                .put_value(&json!({ "round": round, "n": n, "pad": pad }))
+                .unwrap();
+        }
+        store.append(&lease, vec![event("e", round)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        let len = wal_len();
+        if len < last {
+            cuts += 1;
+        }
+        (longest, last) = (longest.max(len), len);
+    }
+    // A round writes about a megabyte (16 values of 60 KB); the file also grows ahead of its
+    // frames by up to a MiB, and a truncation may wait a few commits for a background pass.
+    let most = LIMIT + 8 * MIB;
+    assert!(
+        longest <= most,
+        "the WAL grew to {longest} bytes (at most {most})"
+    );
+    assert!(cuts >= 3, "the WAL was cut {cuts} times in {rounds} rounds");
+    assert_eq!(journal(&store, "big").unwrap().len() as u64, rounds);
+}
+
 /// The WAL header's checkpoint sequence number: SQLite adds one each time a write starts the
 /// WAL over at its beginning.
 fn wal_restarts(dir: &TempDir) -> u32 {

@@ -15,7 +15,7 @@ use rusqlite::{Connection, ErrorCode};
 use super::command::{Cmd, Fail};
 use super::{Shared, lock, sqlite};
 use crate::api::StoreError;
-use crate::checkpoint::Checkpointer;
+use crate::checkpoint::{Checkpointer, Truncated};
 use crate::clock::Clock;
 
 /// How many commands may wait in the channel before callers block.
@@ -26,8 +26,6 @@ const MAX_BATCH_COMMANDS: usize = 8192;
 const MAX_BATCH_BYTES: usize = 8 << 20;
 /// How long writes nobody waits for wait for company before the writer thread commits them.
 const LINGER: Duration = Duration::from_millis(2);
-/// How many commits go by between two looks at the WAL's size.
-const WAL_CHECK_EVERY: u32 = 64;
 /// How many durable commits go by before the writer checkpoints the WAL itself, so that the
 /// next commit starts the WAL over from its beginning (see [`Writer::restart_wal`]).
 pub(crate) const RESTART_EVERY: u32 = 256;
@@ -37,15 +35,19 @@ const BEGIN_ATTEMPTS: u32 = 6;
 
 /// Starts the writer thread on `conn`; the [`Queue`] is how callers reach it.
 pub(crate) fn spawn(
-    conn: Connection,
+    mut conn: Connection,
     shared: Arc<Shared>,
-    checkpointer: Checkpointer,
+    mut checkpointer: Checkpointer,
     clock: Arc<dyn Clock>,
     blobs: PathBuf,
 ) -> std::io::Result<(Queue, JoinHandle<()>)> {
     if checkpointer.is_running() {
         // Should this fail, SQLite keeps checkpointing in line: slower, equally correct.
-        let _ = conn.execute_batch("PRAGMA wal_autocheckpoint = 0");
+        if conn.execute_batch("PRAGMA wal_autocheckpoint = 0").is_ok() {
+            // Without the count the WAL is never truncated by the writer, only restarted by
+            // the background checkpoints when they catch its end.
+            let _ = checkpointer.watch(&mut conn);
+        }
     }
     let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL_CAPACITY);
     let committer = Arc::new(Committer {
@@ -57,7 +59,7 @@ pub(crate) fn spawn(
             appended: Vec::new(),
             full_sync: false,
             checkpointer,
-            commits: 0,
+            truncate_pause: 0,
             durable_commits: 0,
             clock,
             values_removed: None,
@@ -359,8 +361,8 @@ pub(super) struct Writer {
     full_sync: bool,
     /// Copies the WAL back into the database in the background.
     checkpointer: Checkpointer,
-    /// Commits since the WAL's size was last looked at.
-    commits: u32,
+    /// Commits to go before the writer tries again to truncate a WAL grown too long.
+    truncate_pause: u32,
     /// Durable commits since the writer last had the WAL wholly checkpointed.
     durable_commits: u32,
     /// Lease expiries and signal times (wall-clock by nature: they are compared across
@@ -486,15 +488,12 @@ impl Writer {
             self.restart_wal();
         }
         self.checkpointer.nudge();
-        self.commits += 1;
-        if self.commits >= WAL_CHECK_EVERY {
-            self.commits = 0;
-            if self.checkpointer.is_running() && self.checkpointer.wal_too_large() {
-                // Fails only when readers hold old snapshots; the next look tries again.
-                let _ = self
-                    .conn
-                    .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
-            }
+        if self.truncate_pause > 0 {
+            self.truncate_pause -= 1;
+        } else if self.checkpointer.wal_too_long()
+            && self.checkpointer.truncate(&self.conn) == Truncated::Held
+        {
+            self.truncate_pause = crate::checkpoint::TRUNCATE_RETRY_AFTER;
         }
     }
 
