@@ -8,14 +8,15 @@
 //! checkpoint rarely catches the WAL's end, so the file is never restarted otherwise).
 //!
 //! The writer knows the WAL's length after each of its commits from SQLite's WAL hook, and
-//! tries to truncate after every commit that left it too long, not only now and then: SQLite
+//! tries to truncate after every commit that left it too long, not only now and then, and
+//! past twice the limit waits for a background pass to end rather than skip: SQLite
 //! runs one checkpoint at a time and refuses a second at once, and under a load of large
 //! commits (a million-call `foreach` rewrites megabytes of the values' index a commit) a
 //! background pass was under way at nearly every look, so the WAL grew to gigabytes. A
 //! truncation copies on the writer's path what the background passes have not, so the limit
 //! is high enough to leave most of the copying to them (at 64 MiB that million-call
-//! `foreach` took a third longer; at 256 MiB a tenth, with its WAL at a twentieth of the
-//! size: bench/README.md, session 33).
+//! `foreach` took a third longer; at 256 MiB a tenth, with its WAL file at most 0.5 GB
+//! where it had grown to 4–7 GB: bench/README.md, session 33).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -145,21 +146,30 @@ impl Checkpointer {
         }
     }
 
-    /// Whether the WAL held more than its limit after the writer's last commit.
-    pub(crate) fn wal_too_long(&self) -> bool {
-        u64::from(self.frames.load(Ordering::Relaxed)) * self.frame_bytes > self.limit
+    /// Truncates the WAL (see [`Self::truncate`]) when the writer's last commit left it longer
+    /// than its limit; `None` when it was short enough. Past twice the limit it waits for a
+    /// background pass under way, so that passes that keep coming at the wrong moments cannot
+    /// leave the WAL to grow on.
+    pub(crate) fn truncate_if_too_long(&self, conn: &Connection) -> Option<Truncated> {
+        let held = u64::from(self.frames.load(Ordering::Relaxed)) * self.frame_bytes;
+        (held > self.limit).then(|| self.truncate(conn, held > 2 * self.limit))
     }
 
     /// Copies the whole WAL back into the database and truncates it, on the writer's
-    /// connection `conn` between two of its transactions, unless a background pass is under
-    /// way (`Busy`: the writer tries again after its next commit rather than wait for a pass
-    /// that may be copying tens of megabytes). It does not wait for readers either: a
-    /// reader's old snapshot keeps it from finishing (`Held`), what it copied stays copied.
-    pub(crate) fn truncate(&self, conn: &Connection) -> Truncated {
-        let _alone = match self.copying.try_lock() {
-            Ok(alone) => alone,
-            Err(TryLockError::Poisoned(alone)) => alone.into_inner(),
-            Err(TryLockError::WouldBlock) => return Truncated::Busy,
+    /// connection `conn` between two of its transactions. Unless told to `wait`, it does not
+    /// when a background pass is under way (`Busy`: the writer tries again after its next
+    /// commit rather than wait for a pass that may be copying tens of megabytes). It never
+    /// waits for readers: a reader's old snapshot keeps it from finishing (`Held`), and what
+    /// it copied stays copied.
+    fn truncate(&self, conn: &Connection, wait: bool) -> Truncated {
+        let _alone = if wait {
+            self.copying.lock().unwrap_or_else(PoisonError::into_inner)
+        } else {
+            match self.copying.try_lock() {
+                Ok(alone) => alone,
+                Err(TryLockError::Poisoned(alone)) => alone.into_inner(),
+                Err(TryLockError::WouldBlock) => return Truncated::Busy,
+            }
         };
         if conn.busy_timeout(Duration::ZERO).is_err() {
             return Truncated::Held;

@@ -490,9 +490,7 @@ impl Writer {
         self.checkpointer.nudge();
         if self.truncate_pause > 0 {
             self.truncate_pause -= 1;
-        } else if self.checkpointer.wal_too_long()
-            && self.checkpointer.truncate(&self.conn) == Truncated::Held
-        {
+        } else if self.checkpointer.truncate_if_too_long(&self.conn) == Some(Truncated::Held) {
             self.truncate_pause = crate::checkpoint::TRUNCATE_RETRY_AFTER;
         }
     }
