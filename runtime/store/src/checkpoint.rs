@@ -15,8 +15,8 @@
 //! background pass was under way at nearly every look, so the WAL grew to gigabytes. A
 //! truncation copies on the writer's path what the background passes have not, so the limit
 //! is high enough to leave most of the copying to them (at 64 MiB that million-call
-//! `foreach` took a third longer; at 256 MiB a tenth, with its WAL file at most 0.5 GB
-//! where it had grown to 4–7 GB: bench/README.md, session 33).
+//! `foreach` took a third longer; at 256 MiB a tenth, with its WAL file at about 0.5 GB at
+//! most where it had grown to 4–7 GB: bench/README.md, session 33).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -179,8 +179,8 @@ impl Checkpointer {
                 r.get::<_, i64>(0)
             })
             .is_ok_and(|busy| busy == 0);
-        // Should this fail, the writer's next lock waits would fail at once: it reports
-        // them as it reports a busy store, which a later open recovers from.
+        // Should this fail, the writer's next wait for another process's write lock ends at
+        // once, and it retries its `BEGIN` as it does when a wait times out.
         let _ = conn.busy_timeout(BUSY_TIMEOUT);
         if done {
             self.frames.store(0, Ordering::Relaxed);
