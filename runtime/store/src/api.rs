@@ -857,6 +857,7 @@ pub trait Store: StoreRead {
         }
         Ok(claimed)
     }
+
     /// A worker's look: claims as [`Self::claim_due`] does (none when `limit` is 0), then tells
     /// when to look next as [`StoreRead::next_due`] would right after. The default asks the
     /// two apart; a database asks both in one statement, since every idle worker looks each
