@@ -6,14 +6,21 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use postgres::config::{Host, SslMode};
-use postgres::{Client, Config, NoTls};
+use postgres::{Client, NoTls};
+use tokio_postgres::Config;
+use tokio_postgres::config::{Host, SslMode};
 
 use crate::api::StoreError;
 
 /// The schema the store's tables live in, so that a database shared with other programs keeps
 /// them apart.
 pub(crate) const SCHEMA: &str = "reel";
+
+/// What each connection sets first: the store's schema, and that a transaction left idle (a
+/// stuck process) does not hold rows others need.
+fn session_settings() -> String {
+    format!("SET search_path TO {SCHEMA}; SET idle_in_transaction_session_timeout = '60s'")
+}
 
 /// How long a connection attempt may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -229,22 +236,49 @@ impl Connector {
 
     /// A new connection with the store's settings.
     pub(crate) fn connect(&self) -> Result<Client, StoreError> {
+        let config = postgres::Config::from(self.config.clone());
         let client = match &self.tls {
-            Some(tls) => self
-                .config
-                .connect(tokio_postgres_rustls::MakeRustlsConnect::new(
-                    (**tls).clone(),
-                )),
-            None => self.config.connect(NoTls),
+            Some(tls) => config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(
+                (**tls).clone(),
+            )),
+            None => config.connect(NoTls),
         };
         let mut client = client.map_err(|e| self.error(&e))?;
-        // A transaction left idle (a stuck process) must not hold rows others need.
         client
-            .batch_execute(&format!(
-                "SET search_path TO {SCHEMA}; SET idle_in_transaction_session_timeout = '60s'"
-            ))
+            .batch_execute(&session_settings())
             .map_err(|e| self.error(&e))?;
         Ok(client)
+    }
+
+    /// A new connection with the store's settings that can send statements without waiting
+    /// for the answers of those before (see [`Pipelined`]).
+    pub(crate) fn connect_pipelined(&self) -> Result<Pipelined, StoreError> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| StoreError::Open {
+                path: self.shown.clone(),
+                message: format!("the connection's runtime does not start: {e}"),
+            })?;
+        let client = rt.block_on(async {
+            let client = match &self.tls {
+                Some(tls) => {
+                    let tls = tokio_postgres_rustls::MakeRustlsConnect::new((**tls).clone());
+                    let (client, connection) = self.config.connect(tls).await?;
+                    tokio::spawn(connection);
+                    client
+                }
+                None => {
+                    let (client, connection) = self.config.connect(NoTls).await?;
+                    tokio::spawn(connection);
+                    client
+                }
+            };
+            client.batch_execute(&session_settings()).await?;
+            Ok::<_, postgres::Error>(client)
+        });
+        let client = client.map_err(|e| self.error(&e))?;
+        Ok(Pipelined { rt, client })
     }
 
     /// A connection failure as an `Open` error naming the server without its password.
@@ -254,6 +288,18 @@ impl Connector {
             message: describe(e),
         }
     }
+}
+
+/// A connection whose statements can be sent together and answered together: a
+/// [`tokio_postgres::Client`] with a runtime of its own on the thread that uses it, as the
+/// synchronous client is, but whose requests go out before earlier ones are answered when they
+/// are awaited together (one round trip to the server for many statements). The writer's
+/// batches send their opening, values and appends this way.
+pub(crate) struct Pipelined {
+    /// Drives the connection whenever the client waits on it.
+    pub(crate) rt: tokio::runtime::Runtime,
+    /// The connection's client.
+    pub(crate) client: tokio_postgres::Client,
 }
 
 fn tls_config(root_cert: Option<PathBuf>) -> Result<rustls::ClientConfig, String> {

@@ -83,14 +83,14 @@ impl PgStore {
         clock: Arc<dyn Clock>,
     ) -> Result<PgStore, StoreError> {
         let connector = conn::Connector::new(url, auth)?;
-        let mut writer_conn = connector.connect()?;
-        schema::migrate(&mut writer_conn, &connector)?;
-        let reader_conn = connector.connect()?;
+        // The migrations' connection goes on as the first reader's; the writer opens one of
+        // its own (see `conn::Pipelined`).
+        let mut reader_conn = connector.connect()?;
+        schema::migrate(&mut reader_conn, &connector)?;
         let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());
         let trips = Arc::new(AtomicU64::new(0));
         let writer = writer::spawn(
-            writer_conn,
             connector.clone(),
             rx,
             Arc::clone(&shared),
@@ -155,9 +155,10 @@ impl PgStore {
         }
     }
 
-    /// How many statements the store has sent to the server so far, each one round trip: its
-    /// writer's in committed batches (`BEGIN` and `COMMIT` included) and its readers' (the
-    /// preparing of a statement, once per connection, included); not those of `query`.
+    /// How many round trips to the server the store has taken so far: its writer's in
+    /// committed batches (each batch's first sends `BEGIN`, its opening, its values and appends
+    /// together, and often its `COMMIT`) and its readers' (a statement each, the preparing of a
+    /// statement, once per connection, included); not those of `query`.
     /// Tests count with it that a step's cost does not grow with the run's length.
     pub fn round_trips(&self) -> u64 {
         self.trips.load(Ordering::Relaxed)

@@ -18,10 +18,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use postgres::{Client, Statement};
+use postgres::Statement;
 
 use super::claim::{lease_now, lease_time};
-use super::conn::{Connector, pg};
+use super::conn::{Connector, Pipelined, pg};
 use super::listen::{DUE_CHANNEL, TIMER_CHANNEL};
 use crate::api::{Durability, Kept, NewRun, Owner, StoreError};
 use crate::clock::Clock;
@@ -131,6 +131,10 @@ fn release_notify() -> String {
 
 /// The statements the writer runs, prepared once per connection.
 struct Statements {
+    durability: Statement,
+    values_lock: Statement,
+    values_lock_alone: Statement,
+    removed: Statement,
     update_release: Statement,
     value: Statement,
     values: Statement,
@@ -148,8 +152,22 @@ struct Statements {
 }
 
 impl Statements {
-    fn prepare(client: &mut Client) -> Result<Statements, postgres::Error> {
+    fn prepare(conn: &Pipelined) -> Result<Statements, postgres::Error> {
+        let client = Prepare(conn);
         Ok(Statements {
+            // A batch's opening (see `FirstTrip`): how its commit waits for the disk, the
+            // values' lock (shared, or alone for a clean), and the count of cleans that
+            // removed values, read by the statement after the lock's.
+            durability: client.prepare("SELECT set_config('synchronous_commit', $1, true)")?,
+            values_lock: client.prepare(&format!(
+                "SELECT pg_advisory_xact_lock_shared({VALUES_LOCK})"
+            ))?,
+            values_lock_alone: client
+                .prepare(&format!("SELECT pg_advisory_xact_lock({VALUES_LOCK})"))?,
+            removed: client.prepare(&format!(
+                "SELECT COALESCE((SELECT value FROM meta WHERE key = '{}'), 0)",
+                crate::writer::VALUES_REMOVED
+            ))?,
             value: client.prepare(
                 "INSERT INTO vals (digest, json, size) VALUES ($1, $2, $3)
                  ON CONFLICT (digest) DO NOTHING",
@@ -175,8 +193,9 @@ impl Statements {
                     $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[]) AS u",
             )?,
             // The same for the appends of many runs at once (each run once, its rows
-            // following on from its `next_seq`): the runs whose rows went in.
-            append_many: client.prepare(
+            // following on from its `next_seq`): the runs whose rows went in. With `$13`, only
+            // when no clean removed values since that count (see `one_trip_guard`).
+            append_many: client.prepare(&format!(
                 "WITH input AS (
                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
                         AS i(run, token, first, next)),
@@ -184,6 +203,8 @@ impl Statements {
                     UPDATE runs SET next_seq = input.next FROM input
                     WHERE runs.id = input.run AND runs.lease_token = input.token
                         AND runs.next_seq = input.first
+                        AND ($13::bigint IS NULL OR $13 = COALESCE(
+                            (SELECT value FROM meta WHERE key = '{}'), 0))
                     RETURNING runs.id),
                  written AS (
                     INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
@@ -192,7 +213,8 @@ impl Statements {
                         AS u(run, seq, at, kind, step, idx, attempt, data)
                     WHERE u.run IN (SELECT id FROM fenced))
                  SELECT id FROM fenced",
-            )?,
+                crate::writer::VALUES_REMOVED
+            ))?,
             update: client.prepare(&format!(
                 "UPDATE runs SET {UPDATE_SETS} WHERE id = $1 AND lease_token = $2"
             ))?,
@@ -273,17 +295,25 @@ impl Statements {
     }
 }
 
-/// Starts the writer thread on `client`.
+/// Prepares statements on a [`Pipelined`] connection, one at a time.
+struct Prepare<'c>(&'c Pipelined);
+
+impl Prepare<'_> {
+    fn prepare(&self, sql: &str) -> Result<Statement, postgres::Error> {
+        self.0.rt.block_on(self.0.client.prepare(sql))
+    }
+}
+
+/// Starts the writer thread on a connection of its own.
 pub(crate) fn spawn(
-    client: Client,
     connector: Connector,
     rx: Receiver<Cmd>,
     shared: Arc<Shared>,
     clock: Arc<dyn Clock>,
     trips: Arc<AtomicU64>,
 ) -> Result<JoinHandle<()>, StoreError> {
-    let mut client = client;
-    let statements = Statements::prepare(&mut client).map_err(|e| connector.error(&e))?;
+    let client = connector.connect_pipelined()?;
+    let statements = Statements::prepare(&client).map_err(|e| connector.error(&e))?;
     std::thread::Builder::new()
         .name("reel-store-pg-writer".to_string())
         .spawn(move || {
@@ -308,7 +338,7 @@ pub(crate) fn spawn(
 /// The writer thread's state.
 pub(super) struct Writer {
     /// The connection and its statements; `None` after it broke, until reconnected.
-    conn: Option<(Client, Statements)>,
+    conn: Option<(Pipelined, Statements)>,
     connector: Connector,
     rx: Receiver<Cmd>,
     pub(super) shared: Arc<Shared>,
@@ -396,7 +426,11 @@ impl Writer {
                 }
             }
             Err(error) => {
-                if self.conn.as_ref().is_some_and(|(c, _)| c.is_closed()) {
+                if self
+                    .conn
+                    .as_ref()
+                    .is_some_and(|(c, _)| c.client.is_closed())
+                {
                     self.conn = None;
                 }
                 for cmd in batch.drain(..) {
@@ -420,17 +454,16 @@ impl Writer {
     }
 
     /// The connection, connecting again when it broke.
-    fn connection(&mut self) -> Result<&mut (Client, Statements), StoreError> {
+    fn connection(&mut self) -> Result<&mut (Pipelined, Statements), StoreError> {
         if self.conn.is_none() {
-            let mut client = match self.connector.connect() {
+            let client = match self.connector.connect_pipelined() {
                 Ok(client) => client,
                 Err(e) => {
                     std::thread::sleep(RECONNECT_PAUSE);
                     return Err(e);
                 }
             };
-            let statements =
-                Statements::prepare(&mut client).map_err(|e| self.connector.error(&e))?;
+            let statements = Statements::prepare(&client).map_err(|e| self.connector.error(&e))?;
             self.conn = Some((client, statements));
         }
         Ok(self.conn.as_mut().expect("connected just above"))
@@ -446,7 +479,7 @@ impl Writer {
         let mut attempt = 1;
         loop {
             results.clear();
-            match self.try_write(batch, durable, results) {
+            match self.try_write(batch, durable, results, true) {
                 Ok(()) => return Ok(()),
                 Err(lost) if lost.retry && attempt < BATCH_ATTEMPTS => attempt += 1,
                 Err(lost) => return Err(lost.error),
@@ -454,19 +487,56 @@ impl Writer {
         }
     }
 
+    /// Writes the batch in one transaction. Its opening, its values and the appends of the
+    /// stretch it begins with go out together, in one round trip (see [`Tx::begin`]); so does
+    /// its `COMMIT` when `one_trip` allows and nothing else is left to write after them (see
+    /// [`one_trip_guard`]): a durable step's whole batch is then one round trip.
     fn try_write(
         &mut self,
         batch: &mut [Cmd],
         durable: bool,
         results: &mut Vec<Result<(), StoreError>>,
+        one_trip: bool,
     ) -> Result<(), Lost> {
         let shared = Arc::clone(&self.shared);
         let shared_trips = Arc::clone(&self.trips);
         let clock = Arc::clone(&self.clock);
         let mut values_removed = self.values_removed;
-        let (client, statements) = self.connection()?;
+        let (conn, statements) = self.connection()?;
         let cleaning = batch.iter().any(|c| matches!(c, Cmd::Clean { .. }));
-        let (tx, answers) = Tx::begin(client, &opening(durable, cleaning)).map_err(|e| lost(&e))?;
+        let first = stretch_from(batch, 0, 1);
+        let guard = if one_trip {
+            one_trip_guard(batch, &shared)
+        } else {
+            None
+        };
+        let (tx, removed, appended) = {
+            let values = batch_values(batch)?;
+            let stretch: Vec<&Cmd> = batch[..first]
+                .iter()
+                .filter(|c| matches!(c, Cmd::Append { .. }))
+                .collect();
+            let mut appends = Appends::of(&stretch, &shared);
+            appends.guard = guard.flatten();
+            let trip = FirstTrip {
+                durable,
+                cleaning,
+                values: (!values.digests.is_empty()).then(|| values.params()),
+                appends: (!appends.runs.is_empty()).then_some(appends),
+                commit: guard.is_some(),
+            };
+            let (tx, removed, rows) = Tx::begin(conn, statements, &trip).map_err(|e| lost(&e))?;
+            (tx, removed, appended_from(rows))
+        };
+        if let Some(Some(epoch)) = guard
+            && removed != epoch
+        {
+            // A clean removed values since those the appends name were vouched for: the
+            // appends did not go in (their statement's guard), the values did, harmlessly.
+            // Written again in two round trips, the appends write those values again first.
+            shared_trips.fetch_add(tx.commit().map_err(|e| lost(&e))?, Ordering::Relaxed);
+            return self.try_write(batch, durable, results, false);
+        }
         {
             let mut run = Batch {
                 tx,
@@ -475,13 +545,18 @@ impl Writer {
                 clock: &*clock,
                 removed: values_removed,
             };
-            run.notice_removed_values(&answers)?;
-            run.write_values(batch)?;
+            run.shared.notice_removed_values(removed, &mut run.removed);
             let mut at = 0;
+            let mut appended = Some(appended);
             while at < batch.len() {
-                let end = stretch_from(batch, at);
+                let end = if at == 0 {
+                    first
+                } else {
+                    stretch_from(batch, at, 2)
+                };
                 if end > at {
-                    run.write_stretch(&mut batch[at..end], results)?;
+                    let sent = if at == 0 { appended.take() } else { None };
+                    run.write_stretch(&mut batch[at..end], sent, results)?;
                     at = end;
                 } else {
                     at += run.run_next(&mut batch[at..], results)?;
@@ -496,122 +571,221 @@ impl Writer {
     }
 }
 
-/// A batch's transaction, begun in the same round trip as its first statements, counting the
-/// statements it sends (each one round trip to the server: the writer's statements are
-/// prepared once, or sent together as one simple query). Dropped before its commit, it rolls
-/// back.
+/// Whether `batch` can commit in its first round trip, and on what condition: `None` when it
+/// cannot, `Some(None)` when it can, `Some(Some(epoch))` when it can as long as no clean
+/// removed values since `epoch` (its appends' statement then checks that, and writes nothing
+/// otherwise).
+///
+/// Only a batch of values, appends and syncs can: its appends are its only writes after its
+/// values, and what a refused append leaves to do (asking why) is a read, which can follow the
+/// commit. What the appends name and the store vouched for earlier ([`Kept`]) must be written
+/// again in the transaction when a clean removed values since, which the batch learns only
+/// from its opening's answer; so the appends go in only if no clean did, and the values they
+/// name must all have been vouched for since the same clean.
+fn one_trip_guard(batch: &[Cmd], shared: &Shared) -> Option<Option<i64>> {
+    let mut epoch = None;
+    for cmd in batch {
+        match cmd {
+            Cmd::Value { .. } | Cmd::Sync { .. } => {}
+            Cmd::Append { tag, kept, .. } => {
+                if shared.poisoned(&tag.run, tag.token).is_some() {
+                    continue;
+                }
+                for k in kept {
+                    match epoch {
+                        None => epoch = Some(k.epoch),
+                        Some(e) if e == k.epoch => {}
+                        Some(_) => return None,
+                    }
+                }
+            }
+            _ => return None,
+        }
+    }
+    Some(epoch)
+}
+
+/// A batch's transaction, counting its round trips to the server: the first sends many
+/// statements together ([`Tx::begin`]), each later one a statement (prepared once per
+/// connection). Dropped before its commit, it rolls back.
 pub(super) struct Tx<'t> {
-    client: &'t mut Client,
-    /// Statements sent so far.
+    conn: &'t Pipelined,
+    /// Round trips so far.
     sent: u64,
     /// Whether it is still to be committed or rolled back.
     open: bool,
 }
 
+/// What a batch's first round trip sends: `BEGIN`, its opening, its values, the appends of the
+/// stretch it begins with (see [`stretch_from`]) and, when nothing is left to write after them,
+/// `COMMIT`.
+///
+/// The opening: `fast` keeps its meaning (a commit does not wait for the server's disk; a
+/// crash of the server may lose the last moments, a crash of reel loses nothing committed). A
+/// batch that may name values takes the values' lock shared, a clean takes it alone, each
+/// until its commit; so a clean never removes a value between a writer's look at the count of
+/// cleans and the commit of the rows that name it, which PostgreSQL's many writers would
+/// otherwise allow (see [`Kept`]). The count is read by the statement after the lock's, so in
+/// a snapshot taken once no clean can commit until this batch has.
+struct FirstTrip<'a> {
+    durable: bool,
+    cleaning: bool,
+    values: Option<[&'a (dyn postgres::types::ToSql + Sync); 3]>,
+    appends: Option<Appends<'a>>,
+    commit: bool,
+}
+
 impl<'t> Tx<'t> {
-    /// Begins a transaction on `client` with the statements of `sql` in it, sent as one
-    /// simple query (each statement with a snapshot of its own); their answers.
+    /// Begins a transaction on `conn` with the statements of `first`, all in one round trip:
+    /// the server answers them in order, and a statement that fails aborts those after it (a
+    /// `COMMIT` then rolls back), as one at a time. The count of cleans that removed values,
+    /// and the runs whose appends went in.
     fn begin(
-        client: &'t mut Client,
-        sql: &str,
-    ) -> Result<(Tx<'t>, Vec<postgres::SimpleQueryMessage>), postgres::Error> {
-        let tx = Tx {
-            client,
-            sent: 1,
-            open: true,
+        conn: &'t Pipelined,
+        st: &Statements,
+        first: &FirstTrip<'_>,
+    ) -> Result<(Tx<'t>, i64, Option<Vec<postgres::Row>>), postgres::Error> {
+        let client = &conn.client;
+        let durability = if first.durable { "on" } else { "off" };
+        let durability: [&(dyn postgres::types::ToSql + Sync); 1] = [&durability];
+        let lock = if first.cleaning {
+            &st.values_lock_alone
+        } else {
+            &st.values_lock
         };
-        let answers = tx.client.simple_query(&format!("BEGIN; {sql}"))?;
-        Ok((tx, answers))
+        let values = async {
+            match &first.values {
+                Some(params) => client.execute(&st.values, params).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let appends = async {
+            match &first.appends {
+                Some(a) => client.query(&st.append_many, &a.params()).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        let commit = async {
+            match first.commit {
+                true => client.batch_execute("COMMIT").await,
+                false => Ok(()),
+            }
+        };
+        // Polled together, each request goes out before the answers to those before it come
+        // back: `biased` sends them in the order written.
+        let (began, set, locked, removed, values, appends, committed) = conn.rt.block_on(async {
+            tokio::join!(
+                biased;
+                client.batch_execute("BEGIN"),
+                client.execute(&st.durability, &durability),
+                client.execute(lock, &[]),
+                client.query_one(&st.removed, &[]),
+                values,
+                appends,
+                commit,
+            )
+        });
+        let tx = Tx {
+            conn,
+            sent: 1,
+            open: !first.commit,
+        };
+        // The first failure is the batch's; those after it only say the transaction aborted.
+        began?;
+        set?;
+        locked?;
+        let removed = removed?.get::<_, i64>(0);
+        values?;
+        let appends = appends?;
+        committed?;
+        Ok((tx, removed, appends))
     }
 
-    /// [`Client::execute`] in the transaction, counted.
+    /// [`tokio_postgres::Client::execute`] in the transaction, counted.
     pub(super) fn execute<T: ?Sized + postgres::ToStatement>(
         &mut self,
         statement: &T,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<u64, postgres::Error> {
+        // Only reads follow a commit made in the first round trip (see `one_trip_guard`).
+        debug_assert!(self.open, "a write after the batch's commit");
         self.sent += 1;
-        self.client.execute(statement, params)
+        self.conn
+            .rt
+            .block_on(self.conn.client.execute(statement, params))
     }
 
-    /// [`Client::query`] in the transaction, counted.
+    /// [`tokio_postgres::Client::query`] in the transaction, counted.
     pub(super) fn query<T: ?Sized + postgres::ToStatement>(
         &mut self,
         statement: &T,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Vec<postgres::Row>, postgres::Error> {
         self.sent += 1;
-        self.client.query(statement, params)
+        self.conn
+            .rt
+            .block_on(self.conn.client.query(statement, params))
     }
 
-    /// [`Client::query_one`] in the transaction, counted.
+    /// [`tokio_postgres::Client::query_one`] in the transaction, counted.
     pub(super) fn query_one<T: ?Sized + postgres::ToStatement>(
         &mut self,
         statement: &T,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<postgres::Row, postgres::Error> {
         self.sent += 1;
-        self.client.query_one(statement, params)
+        self.conn
+            .rt
+            .block_on(self.conn.client.query_one(statement, params))
     }
 
-    /// [`Client::query_opt`] in the transaction, counted.
+    /// [`tokio_postgres::Client::query_opt`] in the transaction, counted.
     pub(super) fn query_opt<T: ?Sized + postgres::ToStatement>(
         &mut self,
         statement: &T,
         params: &[&(dyn postgres::types::ToSql + Sync)],
     ) -> Result<Option<postgres::Row>, postgres::Error> {
         self.sent += 1;
-        self.client.query_opt(statement, params)
+        self.conn
+            .rt
+            .block_on(self.conn.client.query_opt(statement, params))
     }
 
-    /// Commits; how many statements the transaction sent, `COMMIT` included.
+    /// Commits, unless its first round trip did; how many round trips it took.
     fn commit(mut self) -> Result<u64, postgres::Error> {
+        if !self.open {
+            return Ok(self.sent);
+        }
         self.open = false;
-        self.client.batch_execute("COMMIT")?;
+        self.conn
+            .rt
+            .block_on(self.conn.client.batch_execute("COMMIT"))?;
         Ok(self.sent + 1)
     }
 }
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
-        if self.open && !self.client.is_closed() {
+        if self.open && !self.conn.client.is_closed() {
             // Best effort: a connection that broke has no transaction left to roll back.
-            let _ = self.client.batch_execute("ROLLBACK");
+            let _ = self
+                .conn
+                .rt
+                .block_on(self.conn.client.batch_execute("ROLLBACK"));
         }
     }
 }
 
-/// The statements that open a batch, after its `BEGIN` and in the same round trip: how the
-/// commit waits for the disk, the values' lock, and the count of cleans that removed values.
-///
-/// `fast` keeps its meaning: a commit does not wait for the server's disk (a crash of the
-/// server may lose the last moments, a crash of reel loses nothing committed). A batch that
-/// may name values takes the values' lock shared, a clean takes it alone, each until its
-/// commit; so a clean never removes a value between a writer's look at the count of cleans
-/// and the commit of the rows that name it, which PostgreSQL's many writers would otherwise
-/// allow (see [`Kept`]). The count is read by the statement after the lock's, so in a snapshot
-/// taken once no clean can commit until this batch has.
-fn opening(durable: bool, cleaning: bool) -> String {
-    format!(
-        "SET LOCAL synchronous_commit = {commit};
-         SELECT {lock}({VALUES_LOCK});
-         SELECT COALESCE((SELECT value FROM meta WHERE key = '{key}'), 0)",
-        commit = if durable { "on" } else { "off" },
-        lock = if cleaning {
-            "pg_advisory_xact_lock"
-        } else {
-            "pg_advisory_xact_lock_shared"
-        },
-        key = crate::writer::VALUES_REMOVED,
-    )
-}
-
 /// Where the stretch of commands from `at` that [`Batch::write_stretch`] writes ends (`at`
 /// when there is none): the writes of runs under their leases (appends, row updates, logs,
-/// consumed signals, releases) and the values and syncs between them, holding two or more
-/// appends, while each run's appends follow on from each other under one lease. Any other
-/// command (a run's creation, a claim, a signal sent) ends it and keeps its place.
-fn stretch_from(batch: &[Cmd], at: usize) -> usize {
+/// consumed signals, releases) and the values and syncs between them, holding at least
+/// `least` appends, while each run's appends follow on from each other under one lease. Any
+/// other command (a run's creation, a claim, a signal sent) ends it and keeps its place.
+///
+/// Within a batch a stretch holds two appends or more (one alone is as well written by its own
+/// statement); the stretch a batch begins with may hold one, since its appends go out in the
+/// batch's first round trip (see [`Tx::begin`]).
+fn stretch_from(batch: &[Cmd], at: usize, least: usize) -> usize {
     let mut next_of: Vec<(&str, u64, u64)> = Vec::new();
     let (mut end, mut appends) = (at, 0);
     for cmd in &batch[at..] {
@@ -640,12 +814,65 @@ fn stretch_from(batch: &[Cmd], at: usize) -> usize {
         }
         end += 1;
     }
-    if appends >= 2 { end } else { at }
+    if appends >= least.max(1) { end } else { at }
 }
 
-/// The arrays of [`Batch::append_together`]'s statement: one entry per run, and one per row.
+/// Every value of a batch, for one statement, sorted by digest (two processes' batches that
+/// store the same values then wait for each other in one order, never in a cycle); the value
+/// commands themselves then have nothing left to do.
+#[derive(Default)]
+struct Values<'a> {
+    digests: Vec<&'a str>,
+    texts: Vec<&'a str>,
+    sizes: Vec<i64>,
+}
+
+impl Values<'_> {
+    /// The parameters of [`Statements::values`].
+    fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 3] {
+        [&self.digests, &self.texts, &self.sizes]
+    }
+}
+
+/// The values of `batch`'s value commands (see [`Values`]).
+fn batch_values(batch: &[Cmd]) -> Result<Values<'_>, Lost> {
+    let mut values: Vec<(&str, &str, i64)> = Vec::new();
+    for cmd in batch {
+        if let Cmd::Value { digest, text, size } = cmd {
+            let ValueText::Inline(text) = text else {
+                return Err(StoreError::Postgres(format!(
+                    "value {digest} was not handed over whole"
+                ))
+                .into());
+            };
+            values.push((digest, text, *size));
+        }
+    }
+    values.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    values.dedup_by(|a, b| a.0 == b.0);
+    Ok(Values {
+        digests: values.iter().map(|v| v.0).collect(),
+        texts: values.iter().map(|v| v.1).collect(),
+        sizes: values.iter().map(|v| v.2).collect(),
+    })
+}
+
+/// The runs whose appends a stretch's statement wrote.
+type Appended = std::collections::HashSet<String>;
+
+/// The runs in the answer of [`Statements::append_many`] (none when it was not sent).
+fn appended_from(rows: Option<Vec<postgres::Row>>) -> Appended {
+    rows.unwrap_or_default()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect()
+}
+
+/// The arrays of [`Statements::append_many`]: one entry per run, and one per row.
 #[derive(Default)]
 struct Appends<'a> {
+    /// The count of cleans the appends go in under (see [`one_trip_guard`]).
+    guard: Option<i64>,
     runs: Vec<&'a str>,
     tokens: Vec<i64>,
     firsts: Vec<i64>,
@@ -660,6 +887,69 @@ struct Appends<'a> {
     data: Vec<&'a str>,
 }
 
+impl<'a> Appends<'a> {
+    /// The appends of `stretch` that go in, each run once with its rows in order (runs
+    /// already poisoned write nothing, as one by one).
+    fn of(stretch: &[&'a Cmd], shared: &Shared) -> Appends<'a> {
+        let mut groups: Vec<(&'a Tag, u64, Vec<&'a Row>)> = Vec::new();
+        for cmd in stretch {
+            if let Cmd::Append {
+                tag,
+                first_seq,
+                rows,
+                ..
+            } = cmd
+            {
+                if shared.poisoned(&tag.run, tag.token).is_some() {
+                    continue;
+                }
+                match groups.iter_mut().find(|g| g.0.run == tag.run) {
+                    Some(group) => group.2.extend(rows.iter()),
+                    None => groups.push((tag, *first_seq, rows.iter().collect())),
+                }
+            }
+        }
+        let mut params = Appends::default();
+        for (tag, first, rows) in &groups {
+            let next = first + rows.len() as u64;
+            params.runs.push(tag.run.as_str());
+            params.tokens.push(int(tag.token));
+            params.firsts.push(int(*first));
+            params.nexts.push(int(next));
+            for (seq, row) in (*first..next).zip(rows) {
+                params.row_runs.push(tag.run.as_str());
+                params.seqs.push(int(seq));
+                params.at.push(row.at);
+                params.kind.push(row.kind.as_str());
+                params.step.push(row.step.as_deref());
+                params.idx.push(row.index.map(i64::from));
+                params.attempt.push(row.attempt.map(i64::from));
+                params.data.push(row.data.as_str());
+            }
+        }
+        params
+    }
+
+    /// The parameters of [`Statements::append_many`].
+    fn params(&self) -> [&(dyn postgres::types::ToSql + Sync); 13] {
+        [
+            &self.runs,
+            &self.tokens,
+            &self.firsts,
+            &self.nexts,
+            &self.row_runs,
+            &self.seqs,
+            &self.at,
+            &self.kind,
+            &self.step,
+            &self.idx,
+            &self.attempt,
+            &self.data,
+            &self.guard,
+        ]
+    }
+}
+
 /// One batch's transaction and what its commands need.
 pub(super) struct Batch<'a, 't> {
     pub(super) tx: Tx<'t>,
@@ -671,59 +961,6 @@ pub(super) struct Batch<'a, 't> {
 }
 
 impl Batch<'_, '_> {
-    /// Forgets the digests this process remembers as stored when a clean (of any process)
-    /// removed values since the last look, from the count the batch's opening read.
-    fn notice_removed_values(
-        &mut self,
-        answers: &[postgres::SimpleQueryMessage],
-    ) -> Result<(), Lost> {
-        let now = answers
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                postgres::SimpleQueryMessage::Row(row) => row.get(0),
-                _ => None,
-            })
-            .and_then(|text| text.parse::<i64>().ok())
-            .ok_or_else(|| {
-                Lost::from(StoreError::Postgres(
-                    "the count of removed values does not read".to_string(),
-                ))
-            })?;
-        self.shared.notice_removed_values(now, &mut self.removed);
-        Ok(())
-    }
-
-    /// Writes every value of the batch in one statement, sorted by digest (two processes'
-    /// batches that store the same values then wait for each other in one order, never in a
-    /// cycle); the value commands themselves then have nothing left to do.
-    fn write_values(&mut self, batch: &[Cmd]) -> Result<(), Lost> {
-        let mut values: Vec<(&str, &str, i64)> = Vec::new();
-        for cmd in batch {
-            if let Cmd::Value { digest, text, size } = cmd {
-                let ValueText::Inline(text) = text else {
-                    return Err(StoreError::Postgres(format!(
-                        "value {digest} was not handed over whole"
-                    ))
-                    .into());
-                };
-                values.push((digest, text, *size));
-            }
-        }
-        if values.is_empty() {
-            return Ok(());
-        }
-        values.sort_unstable_by(|a, b| a.0.cmp(b.0));
-        values.dedup_by(|a, b| a.0 == b.0);
-        let digests: Vec<&str> = values.iter().map(|v| v.0).collect();
-        let texts: Vec<&str> = values.iter().map(|v| v.1).collect();
-        let sizes: Vec<i64> = values.iter().map(|v| v.2).collect();
-        self.tx
-            .execute(&self.st.values, &[&digests, &texts, &sizes])
-            .map_err(|e| lost(&e))?;
-        Ok(())
-    }
-
     /// Writes again what rows name and a clean may have removed since the store vouched for
     /// it (see [`Kept`]).
     fn keep(&mut self, kept: &[Kept]) -> Result<(), Fail> {
@@ -751,9 +988,13 @@ impl Batch<'_, '_> {
     ///
     /// An append refused poisons its run before the run's other commands in the stretch, so
     /// they are refused too, as the writes after a refused one always are.
+    ///
+    /// `sent`: what the appends' statement answered when the batch's first round trip sent it
+    /// already (see [`Tx::begin`]).
     fn write_stretch(
         &mut self,
         stretch: &mut [Cmd],
+        sent: Option<Appended>,
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<(), Lost> {
         let mut appended = Vec::new();
@@ -762,7 +1003,11 @@ impl Batch<'_, '_> {
                 .iter()
                 .filter(|c| matches!(c, Cmd::Append { .. }))
                 .collect();
-            self.append_together(&appends, &mut appended)?;
+            let written = match sent {
+                Some(written) => written,
+                None => self.append_together(&appends)?,
+            };
+            self.answer_appends(&appends, &written, &mut appended)?;
         }
         let mut appended = appended.into_iter();
         let mut at = 0;
@@ -832,77 +1077,28 @@ impl Batch<'_, '_> {
         Ok(1)
     }
 
-    /// Writes `appends` (each run's following on from each other) in one statement and
-    /// answers each in its order, as [`Self::run_in_batch`] would one by one.
-    fn append_together(
+    /// Writes `appends` (each run's following on from each other) in one statement; the runs
+    /// whose rows went in.
+    fn append_together(&mut self, stretch: &[&Cmd]) -> Result<Appended, Lost> {
+        let appends = Appends::of(stretch, self.shared);
+        if appends.runs.is_empty() {
+            return Ok(Appended::new());
+        }
+        let rows = self
+            .tx
+            .query(&self.st.append_many, &appends.params())
+            .map_err(|e| lost(&e))?;
+        Ok(appended_from(Some(rows)))
+    }
+
+    /// Answers each of `stretch`'s appends in its order, as [`Self::run_in_batch`] would one
+    /// by one, from the runs whose rows went in.
+    fn answer_appends(
         &mut self,
         stretch: &[&Cmd],
+        written: &Appended,
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<(), Lost> {
-        // The runs whose appends go in, each with its rows in order (already-poisoned runs
-        // write nothing, as one by one).
-        let mut groups: Vec<(&Tag, u64, Vec<&Row>)> = Vec::new();
-        for cmd in stretch {
-            if let Cmd::Append {
-                tag,
-                first_seq,
-                rows,
-                ..
-            } = cmd
-            {
-                if self.shared.poisoned(&tag.run, tag.token).is_some() {
-                    continue;
-                }
-                match groups.iter_mut().find(|g| g.0.run == tag.run) {
-                    Some(group) => group.2.extend(rows.iter()),
-                    None => groups.push((tag, *first_seq, rows.iter().collect())),
-                }
-            }
-        }
-        let mut params = Appends::default();
-        for (tag, first, rows) in &groups {
-            let next = first + rows.len() as u64;
-            params.runs.push(tag.run.as_str());
-            params.tokens.push(int(tag.token));
-            params.firsts.push(int(*first));
-            params.nexts.push(int(next));
-            for (seq, row) in (*first..next).zip(rows) {
-                params.row_runs.push(tag.run.as_str());
-                params.seqs.push(int(seq));
-                params.at.push(row.at);
-                params.kind.push(row.kind.as_str());
-                params.step.push(row.step.as_deref());
-                params.idx.push(row.index.map(i64::from));
-                params.attempt.push(row.attempt.map(i64::from));
-                params.data.push(row.data.as_str());
-            }
-        }
-        let written: std::collections::HashSet<String> = if groups.is_empty() {
-            std::collections::HashSet::new()
-        } else {
-            self.tx
-                .query(
-                    &self.st.append_many,
-                    &[
-                        &params.runs,
-                        &params.tokens,
-                        &params.firsts,
-                        &params.nexts,
-                        &params.row_runs,
-                        &params.seqs,
-                        &params.at,
-                        &params.kind,
-                        &params.step,
-                        &params.idx,
-                        &params.attempt,
-                        &params.data,
-                    ],
-                )
-                .map_err(|e| lost(&e))?
-                .iter()
-                .map(|r| r.get::<_, String>(0))
-                .collect()
-        };
         for cmd in stretch {
             let result = match cmd {
                 Cmd::Append {
