@@ -164,6 +164,62 @@ fn main() {
         ));
     }
     print_table(&rows, dbos.is_some(), &args);
+    if args.modes.iter().any(|m| m == "durable") {
+        let ceiling = commit_ceiling(&args.url, args.steps, args.reps);
+        println!(
+            "ceiling: one client's durable commits one after the other, each one statement in \
+             one round trip (a row of about a journal event's size): {ceiling:.0}/s"
+        );
+        for (name, f) in rows.iter().filter(|(name, _)| name.ends_with("durable")) {
+            println!(
+                "{name}: {n} sequential steps at {:.0} % of the ceiling",
+                100.0 * f.sequential / ceiling,
+                n = args.steps
+            );
+        }
+        if let Some((name, d)) = rows.last().filter(|_| dbos.is_some()) {
+            println!(
+                "{name}: 20× its sequential rate is {:.0} % of the ceiling",
+                100.0 * 20.0 * d.sequential / ceiling
+            );
+        }
+    }
+}
+
+/// What one client can commit durably one transaction after another on the server of `url`,
+/// each the least a durable step can be (one row inserted, one round trip, the server's flush
+/// of its log): the ceiling of a sequential run's durable steps, whatever the engine, as the
+/// SQLite bench's fsync probe is for its disk. The median of `reps` passes of `n` commits, on
+/// a fresh database.
+fn commit_ceiling(url: &str, n: usize, reps: usize) -> f64 {
+    let url = database(url, "ceiling");
+    let mut client = postgres::Client::connect(&url, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
+    client
+        .batch_execute(
+            "SET synchronous_commit = on;
+             CREATE TABLE probe (id BIGINT PRIMARY KEY, data TEXT NOT NULL)",
+        )
+        .expect("the probe's table");
+    let insert = client
+        .prepare("INSERT INTO probe (id, data) VALUES ($1, $2)")
+        .expect("the probe's statement");
+    let data = "x".repeat(300);
+    let mut id = 0i64;
+    let mut rates: Vec<f64> = (0..reps)
+        .map(|_| {
+            let began = Instant::now();
+            for _ in 0..n {
+                id += 1;
+                client
+                    .execute(&insert, &[&id, &data])
+                    .expect("a probe's commit");
+            }
+            n as f64 / began.elapsed().as_secs_f64()
+        })
+        .collect();
+    rates.sort_by(f64::total_cmp);
+    rates[rates.len() / 2]
 }
 
 /// Reel with `n` workers, runs in `mode`: the three workloads and the signal's latency.
