@@ -22,6 +22,9 @@ fn session_settings() -> String {
     format!("SET search_path TO {SCHEMA}; SET idle_in_transaction_session_timeout = '60s'")
 }
 
+/// How long a connection being closed may take to tell the server.
+const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// How long a connection attempt may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -260,25 +263,30 @@ impl Connector {
                 path: self.shown.clone(),
                 message: format!("the connection's runtime does not start: {e}"),
             })?;
-        let client = rt.block_on(async {
-            let client = match &self.tls {
+        let connected = rt.block_on(async {
+            // A connection's error ends it; the client's next request then fails with it.
+            let (client, connection) = match &self.tls {
                 Some(tls) => {
                     let tls = tokio_postgres_rustls::MakeRustlsConnect::new((**tls).clone());
                     let (client, connection) = self.config.connect(tls).await?;
-                    tokio::spawn(connection);
-                    client
+                    (client, tokio::spawn(async { drop(connection.await) }))
                 }
                 None => {
                     let (client, connection) = self.config.connect(NoTls).await?;
-                    tokio::spawn(connection);
-                    client
+                    (client, tokio::spawn(async { drop(connection.await) }))
                 }
             };
-            client.batch_execute(&session_settings()).await?;
-            Ok::<_, postgres::Error>(client)
+            Ok::<_, postgres::Error>((client, connection))
         });
-        let client = client.map_err(|e| self.error(&e))?;
-        Ok(Pipelined { rt, client })
+        let (client, connection) = connected.map_err(|e| self.error(&e))?;
+        let conn = Pipelined {
+            rt,
+            client: Some(client),
+            connection: Some(connection),
+        };
+        conn.block_on(conn.client().batch_execute(&session_settings()))
+            .map_err(|e| self.error(&e))?;
+        Ok(conn)
     }
 
     /// A connection failure as an `Open` error naming the server without its password.
@@ -297,9 +305,38 @@ impl Connector {
 /// batches send their opening, values and appends this way.
 pub(crate) struct Pipelined {
     /// Drives the connection whenever the client waits on it.
-    pub(crate) rt: tokio::runtime::Runtime,
+    rt: tokio::runtime::Runtime,
+    /// The connection's client; taken only when it is dropped.
+    client: Option<tokio_postgres::Client>,
+    /// The task that drives the connection.
+    connection: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Pipelined {
     /// The connection's client.
-    pub(crate) client: tokio_postgres::Client,
+    pub(crate) fn client(&self) -> &tokio_postgres::Client {
+        self.client
+            .as_ref()
+            .expect("the client goes only when the connection is dropped")
+    }
+
+    /// Waits for `future`, driving the connection meanwhile.
+    pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
+        self.rt.block_on(future)
+    }
+}
+
+impl Drop for Pipelined {
+    /// Says goodbye to the server: once its client is gone, the connection sends `Terminate`
+    /// and ends, when it is driven once more (a dropped runtime would only cut it off).
+    fn drop(&mut self) {
+        drop(self.client.take());
+        if let Some(connection) = self.connection.take() {
+            let _ = self
+                .rt
+                .block_on(async { tokio::time::timeout(CLOSE_TIMEOUT, connection).await });
+        }
+    }
 }
 
 fn tls_config(root_cert: Option<PathBuf>) -> Result<rustls::ClientConfig, String> {

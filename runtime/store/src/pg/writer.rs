@@ -300,7 +300,7 @@ struct Prepare<'c>(&'c Pipelined);
 
 impl Prepare<'_> {
     fn prepare(&self, sql: &str) -> Result<Statement, postgres::Error> {
-        self.0.rt.block_on(self.0.client.prepare(sql))
+        self.0.block_on(self.0.client().prepare(sql))
     }
 }
 
@@ -429,7 +429,7 @@ impl Writer {
                 if self
                     .conn
                     .as_ref()
-                    .is_some_and(|(c, _)| c.client.is_closed())
+                    .is_some_and(|(c, _)| c.client().is_closed())
                 {
                     self.conn = None;
                 }
@@ -645,7 +645,7 @@ impl<'t> Tx<'t> {
         st: &Statements,
         first: &FirstTrip<'_>,
     ) -> Result<(Tx<'t>, i64, Option<Vec<postgres::Row>>), postgres::Error> {
-        let client = &conn.client;
+        let client = conn.client();
         let durability = if first.durable { "on" } else { "off" };
         let durability: [&(dyn postgres::types::ToSql + Sync); 1] = [&durability];
         let lock = if first.cleaning {
@@ -673,7 +673,7 @@ impl<'t> Tx<'t> {
         };
         // Polled together, each request goes out before the answers to those before it come
         // back: `biased` sends them in the order written.
-        let (began, set, locked, removed, values, appends, committed) = conn.rt.block_on(async {
+        let (began, set, locked, removed, values, appends, committed) = conn.block_on(async {
             tokio::join!(
                 biased;
                 client.batch_execute("BEGIN"),
@@ -711,8 +711,7 @@ impl<'t> Tx<'t> {
         debug_assert!(self.open, "a write after the batch's commit");
         self.sent += 1;
         self.conn
-            .rt
-            .block_on(self.conn.client.execute(statement, params))
+            .block_on(self.conn.client().execute(statement, params))
     }
 
     /// [`tokio_postgres::Client::query`] in the transaction, counted.
@@ -723,8 +722,7 @@ impl<'t> Tx<'t> {
     ) -> Result<Vec<postgres::Row>, postgres::Error> {
         self.sent += 1;
         self.conn
-            .rt
-            .block_on(self.conn.client.query(statement, params))
+            .block_on(self.conn.client().query(statement, params))
     }
 
     /// [`tokio_postgres::Client::query_one`] in the transaction, counted.
@@ -735,8 +733,7 @@ impl<'t> Tx<'t> {
     ) -> Result<postgres::Row, postgres::Error> {
         self.sent += 1;
         self.conn
-            .rt
-            .block_on(self.conn.client.query_one(statement, params))
+            .block_on(self.conn.client().query_one(statement, params))
     }
 
     /// [`tokio_postgres::Client::query_opt`] in the transaction, counted.
@@ -747,8 +744,7 @@ impl<'t> Tx<'t> {
     ) -> Result<Option<postgres::Row>, postgres::Error> {
         self.sent += 1;
         self.conn
-            .rt
-            .block_on(self.conn.client.query_opt(statement, params))
+            .block_on(self.conn.client().query_opt(statement, params))
     }
 
     /// Commits, unless its first round trip did; how many round trips it took.
@@ -758,20 +754,18 @@ impl<'t> Tx<'t> {
         }
         self.open = false;
         self.conn
-            .rt
-            .block_on(self.conn.client.batch_execute("COMMIT"))?;
+            .block_on(self.conn.client().batch_execute("COMMIT"))?;
         Ok(self.sent + 1)
     }
 }
 
 impl Drop for Tx<'_> {
     fn drop(&mut self) {
-        if self.open && !self.conn.client.is_closed() {
+        if self.open && !self.conn.client().is_closed() {
             // Best effort: a connection that broke has no transaction left to roll back.
             let _ = self
                 .conn
-                .rt
-                .block_on(self.conn.client.batch_execute("ROLLBACK"));
+                .block_on(self.conn.client().batch_execute("ROLLBACK"));
         }
     }
 }
