@@ -157,8 +157,9 @@ impl Statements {
         Ok(Statements {
             // A batch's opening (see `FirstTrip`): how its commit waits for the disk, the
             // values' lock (shared, or alone for a clean), and the count of cleans that
-            // removed values, read by the statement after the lock's.
-            durability: client.prepare("SELECT set_config('synchronous_commit', $1, true)")?,
+            // removed values, read by the statement after the lock's. The first is set for
+            // the session, and sent only when it changes (see `Writer::synchronous`).
+            durability: client.prepare("SELECT set_config('synchronous_commit', $1, false)")?,
             values_lock: client.prepare(&format!(
                 "SELECT pg_advisory_xact_lock_shared({VALUES_LOCK})"
             ))?,
@@ -193,8 +194,10 @@ impl Statements {
                     $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[]) AS u",
             )?,
             // The same for the appends of many runs at once (each run once, its rows
-            // following on from its `next_seq`): the runs whose rows went in. With `$13`, only
-            // when no clean removed values since that count (see `one_trip_guard`).
+            // following on from its `next_seq`): the count of cleans that removed values (as
+            // the batch's opening reads it, which this statement can do instead, being after
+            // the values' lock) and the runs whose rows went in. With `$13`, only when no clean
+            // removed values since that count (see `one_trip_guard`).
             append_many: client.prepare(&format!(
                 "WITH input AS (
                     SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
@@ -204,7 +207,7 @@ impl Statements {
                     WHERE runs.id = input.run AND runs.lease_token = input.token
                         AND runs.next_seq = input.first
                         AND ($13::bigint IS NULL OR $13 = COALESCE(
-                            (SELECT value FROM meta WHERE key = '{}'), 0))
+                            (SELECT value FROM meta WHERE key = '{key}'), 0))
                     RETURNING runs.id),
                  written AS (
                     INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
@@ -212,8 +215,9 @@ impl Statements {
                         $9::text[], $10::bigint[], $11::bigint[], $12::text[])
                         AS u(run, seq, at, kind, step, idx, attempt, data)
                     WHERE u.run IN (SELECT id FROM fenced))
-                 SELECT id FROM fenced",
-                crate::writer::VALUES_REMOVED
+                 SELECT COALESCE((SELECT value FROM meta WHERE key = '{key}'), 0),
+                    ARRAY(SELECT id FROM fenced)",
+                key = crate::writer::VALUES_REMOVED
             ))?,
             update: client.prepare(&format!(
                 "UPDATE runs SET {UPDATE_SETS} WHERE id = $1 AND lease_token = $2"
@@ -326,6 +330,7 @@ pub(crate) fn spawn(
                 clock,
                 values_removed: None,
                 trips,
+                synchronous: None,
             }
             .run();
         })
@@ -347,8 +352,12 @@ pub(super) struct Writer {
     pub(super) clock: Arc<dyn Clock>,
     /// How many cleans had removed values when this writer last looked.
     values_removed: Option<i64>,
-    /// Statements sent in committed batches (the store's count of round trips).
+    /// Round trips of committed batches (the store's count).
     trips: Arc<AtomicU64>,
+    /// Whether the connection's commits wait for the disk (`synchronous_commit`), as its last
+    /// committed batch set it: a batch sets it only when it differs (a process's runs are
+    /// mostly of one mode), and `None` when unknown.
+    synchronous: Option<bool>,
 }
 
 impl Writer {
@@ -502,6 +511,12 @@ impl Writer {
         let shared_trips = Arc::clone(&self.trips);
         let clock = Arc::clone(&self.clock);
         let mut values_removed = self.values_removed;
+        // Unknown until this batch commits (a transaction that rolls back undoes the setting
+        // it made); a new connection has the server's.
+        let mut synchronous = self.synchronous.take();
+        if self.conn.is_none() {
+            synchronous = None;
+        }
         let (conn, statements) = self.connection()?;
         let cleaning = batch.iter().any(|c| matches!(c, Cmd::Clean { .. }));
         let first = stretch_from(batch, 0, 1);
@@ -519,14 +534,13 @@ impl Writer {
             let mut appends = Appends::of(&stretch, &shared);
             appends.guard = guard.flatten();
             let trip = FirstTrip {
-                durable,
+                durable: (synchronous != Some(durable)).then_some(durable),
                 cleaning,
                 values: (!values.digests.is_empty()).then(|| values.params()),
                 appends: (!appends.runs.is_empty()).then_some(appends),
                 commit: guard.is_some(),
             };
-            let (tx, removed, rows) = Tx::begin(conn, statements, &trip).map_err(|e| lost(&e))?;
-            (tx, removed, appended_from(rows))
+            Tx::begin(conn, statements, &trip).map_err(|e| lost(&e))?
         };
         if let Some(Some(epoch)) = guard
             && removed != epoch
@@ -535,6 +549,7 @@ impl Writer {
             // appends did not go in (their statement's guard), the values did, harmlessly.
             // Written again in two round trips, the appends write those values again first.
             shared_trips.fetch_add(tx.commit().map_err(|e| lost(&e))?, Ordering::Relaxed);
+            self.synchronous = Some(durable);
             return self.try_write(batch, durable, results, false);
         }
         {
@@ -567,6 +582,7 @@ impl Writer {
             shared_trips.fetch_add(sent, Ordering::Relaxed);
         }
         self.values_removed = values_removed;
+        self.synchronous = Some(durable);
         Ok(())
     }
 }
@@ -628,7 +644,8 @@ pub(super) struct Tx<'t> {
 /// otherwise allow (see [`Kept`]). The count is read by the statement after the lock's, so in
 /// a snapshot taken once no clean can commit until this batch has.
 struct FirstTrip<'a> {
-    durable: bool,
+    /// Whether the session's commits wait for the disk from now on; `None`: as before.
+    durable: Option<bool>,
     cleaning: bool,
     values: Option<[&'a (dyn postgres::types::ToSql + Sync); 3]>,
     appends: Option<Appends<'a>>,
@@ -644,10 +661,17 @@ impl<'t> Tx<'t> {
         conn: &'t Pipelined,
         st: &Statements,
         first: &FirstTrip<'_>,
-    ) -> Result<(Tx<'t>, i64, Option<Vec<postgres::Row>>), postgres::Error> {
+    ) -> Result<(Tx<'t>, i64, Appended), postgres::Error> {
         let client = conn.client();
-        let durability = if first.durable { "on" } else { "off" };
-        let durability: [&(dyn postgres::types::ToSql + Sync); 1] = [&durability];
+        let durability = async {
+            match first.durable {
+                Some(durable) => {
+                    let setting = if durable { "on" } else { "off" };
+                    client.execute(&st.durability, &[&setting]).await.map(Some)
+                }
+                None => Ok(None),
+            }
+        };
         let lock = if first.cleaning {
             &st.values_lock_alone
         } else {
@@ -659,9 +683,20 @@ impl<'t> Tx<'t> {
                 None => Ok(None),
             }
         };
+        // The count of cleans comes with the appends when they go (their statement reads it
+        // too), else alone.
+        let removed = async {
+            match &first.appends {
+                Some(_) => Ok(None),
+                None => client.query_one(&st.removed, &[]).await.map(Some),
+            }
+        };
         let appends = async {
             match &first.appends {
-                Some(a) => client.query(&st.append_many, &a.params()).await.map(Some),
+                Some(a) => client
+                    .query_one(&st.append_many, &a.params())
+                    .await
+                    .map(Some),
                 None => Ok(None),
             }
         };
@@ -677,9 +712,9 @@ impl<'t> Tx<'t> {
             tokio::join!(
                 biased;
                 client.batch_execute("BEGIN"),
-                client.execute(&st.durability, &durability),
+                durability,
                 client.execute(lock, &[]),
-                client.query_one(&st.removed, &[]),
+                removed,
                 values,
                 appends,
                 commit,
@@ -694,11 +729,17 @@ impl<'t> Tx<'t> {
         began?;
         set?;
         locked?;
-        let removed = removed?.get::<_, i64>(0);
+        let removed = removed?;
         values?;
         let appends = appends?;
         committed?;
-        Ok((tx, removed, appends))
+        let (removed, written) = match (appends, removed) {
+            (Some(row), _) => appended_from(&row)?,
+            (None, Some(row)) => (row.try_get(0)?, Appended::new()),
+            // One of the two is always sent.
+            (None, None) => (0, Appended::new()),
+        };
+        Ok((tx, removed, written))
     }
 
     /// [`tokio_postgres::Client::execute`] in the transaction, counted.
@@ -854,12 +895,10 @@ fn batch_values(batch: &[Cmd]) -> Result<Values<'_>, Lost> {
 /// The runs whose appends a stretch's statement wrote.
 type Appended = std::collections::HashSet<String>;
 
-/// The runs in the answer of [`Statements::append_many`] (none when it was not sent).
-fn appended_from(rows: Option<Vec<postgres::Row>>) -> Appended {
-    rows.unwrap_or_default()
-        .iter()
-        .map(|r| r.get::<_, String>(0))
-        .collect()
+/// The count of cleans and the runs in the answer of [`Statements::append_many`].
+fn appended_from(row: &postgres::Row) -> Result<(i64, Appended), postgres::Error> {
+    let runs: Vec<String> = row.try_get(1)?;
+    Ok((row.try_get(0)?, runs.into_iter().collect()))
 }
 
 /// The arrays of [`Statements::append_many`]: one entry per run, and one per row.
@@ -1078,11 +1117,12 @@ impl Batch<'_, '_> {
         if appends.runs.is_empty() {
             return Ok(Appended::new());
         }
-        let rows = self
+        let row = self
             .tx
-            .query(&self.st.append_many, &appends.params())
+            .query_one(&self.st.append_many, &appends.params())
             .map_err(|e| lost(&e))?;
-        Ok(appended_from(Some(rows)))
+        let (_, written) = appended_from(&row).map_err(|e| lost(&e))?;
+        Ok(written)
     }
 
     /// Answers each of `stretch`'s appends in its order, as [`Self::run_in_batch`] would one
