@@ -2014,6 +2014,61 @@ mod postgres_schema {
     }
 }
 
+/// What only a store on a server meets: its connections ended under it.
+mod postgres_connections {
+    use super::*;
+
+    /// Ends every connection to the test's database but the one that asks.
+    fn end_connections(db: &Postgres) {
+        db.raw(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+        );
+    }
+
+    #[test]
+    fn the_writer_connects_again_after_the_server_ended_its_connection() {
+        let db = Postgres::new();
+        let store = db.open().unwrap();
+        let mut run = new_run("d");
+        run.durability = Durability::Durable;
+        let lease = store.create_run(run, &me(), 60_000).unwrap();
+        store.append(&lease, vec![event("e", 0)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        end_connections(&db);
+        // The batch that finds the connection gone fails, saying so, and whether the rows
+        // after it landed is not known: the run's lease writes nothing more (its next writes
+        // are refused, not left to leave a gap).
+        store.append(&lease, vec![event("e", 1)]).unwrap();
+        let lost = wait(store.sync(&lease)).unwrap_err();
+        assert!(!lost.to_string().contains("password"), "{lost}");
+        assert!(matches!(
+            store.append(&lease, vec![event("e", 2)]),
+            Err(StoreError::Poisoned { .. })
+        ));
+        // The writer connects again for the next batch: the run is claimed anew and goes on
+        // from where its journal ends.
+        db.clock().advance(120_000);
+        let Claim::Claimed(again) = store.claim_run("d", &me(), 60_000).unwrap() else {
+            panic!("the run's lease ran out and is taken again");
+        };
+        let next = again.next_seq.load(Ordering::SeqCst);
+        assert_eq!(next, 1, "nothing after the lost batch landed");
+        store.append(&again, vec![event("e", next)]).unwrap();
+        wait(store.sync(&again)).unwrap();
+        assert_eq!(
+            db.raw_count("SELECT count(*) FROM journal WHERE run = 'd'"),
+            2
+        );
+        // A reader whose connection the server ended fails its next read once, and connects
+        // again for the one after (reads are not tried again on their own: a claim goes
+        // through a reader's connection too, and may have committed before the answer was
+        // lost).
+        let read = (0..8).find_map(|_| journal(&*store, "d").ok());
+        assert_eq!(numbers(&read.expect("a reader connects again")), [0, 1]);
+    }
+}
+
 /// What only the store shared by many machines does: leases judged by the database's clock.
 mod postgres_leases {
     use super::*;
