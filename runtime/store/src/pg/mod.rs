@@ -575,7 +575,7 @@ impl Store for PgStore {
         // the writer's later writes under these leases see it committed.
         let clock = self.clock.clone();
         let (who, passed) = (owner.clone(), skip.clone());
-        let (mut claims, seen) = self.readers.with(move |c| {
+        let (mut claims, seen) = self.readers.with_once(move |c| {
             let (mut claims, seen) =
                 claim::look(c, clock.as_deref(), now_ms, &who, lease_ms, limit, &passed)?;
             // The leases are taken: a failed read leaves them to the claimer's resume, which

@@ -69,29 +69,44 @@ impl Readers {
         })
     }
 
-    /// Runs `f` on a reader's connection and waits for its answer.
+    /// Runs the read `f` on a reader's connection and waits for its answer. A read that
+    /// fails because the server ended the connection (a restart, an administrator, an idle
+    /// timeout) is run once more on a new one: a read changes nothing, so running it twice is
+    /// harmless, and a long-lived process (a worker, the language server) does not fail a
+    /// read for each of its readers after the server came back.
     pub(crate) fn with<R: Send + 'static>(
+        &self,
+        f: impl Fn(&mut Client) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
+        self.run(move |client: &mut Option<Client>, connector: &Connector| {
+            match on_connection(client, connector, &f) {
+                Err(_) if client.as_ref().is_some_and(Client::is_closed) => {
+                    on_connection(client, connector, &f)
+                }
+                result => result,
+            }
+        })
+    }
+
+    /// [`Readers::with`] for what must not run twice (a claim, which may have committed
+    /// before the server ended the connection and its answer was lost): it fails instead.
+    pub(crate) fn with_once<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Client) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
+        self.run(move |client: &mut Option<Client>, connector: &Connector| {
+            on_connection(client, connector, f)
+        })
+    }
+
+    /// Hands `job` to a reader thread and waits for its answer.
+    fn run<R: Send + 'static>(
+        &self,
+        job: impl FnOnce(&mut Option<Client>, &Connector) -> Result<R, StoreError> + Send + 'static,
+    ) -> Result<R, StoreError> {
         let (reply, answer) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |client, connector| {
-            let result = match client {
-                Some(c) if !c.is_closed() => f(c),
-                _ => match connector.connect() {
-                    Ok(c) => {
-                        // The statements prepared on the old connection are gone with it.
-                        STATEMENTS.with(|s| {
-                            if let Some(cache) = s.borrow_mut().as_mut() {
-                                cache.clear();
-                            }
-                        });
-                        f(client.insert(c))
-                    }
-                    Err(e) => Err(e),
-                },
-            };
-            let _ = reply.send(result);
+            let _ = reply.send(job(client, connector));
         });
         lock(&self.jobs)
             .as_ref()
@@ -106,6 +121,28 @@ impl Readers {
         lock(&self.jobs).take();
         for thread in self.threads.drain(..) {
             let _ = thread.join();
+        }
+    }
+}
+
+/// Runs `f` on the reader's connection, connecting first when it has none or the server
+/// ended it.
+fn on_connection<R>(
+    client: &mut Option<Client>,
+    connector: &Connector,
+    f: impl FnOnce(&mut Client) -> Result<R, StoreError>,
+) -> Result<R, StoreError> {
+    match client {
+        Some(c) if !c.is_closed() => f(c),
+        _ => {
+            let c = connector.connect()?;
+            // The statements prepared on the old connection are gone with it.
+            STATEMENTS.with(|s| {
+                if let Some(cache) = s.borrow_mut().as_mut() {
+                    cache.clear();
+                }
+            });
+            f(client.insert(c))
         }
     }
 }
