@@ -667,9 +667,9 @@ impl<'t> Tx<'t> {
             match first.durable {
                 Some(durable) => {
                     let setting = if durable { "on" } else { "off" };
-                    client.execute(&st.durability, &[&setting]).await.map(Some)
+                    client.execute(&st.durability, &[&setting]).await.map(drop)
                 }
-                None => Ok(None),
+                None => Ok(()),
             }
         };
         let lock = if first.cleaning {
@@ -679,25 +679,19 @@ impl<'t> Tx<'t> {
         };
         let values = async {
             match &first.values {
-                Some(params) => client.execute(&st.values, params).await.map(Some),
-                None => Ok(None),
+                Some(params) => client.execute(&st.values, params).await.map(drop),
+                None => Ok(()),
             }
         };
         // The count of cleans comes with the appends when they go (their statement reads it
-        // too), else alone.
-        let removed = async {
+        // too), else alone; either way after the values' lock.
+        let counted = async {
             match &first.appends {
-                Some(_) => Ok(None),
-                None => client.query_one(&st.removed, &[]).await.map(Some),
-            }
-        };
-        let appends = async {
-            match &first.appends {
-                Some(a) => client
-                    .query_one(&st.append_many, &a.params())
-                    .await
-                    .map(Some),
-                None => Ok(None),
+                Some(a) => appended_from(&client.query_one(&st.append_many, &a.params()).await?),
+                None => {
+                    let row = client.query_one(&st.removed, &[]).await?;
+                    Ok((row.try_get(0)?, Appended::new()))
+                }
             }
         };
         let commit = async {
@@ -708,15 +702,14 @@ impl<'t> Tx<'t> {
         };
         // Polled together, each request goes out before the answers to those before it come
         // back: `biased` sends them in the order written.
-        let (began, set, locked, removed, values, appends, committed) = conn.block_on(async {
+        let (began, set, locked, values, counted, committed) = conn.block_on(async {
             tokio::join!(
                 biased;
                 client.batch_execute("BEGIN"),
                 durability,
                 client.execute(lock, &[]),
-                removed,
                 values,
-                appends,
+                counted,
                 commit,
             )
         });
@@ -729,16 +722,9 @@ impl<'t> Tx<'t> {
         began?;
         set?;
         locked?;
-        let removed = removed?;
         values?;
-        let appends = appends?;
+        let (removed, written) = counted?;
         committed?;
-        let (removed, written) = match (appends, removed) {
-            (Some(row), _) => appended_from(&row)?,
-            (None, Some(row)) => (row.try_get(0)?, Appended::new()),
-            // One of the two is always sent.
-            (None, None) => (0, Appended::new()),
-        };
         Ok((tx, removed, written))
     }
 
