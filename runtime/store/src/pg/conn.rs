@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use postgres::{Client, NoTls};
-use tokio_postgres::Config;
 use tokio_postgres::config::{Host, SslMode};
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{Config, Socket};
 
 use crate::api::StoreError;
 
@@ -264,19 +265,13 @@ impl Connector {
                 message: format!("the connection's runtime does not start: {e}"),
             })?;
         let connected = rt.block_on(async {
-            // A connection's error ends it; the client's next request then fails with it.
-            let (client, connection) = match &self.tls {
+            match &self.tls {
                 Some(tls) => {
                     let tls = tokio_postgres_rustls::MakeRustlsConnect::new((**tls).clone());
-                    let (client, connection) = self.config.connect(tls).await?;
-                    (client, tokio::spawn(async { drop(connection.await) }))
+                    driven(&self.config, tls).await
                 }
-                None => {
-                    let (client, connection) = self.config.connect(NoTls).await?;
-                    (client, tokio::spawn(async { drop(connection.await) }))
-                }
-            };
-            Ok::<_, postgres::Error>((client, connection))
+                None => driven(&self.config, NoTls).await,
+            }
         });
         let (client, connection) = connected.map_err(|e| self.error(&e))?;
         let conn = Pipelined {
@@ -296,6 +291,21 @@ impl Connector {
             message: describe(e),
         }
     }
+}
+
+/// A client of `config` (over `tls`) and the task that drives its connection, spawned on the
+/// current runtime. A connection's error ends the task; the client's next request then fails
+/// with it.
+async fn driven<T>(
+    config: &Config,
+    tls: T,
+) -> Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), postgres::Error>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, connection) = config.connect(tls).await?;
+    Ok((client, tokio::spawn(async { drop(connection.await) })))
 }
 
 /// A connection whose statements can be sent together and answered together: a
