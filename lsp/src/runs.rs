@@ -661,7 +661,7 @@ pub fn cassette_view(
     for (at, event) in &journal.events {
         if let Event::TimerFired { until, .. } = event {
             let woke = woke_value(*until);
-            values.insert(reel_flowspec::canonical::digest_value(&woke), Some(woke));
+            values.insert(reel_flowspec::canonical::name_value(&woke), Some(woke));
         }
         // Events made from a cassette read back: one that did not would be passed over.
         let _ = folded.apply_row(&row(event, *at, folded.events));

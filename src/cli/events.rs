@@ -1,5 +1,6 @@
 //! `reel events`: a run's journal, event by event.
 
+use reel_flowspec::canonical;
 use reel_journal::journal::Event;
 use reel_store::{EventRow, Flow, JournalRow, StoreRead};
 use serde_json::{Value, json};
@@ -41,14 +42,15 @@ fn resolve(store: &dyn StoreRead, data: &Value) -> Value {
             m.iter()
                 .map(|(k, v)| {
                     let resolved = match v {
+                        // A name of either form: a digest, or the value itself.
                         Value::String(d)
                             if DIGEST_FIELDS.contains(&k.as_str())
                                 && k != "flow"
-                                && d.len() == 64 =>
+                                && (d.len() == 64 || canonical::literal(d).is_some()) =>
                         {
                             store.get_value(d).ok().flatten().map_or_else(
                                 || v.clone(),
-                                |val| json!({ "digest": d, "value": val }),
+                                |val| json!({ "digest": canonical::name_digest(d), "value": val }),
                             )
                         }
                         Value::Object(_) => resolve(store, v),

@@ -136,12 +136,19 @@ fn copy(from: &str, to: &str, as_json: bool, ui: &Ui) -> Result<Status, Failure>
             let Some(value) = source.store().get_value(&digest).map_err(failed)? else {
                 continue;
             };
-            let stored = target.store().put_value(&value).map_err(failed)?;
+            // Stored under its digest as the source has it, even when short (a run recorded
+            // before short values were named by themselves names it so).
+            let text = reel_flowspec::canonical::canonical_json(&value);
+            let stored = reel_flowspec::canonical::sha256_hex(text.as_bytes());
             if stored != digest {
                 return Err(Failure::failed(format!(
-                    "value {digest} of run {id} was stored as {stored}: not copied"
+                    "value {digest} of run {id} reads back as {stored}: not copied"
                 )));
             }
+            target
+                .store()
+                .put_canonical(&digest, text)
+                .map_err(failed)?;
             values += 1;
         }
         let spec = &run.row.flow_digest;

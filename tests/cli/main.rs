@@ -26,3 +26,4 @@ mod store_faults;
 mod support;
 mod tool_env;
 mod unknown_outcome;
+mod upgrade;

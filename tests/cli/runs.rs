@@ -300,6 +300,14 @@ fn events_and_logs_show_the_journal_and_what_tools_printed() {
         events[3]["data"]["output"]["value"]["json"],
         json!({"x": 1})
     );
+    // A short value, named by itself in the journal, is shown as a long one is: with its digest.
+    assert_eq!(
+        events[4]["data"]["output"],
+        json!({
+            "digest": reel_flowspec::canonical::digest_value(&json!({"x": 1})),
+            "value": {"x": 1}
+        })
+    );
     let only_a = json(&reel_at(
         dir.path(),
         &["events", &id, "--json", "--step", "a"],

@@ -1,4 +1,5 @@
-//! Canonical JSON (RFC 8785) and SHA-256 digests of values and specs.
+//! Canonical JSON (RFC 8785), SHA-256 digests of values and specs, and the names values are
+//! recorded under.
 //!
 //! RFC 8785 writes every number as an IEEE double in its shortest form, so `1.0` and `1` have
 //! the same canonical text (`1`), and an integer beyond 2^53 is written rounded. Object keys are
@@ -81,6 +82,55 @@ pub fn digest<T: Serialize>(value: &T) -> Result<String, CanonicalError> {
 /// SHA-256 (lowercase hex) of the canonical JSON of a JSON value.
 pub fn digest_value(value: &Value) -> String {
     sha256_hex(canonical_json(value).as_bytes())
+}
+
+/// The longest canonical JSON of a value named by itself rather than by its digest: a name
+/// is then never longer than a digest (64 characters, the `=` included).
+pub const LITERAL_MAX: usize = 63;
+
+/// The name of the value whose canonical JSON is `text`: `=` and the text itself when it is at
+/// most [`LITERAL_MAX`] bytes, else its digest.
+///
+/// A value's name is what the journal records for it. A short value named by itself needs no
+/// row of its own in the store (a durable step's commit writes fewer pages, a replay reads it
+/// with the event), and two values have the same name exactly when they are the same value,
+/// as with digests. A digest is 64 hex digits and a literal name starts with `=`, so the two
+/// forms never meet. Journals written before names existed name every value by its digest:
+/// compare names with [`same_value`], which sees through the two forms.
+pub fn value_name(text: &str) -> String {
+    if text.len() <= LITERAL_MAX {
+        let mut name = String::with_capacity(text.len() + 1);
+        name.push('=');
+        name.push_str(text);
+        name
+    } else {
+        sha256_hex(text.as_bytes())
+    }
+}
+
+/// [`value_name`] of a JSON value.
+pub fn name_value(value: &Value) -> String {
+    value_name(&canonical_json(value))
+}
+
+/// The canonical JSON a name stands for when the value is named by itself.
+pub fn literal(name: &str) -> Option<&str> {
+    name.strip_prefix('=')
+}
+
+/// The digest of the value `name` names, whichever form the name has: what stays the same
+/// across the two forms (an effect's idempotency key is made from it).
+pub fn name_digest(name: &str) -> std::borrow::Cow<'_, str> {
+    match literal(name) {
+        Some(text) => std::borrow::Cow::Owned(sha256_hex(text.as_bytes())),
+        None => std::borrow::Cow::Borrowed(name),
+    }
+}
+
+/// Whether two names name the same value: equal names, or the same value named in both forms
+/// (a journal written before short values were named by themselves, against a name made now).
+pub fn same_value(a: &str, b: &str) -> bool {
+    a == b || (literal(a).is_some() != literal(b).is_some() && name_digest(a) == name_digest(b))
 }
 
 #[cfg(test)]
@@ -323,5 +373,41 @@ mod tests {
             sha256_hex(b"{}"),
             "the digest is of the canonical text"
         );
+    }
+
+    #[test]
+    fn short_values_are_named_by_themselves_and_long_ones_by_digest() {
+        // Input and name side by side: the boundary is the canonical text's length.
+        let short = "x".repeat(LITERAL_MAX - 2);
+        let long = "x".repeat(LITERAL_MAX - 1);
+        let cases = [
+            (json!(42), "=42".to_string()),
+            (
+                json!({"b": [1, 2], "a": "é"}),
+                r#"={"a":"é","b":[1,2]}"#.to_string(),
+            ),
+            (json!(short), format!("=\"{short}\"")),
+            (json!(long), sha256_hex(format!("\"{long}\"").as_bytes())),
+        ];
+        for (value, name) in cases {
+            assert_eq!(name_value(&value), name, "{value}");
+            assert!(name.len() <= 64, "no name is longer than a digest");
+        }
+    }
+
+    #[test]
+    fn a_value_is_the_same_in_either_form_of_its_name() {
+        let value = json!({"n": 1});
+        let named = name_value(&value);
+        let digest = digest_value(&value);
+        assert_eq!(literal(&named), Some(r#"{"n":1}"#));
+        assert_eq!(name_digest(&named), digest);
+        assert_eq!(name_digest(&digest), digest);
+        assert!(same_value(&named, &digest));
+        assert!(same_value(&digest, &named));
+        assert!(same_value(&named, &named));
+        assert!(!same_value(&named, &name_value(&json!({"n": 2}))));
+        assert!(!same_value(&named, &digest_value(&json!({"n": 2}))));
+        assert!(!same_value(&digest, &digest_value(&json!({"n": 2}))));
     }
 }

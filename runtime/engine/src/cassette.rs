@@ -318,7 +318,7 @@ pub fn test(
 struct CassetteValues(HashMap<String, Value>);
 
 impl StoreRead for CassetteValues {
-    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
+    fn stored_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
         Ok(self.0.get(digest).cloned())
     }
     fn get_spec(&self, _: &str) -> Result<Option<String>, StoreError> {

@@ -18,6 +18,7 @@ use std::collections::BinaryHeap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use reel_flowspec::canonical::same_value;
 use reel_flowspec::{FlowSpec, SourceSpan};
 use reel_store::{Durability, Flow, RawJournalRow, RunRow, StoreError, StoreRead, parse_value};
 use reel_tools::{ToolError, ToolOutput};
@@ -914,7 +915,7 @@ impl History {
         tool: Option<&str>,
     ) -> Option<(&str, ReusedFrom, i64)> {
         let c = self.call_at(n, index)?;
-        (c.inputs == inputs && c.tool == tool).then(|| {
+        (same_value(c.inputs, inputs) && c.tool == tool).then(|| {
             (
                 c.output,
                 ReusedFrom {
@@ -944,7 +945,7 @@ impl History {
         }
         let same_upstream = step.deps.iter().all(|d| match (ended(d), self.outcome(d)) {
             (Some(Some(_)), Some(RecStep::Succeeded(_))) if self.timers.contains(d) => true,
-            (Some(Some(a)), Some(RecStep::Succeeded(b))) => a == *b,
+            (Some(Some(a)), Some(RecStep::Succeeded(b))) => same_value(&a, b),
             (Some(None), Some(RecStep::Skipped)) => true,
             _ => false,
         });
@@ -2079,7 +2080,7 @@ impl<'a> Replayer<'a> {
                     .and_then(|k| self.idx.calls.get(&k))
                     .and_then(|c| c.inputs.clone());
                 match recorded {
-                    Some(r) if r == *inputs => {}
+                    Some(r) if same_value(&r, inputs) => {}
                     _ if matches!(self.mode, Mode::Test) => {
                         self.miss(step, *index, *attempt, inputs)
                     }
@@ -2111,7 +2112,7 @@ impl<'a> Replayer<'a> {
             Event::StepSucceeded { .. } | Event::StepSkipped { .. } | Event::StepFailed { .. }
                 if matches!(self.mode, Mode::Test) => {}
             Event::StepSucceeded { step, output, .. } => match self.idx.outcome(step).cloned() {
-                Some(RecStep::Succeeded(r)) if r == *output => {}
+                Some(RecStep::Succeeded(r)) if same_value(&r, output) => {}
                 Some(RecStep::Succeeded(r)) => {
                     let (rv, pv) = (self.shown(&r), self.shown(output));
                     self.diverge(
@@ -2416,7 +2417,7 @@ impl<'a> Replayer<'a> {
                             (Some(RecStep::Failed), _) => Some("fails in the dry run".into()),
                             (Some(RecStep::Skipped), Some(RecStep::Skipped)) => None,
                             (Some(RecStep::Succeeded(a)), Some(RecStep::Succeeded(b)))
-                                if a == b =>
+                                if same_value(a, b) =>
                             {
                                 None
                             }

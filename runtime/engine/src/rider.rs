@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::FlowSpec;
-use reel_flowspec::canonical::{canonical_json, sha256_hex};
+use reel_flowspec::canonical::{canonical_json, literal, value_name};
 use reel_store::{
     Claim, DueClaim, Durability, JournalRow, Kept, Lease, NewRun, RunRow, RunStatus, RunUpdate,
     Store, StoreError,
@@ -172,13 +172,10 @@ pub(crate) async fn begin(
     let store = deps.store.clone();
     // What `run_started` names goes with it (see `Kept`): a clean in another process between
     // these writes and the run's creation cannot leave the run naming nothing.
-    let kept = vec![
-        store.put_spec(&spec.digest, &spec.to_json())?,
-        put_object(&*store, &inputs)?,
-        put_object(&*store, &env)?,
-    ];
-    let inputs_digest = kept[1].digest().to_string();
-    let env_digest = kept[2].digest().to_string();
+    let mut kept = vec![store.put_spec(&spec.digest, &spec.to_json())?];
+    let (inputs_digest, inputs_kept) = put_object(&*store, &inputs)?;
+    let (env_digest, env_kept) = put_object(&*store, &env)?;
+    kept.extend(inputs_kept.into_iter().chain(env_kept));
     let now = deps.clock.now_ms();
     let started = RunStarted {
         flow: spec.digest.clone(),
@@ -924,10 +921,19 @@ impl<T> KeptByDigest<T> {
     }
 }
 
-/// Stores a map of values as one value; returns what the run that names it carries.
-fn put_object(store: &dyn Store, map: &Map<String, Value>) -> Result<Kept, StoreError> {
+/// Names a map of values as one value (`canonical::value_name`), stored unless it is its own
+/// name; returns the name and what the run that names it carries.
+fn put_object(
+    store: &dyn Store,
+    map: &Map<String, Value>,
+) -> Result<(String, Option<Kept>), StoreError> {
     let text = canonical_json(&Value::Object(map.clone()));
-    store.put_canonical(&sha256_hex(text.as_bytes()), text)
+    let name = value_name(&text);
+    if literal(&name).is_some() {
+        return Ok((name, None));
+    }
+    let kept = store.put_canonical(&name, text)?;
+    Ok((name, Some(kept)))
 }
 
 #[cfg(test)]
@@ -954,8 +960,7 @@ mod tests {
             [("blob".to_string(), Value::from("x".repeat(KEPT_OBJECT_MAX)))]
                 .into_iter()
                 .collect();
-        let digest =
-            |m: &Map<String, Value>| put_object(&store, m).expect("stored").digest().to_string();
+        let digest = |m: &Map<String, Value>| put_object(&store, m).expect("stored").0;
         let (small_digest, big_digest) = (digest(&small), digest(&big));
         let started = RunStarted {
             flow: String::new(),

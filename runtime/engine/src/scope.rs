@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use reel_flowspec::canonical::{sha256_hex, sha256_hex_parts};
+use reel_flowspec::canonical::{name_digest, sha256_hex, sha256_hex_parts};
 // Step ids of the flow being run: a fast hash will do.
 use rustc_hash::FxHashMap as HashMap;
 use serde_json::{Map, Value};
@@ -223,8 +223,11 @@ impl reel_eval::Scope for RunScope<'_> {
 
 /// The idempotency key of an effect call: the lowercase hex SHA-256 of the run id, the step id
 /// with its `foreach` index, and the digest of the call's inputs (secrets redacted), joined by
-/// the unit separator. Never the attempt: every attempt and every resume reuses it.
-pub fn idempotency_key(run: &str, step: &str, index: Option<u32>, inputs_digest: &str) -> String {
+/// the unit separator. Never the attempt: every attempt and every resume reuses it. `inputs` is
+/// the inputs' name in either form (`canonical::value_name`): the key is made from the digest,
+/// so a call recorded before short values were named by themselves keeps its key.
+pub fn idempotency_key(run: &str, step: &str, index: Option<u32>, inputs: &str) -> String {
+    let inputs_digest = name_digest(inputs);
     // The digest of `run␟step[index]␟inputs` (`run␟step␟inputs` outside a `foreach`), hashed
     // in parts: every effect call makes a key, and formatting the text first cost two strings.
     const SEP: &[u8] = "\u{1f}".as_bytes();
@@ -258,6 +261,16 @@ mod tests {
         assert_eq!(
             idempotency_key("r1", "s", None, "d"),
             sha256_hex("r1\u{1f}s\u{1f}d".as_bytes())
+        );
+        // Inputs named by themselves make the key their digest would: a call recorded by a
+        // reel that named them by digest keeps its key.
+        let inputs = serde_json::json!({"value": 1});
+        let digest = reel_flowspec::canonical::digest_value(&inputs);
+        let name = reel_flowspec::canonical::name_value(&inputs);
+        assert_ne!(name, digest);
+        assert_eq!(
+            idempotency_key("r1", "s", None, &name),
+            idempotency_key("r1", "s", None, &digest)
         );
     }
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 
 use proptest::prelude::*;
 use reel_flowspec::Type;
-use reel_flowspec::canonical::digest_value;
+use reel_flowspec::canonical::name_value;
 use reel_runtime::scope::rfc3339;
 use reel_runtime::{
     BoxFuture, Clock, EnvSecrets, Environment, NoProgress, RiderConfig, RunDeps, RunOutcome,
@@ -301,12 +301,18 @@ async fn prefix_store(
         if r.kind == "timer_fired"
             && let Some(until) = r.data.get("until").and_then(Value::as_i64)
         {
-            names.push(digest_value(&json!({ "woke_at": rfc3339(until) })));
+            names.push(name_value(&json!({ "woke_at": rfc3339(until) })));
         }
     }
     for d in names {
-        if let Some(v) = from.get_value(&d).expect("a value reads") {
-            store.put_value(&v).expect("the value is kept");
+        // Under the digest the journal names (a signal's payload is named by its digest
+        // however short).
+        if let Some(v) = from.get_value(&d).expect("a value reads")
+            && reel_flowspec::canonical::literal(&d).is_none()
+        {
+            store
+                .put_canonical(&d, reel_flowspec::canonical::canonical_json(&v))
+                .expect("the value is kept");
         }
     }
     let event = |r: &EventRow| NewEvent {

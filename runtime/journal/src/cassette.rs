@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use jiff::Timestamp;
-use reel_flowspec::canonical::{canonical_json, digest_value};
+use reel_flowspec::canonical::{canonical_json, digest_value, name_value};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -524,7 +524,7 @@ struct Builder {
 
 impl Builder {
     fn put(&mut self, v: Value) -> String {
-        let d = digest_value(&v);
+        let d = name_value(&v);
         self.values.insert(d.clone(), v);
         d
     }

@@ -325,7 +325,7 @@ impl Folded {
                     .insert(call_key(&step, index), CallRecord::Timer { until });
             }
             Event::TimerFired { step, index, until } => {
-                let digest = reel_flowspec::canonical::digest_value(&woke_value(until));
+                let digest = reel_flowspec::canonical::name_value(&woke_value(until));
                 self.calls.insert(
                     call_key(&step, index),
                     CallRecord::Done {

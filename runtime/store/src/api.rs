@@ -656,12 +656,49 @@ pub enum Flow {
 /// Reading the store: what the language server may do, and all it is given. Reads never wait
 /// for the writer; they see what is committed.
 pub trait StoreRead: Send + Sync {
-    /// A value by digest.
-    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError>;
-    /// Values by digest, in order: what [`StoreRead::get_value`] gives for each, read together
-    /// (a replay asks for a round's results at once).
-    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
-        digests.iter().map(|d| self.get_value(d)).collect()
+    /// A value by name (`reel_flowspec::canonical::value_name`): a short value's name is the
+    /// value itself, read without the store; any other's is its digest, looked up with
+    /// [`StoreRead::stored_value`].
+    fn get_value(&self, name: &str) -> Result<Option<Value>, StoreError> {
+        match crate::read::literal_value(name) {
+            Some(value) => value.map(Some),
+            None => self.stored_value(name),
+        }
+    }
+    /// Values by name, in order: what [`StoreRead::get_value`] gives for each, the stored ones
+    /// read together (a replay asks for a round's results at once).
+    fn get_values(&self, names: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        let literals: Vec<_> = names
+            .iter()
+            .map(|n| crate::read::literal_value(n))
+            .collect();
+        if literals.iter().all(Option::is_none) {
+            return self.stored_values(names);
+        }
+        let digests: Vec<&str> = names
+            .iter()
+            .zip(&literals)
+            .filter_map(|(n, l)| l.is_none().then_some(*n))
+            .collect();
+        let mut stored = match digests.is_empty() {
+            true => Vec::new(),
+            false => self.stored_values(&digests)?,
+        }
+        .into_iter();
+        literals
+            .into_iter()
+            .map(|l| match l {
+                Some(value) => value.map(Some),
+                None => Ok(stored.next().flatten()),
+            })
+            .collect()
+    }
+    /// A value the store keeps, by digest (a name that is not a digest has none).
+    fn stored_value(&self, digest: &str) -> Result<Option<Value>, StoreError>;
+    /// Values the store keeps, by digest, in order: what [`StoreRead::stored_value`] gives for
+    /// each, read together.
+    fn stored_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+        digests.iter().map(|d| self.stored_value(d)).collect()
     }
     /// A FlowSpec's JSON by digest.
     fn get_spec(&self, digest: &str) -> Result<Option<String>, StoreError>;
@@ -808,12 +845,21 @@ pub struct QueryAnswer {
 /// committed in batches; a run's rows land in order, and a later row never lands without the
 /// earlier ones.
 pub trait Store: StoreRead {
-    /// Stores a value by the SHA-256 of its canonical JSON; returns the digest. Written once,
-    /// however often stored; over 64 KiB it is kept apart from the database, by digest.
-    fn put_value(&self, value: &Value) -> Result<String, StoreError>;
+    /// Stores a value under its name (`reel_flowspec::canonical::value_name`) and returns the
+    /// name: a short value is its own name and is not written; any other is stored once by the
+    /// SHA-256 of its canonical JSON, however often stored, and over 64 KiB kept apart from the
+    /// database, by digest.
+    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
+        let text = reel_flowspec::canonical::canonical_json(value);
+        let name = reel_flowspec::canonical::value_name(&text);
+        if reel_flowspec::canonical::literal(&name).is_none() {
+            self.put_canonical(&name, text)?;
+        }
+        Ok(name)
+    }
     /// Stores a value given as its canonical JSON `text` and that text's `digest` (what
     /// `reel_flowspec::canonical` gives), for a caller that has both already: the value is not
-    /// written out again. The default reads the text back and stores it as [`Self::put_value`].
+    /// written out again.
     /// Returns what to hand to the write of the rows that name it ([`Kept`]).
     fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError>;
     /// Stores a FlowSpec's JSON by its digest; returns what to hand to the run that names it.

@@ -518,6 +518,22 @@ pub(crate) fn read_spec(
     Ok(true)
 }
 
+/// The value a name stands for when the value is named by itself (`None` for a digest); a
+/// name whose text is not canonical JSON (a journal edited by hand) is refused as corrupt, so it
+/// is never taken for another value.
+pub(crate) fn literal_value(name: &str) -> Option<Result<Value, StoreError>> {
+    let text = reel_flowspec::canonical::literal(name)?;
+    let corrupt = || StoreError::CorruptValue {
+        digest: name.to_string(),
+    };
+    Some(
+        serde_json::from_str::<Value>(text)
+            .ok()
+            .filter(|v| reel_flowspec::canonical::canonical_json(v) == text)
+            .ok_or_else(corrupt),
+    )
+}
+
 /// Parses stored JSON text as a value; text that does not parse makes the value missing.
 pub fn parse_value(digest: &str, text: &str) -> Result<Value, StoreError> {
     // The text kept is the value's canonical JSON, so its hash is its digest; a value whose

@@ -322,11 +322,11 @@ fn new_lease(run: &str, token: u64, owner: &Owner, durability: Durability, next:
 }
 
 impl StoreRead for SqliteStore {
-    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
-        Ok(self.get_values(&[digest])?.pop().flatten())
+    fn stored_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
+        Ok(self.stored_values(&[digest])?.pop().flatten())
     }
 
-    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+    fn stored_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
         // What is not written yet is taken from the writer's queue; the rest is looked up on
         // one connection with one prepared statement.
         let mut stored: Vec<Option<Option<String>>> = Vec::with_capacity(digests.len());
@@ -453,13 +453,6 @@ impl StoreRead for SqliteStore {
 }
 
 impl Store for SqliteStore {
-    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
-        let text = canonical_json(value);
-        let digest = sha256_hex(text.as_bytes());
-        self.put_canonical(&digest, text)?;
-        Ok(digest)
-    }
-
     fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);

@@ -854,13 +854,34 @@ fn claims_wake_waiting_runs_and_leave_ended_ones_ended(b: &dyn Backend) {
 
 fn values_are_stored_once_by_digest_large_ones_too(b: &dyn Backend) {
     let store = b.open().unwrap();
-    let small = json!({ "b": 1, "a": [true, null] });
+    let pad = "p".repeat(64);
+    let small = json!({ "b": 1, "a": [true, null], "pad": pad });
     let d1 = store.put_value(&small).unwrap();
     let d2 = store
-        .put_value(&json!({ "a": [true, null], "b": 1.0 }))
+        .put_value(&json!({ "a": [true, null], "b": 1.0, "pad": pad }))
         .unwrap();
     assert_eq!(d1, d2);
     assert_eq!(d1, reel_flowspec::canonical::digest_value(&small));
+    // A value of at most 63 bytes of canonical JSON is its own name: it is read back without
+    // the store, and has no row of its own (counted below), on either store.
+    let short = store.put_value(&json!({ "b": 1.0, "s": "é" })).unwrap();
+    assert_eq!(short, r#"={"b":1,"s":"é"}"#);
+    assert_eq!(
+        store.get_values(&[&short, &d1, &short]).unwrap(),
+        vec![
+            Some(json!({ "b": 1, "s": "é" })),
+            Some(small.clone()),
+            Some(json!({ "b": 1, "s": "é" }))
+        ]
+    );
+    // A name that is not the canonical text of its value (a journal edited by hand) is refused,
+    // never read as another value.
+    assert_eq!(
+        store.get_value("={\"b\":1.0}").unwrap_err(),
+        StoreError::CorruptValue {
+            digest: "={\"b\":1.0}".into()
+        }
+    );
     // Readable at once, before any commit.
     assert_eq!(store.get_value(&d1).unwrap(), Some(small.clone()));
 
@@ -929,12 +950,13 @@ fn a_reader_sees_committed_data_and_refuses_writes(b: &dyn Backend) {
         wait(writer.sync(&lease)).unwrap();
         assert_eq!(journal(&*reader, "r").unwrap().len() as u64, n + 1);
     }
-    let digest = writer.put_value(&json!(42)).unwrap();
+    let stored = json!({ "n": 42, "pad": "p".repeat(64) });
+    let digest = writer.put_value(&stored).unwrap();
     wait(writer.sync(&lease)).unwrap();
-    assert_eq!(reader.get_value(&digest).unwrap(), Some(json!(42)));
+    assert_eq!(reader.get_value(&digest).unwrap(), Some(stored.clone()));
 
     let ro = StoreError::ReadOnly;
-    assert_eq!(reader.put_value(&json!(1)), Err(ro.clone()));
+    assert_eq!(reader.put_value(&stored), Err(ro.clone()));
     assert_eq!(reader.put_spec("d", "{}"), Err(ro.clone()));
     assert_eq!(reader.create_run(new_run("x"), &me(), 1).unwrap_err(), ro);
     assert_eq!(reader.claim_run("r", &me(), 1).unwrap_err(), ro);
@@ -1162,6 +1184,11 @@ fn opening_again_keeps_the_runs_and_a_newer_schema_is_refused(b: &dyn Backend) {
     }
 }
 
+/// A value long enough to be stored by digest (a short one is its own name and has no row).
+fn shared(n: u64) -> serde_json::Value {
+    json!({ "shared": n, "pad": "p".repeat(64) })
+}
+
 fn two_stores_on_one_database_do_not_corrupt_each_other(b: &dyn Backend) {
     let one = b.open().unwrap();
     let two = b.open().unwrap();
@@ -1178,7 +1205,7 @@ fn two_stores_on_one_database_do_not_corrupt_each_other(b: &dyn Backend) {
                     .collect();
                 for n in 0..per_run {
                     for lease in &leases {
-                        store.put_value(&json!({ "shared": n })).unwrap();
+                        store.put_value(&shared(n)).unwrap();
                         store.append(lease, vec![event("e", n)]).unwrap();
                     }
                     if n % 50 == 0 {
@@ -1201,11 +1228,8 @@ fn two_stores_on_one_database_do_not_corrupt_each_other(b: &dyn Backend) {
             }
         }
     }
-    let digest = reel_flowspec::canonical::digest_value(&json!({ "shared": 7 }));
-    assert_eq!(
-        one.get_value(&digest).unwrap(),
-        Some(json!({ "shared": 7 }))
-    );
+    let digest = reel_flowspec::canonical::digest_value(&shared(7));
+    assert_eq!(one.get_value(&digest).unwrap(), Some(shared(7)));
 }
 
 fn due_runs_are_timers_awaited_signals_and_abandoned_leases(b: &dyn Backend) {
@@ -1435,7 +1459,9 @@ fn succeeded_steps_names_each_succeeded_step_once(b: &dyn Backend) {
 
 fn a_clean_removes_ended_runs_and_what_only_they_reference(b: &dyn Backend) {
     let store = b.open().unwrap();
-    let shared = store.put_value(&json!("shared")).unwrap();
+    let shared = store
+        .put_value(&json!({ "shared": "s".repeat(64) }))
+        .unwrap();
     let own = store
         .put_value(&json!({ "own": "x".repeat(70 * 1024) }))
         .unwrap();
@@ -1483,7 +1509,10 @@ fn a_clean_removes_ended_runs_and_what_only_they_reference(b: &dyn Backend) {
     assert!(cleaned.bytes > 70 * 1024);
     assert_eq!(store.run("done").unwrap(), None);
     assert_eq!(store.get_value(&own).unwrap(), None);
-    assert_eq!(store.get_value(&shared).unwrap(), Some(json!("shared")));
+    assert_eq!(
+        store.get_value(&shared).unwrap(),
+        Some(json!({ "shared": "s".repeat(64) }))
+    );
     assert!(store.run("open").unwrap().is_some());
     // A value removed is written again when a run needs it.
     assert_eq!(
@@ -2009,7 +2038,7 @@ mod postgres_schema {
         assert!(leaves_room(&db));
         assert_eq!(
             db.raw_count("SELECT value FROM meta WHERE key = 'schema_version'"),
-            5
+            6
         );
     }
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use reel_flowspec::canonical::{canonical_json, sha256_hex};
+use reel_flowspec::canonical::{canonical_json, literal, value_name};
 use reel_flowspec::{Backoff, Expr, FlowSpec, Node, StepSpec, ToolKind};
 use reel_store::Durability;
 use reel_tools::{ToolCall, UserTool, scrub};
@@ -706,16 +706,19 @@ impl Machine {
         self.commands.push_back(Command::Progress(p));
     }
 
-    /// The digest of `value`, which the driver is told to keep.
+    /// The name of `value` (`canonical::value_name`); the driver is told to keep a value named
+    /// by its digest, while a short one is its own name and needs no keeping.
     fn put(&mut self, value: &Value) -> String {
         self.digests += 1;
         let text = canonical_json(value);
-        let digest = sha256_hex(text.as_bytes());
-        self.commands.push_back(Command::PutValue {
-            digest: digest.clone(),
-            text,
-        });
-        digest
+        let name = value_name(&text);
+        if literal(&name).is_none() {
+            self.commands.push_back(Command::PutValue {
+                digest: name.clone(),
+                text,
+            });
+        }
+        name
     }
 
     /// Asks for values; the machine waits in `stage` for them.

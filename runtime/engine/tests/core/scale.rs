@@ -53,7 +53,14 @@ fn drive(source: &str, digested: bool) -> Driven {
             Command::Append(mut appended) => events.append(&mut appended),
             Command::LoadValues(digests) => {
                 loads += digests.len();
-                let loaded = digests.iter().map(|d| values[d].clone()).collect();
+                // As a store gives them: a short value's name is the value itself.
+                let loaded = digests
+                    .iter()
+                    .map(|d| match reel_flowspec::canonical::literal(d) {
+                        Some(text) => serde_json::from_str(text).expect("canonical JSON"),
+                        None => values[d].clone(),
+                    })
+                    .collect();
                 m.handle(0, Input::ValuesLoaded(loaded));
             }
             Command::Launch(started) => {
@@ -63,7 +70,7 @@ fn drive(source: &str, digested: bool) -> Driven {
                     .map(|c| {
                         let value = c.call.args.get("value").cloned().unwrap_or(Value::Null);
                         let digest = digested.then(|| {
-                            let d = reel_flowspec::canonical::digest_value(&value);
+                            let d = reel_flowspec::canonical::name_value(&value);
                             values.insert(d.clone(), value.clone());
                             d
                         });

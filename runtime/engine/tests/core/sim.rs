@@ -237,7 +237,11 @@ impl Sim {
                 Command::LoadValues(digests) => {
                     let values = digests
                         .iter()
-                        .map(|d| self.values.get(d).cloned().expect("a value that was put"))
+                        .map(|d| match reel_flowspec::canonical::literal(d) {
+                            // As a store gives them: a short value's name is the value itself.
+                            Some(text) => serde_json::from_str(text).expect("canonical JSON"),
+                            None => self.values.get(d).cloned().expect("a value that was put"),
+                        })
                         .collect();
                     self.feed(Input::ValuesLoaded(values));
                 }

@@ -270,7 +270,7 @@ fn new_lease(run: &str, token: u64, owner: &Owner, durability: Durability, next:
 }
 
 impl StoreRead for PgStore {
-    fn get_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
+    fn stored_value(&self, digest: &str) -> Result<Option<Value>, StoreError> {
         if !blobs::is_digest(digest) {
             return Ok(None);
         }
@@ -286,7 +286,7 @@ impl StoreRead for PgStore {
             .transpose()
     }
 
-    fn get_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
+    fn stored_values(&self, digests: &[&str]) -> Result<Vec<Option<Value>>, StoreError> {
         // What is not written yet is taken from the writer's queue; the rest is read in one
         // round trip, each digest once.
         let mut texts: Vec<Option<String>> = vec![None; digests.len()];
@@ -458,13 +458,6 @@ impl StoreRead for PgStore {
 }
 
 impl Store for PgStore {
-    fn put_value(&self, value: &Value) -> Result<String, StoreError> {
-        let text = canonical_json(value);
-        let digest = sha256_hex(text.as_bytes());
-        self.put_canonical(&digest, text)?;
-        Ok(digest)
-    }
-
     fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError> {
         if self.tx.is_none() {
             return Err(StoreError::ReadOnly);

@@ -29,11 +29,12 @@ struct Given {
     spec: &'static str,
 }
 
-/// A value the tests refer to by name; `big` is stored as a blob file.
+/// A value the tests refer to by name; `big` is stored as a blob file. Each is longer than a
+/// value named by itself (`canonical::LITERAL_MAX`), so each has a row of its own to clean.
 fn value(name: &str) -> Value {
     match name {
         "big" => json!({ "big": "x".repeat(100 * 1024) }),
-        other => json!({ "v": other }),
+        other => json!({ "v": other, "pad": "p".repeat(64) }),
     }
 }
 
