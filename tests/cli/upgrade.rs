@@ -1,14 +1,14 @@
 //! A store written by an earlier reel, opened by this one: its journals name every value by
 //! its digest, where this reel names a short value by itself (`=` and its JSON). The fixture
 //! (`tests/fixtures/schema3-store`, made as its README says) holds two runs of
-//! `upgrade.reel` recorded by reel at `5de2ea8` (schema version 3): one that waits for signal
-//! `go`, and one that received it and succeeded.
+//! `upgrade.reel` recorded by reel at `5de2ea8` (schema version 3): one that waits for its
+//! timer and for signal `go`, and one whose timer fired and that received `go` and succeeded.
 //!
 //! The promises: the store is migrated when first written; a replay of the old run reproduces
 //! it, `--verify` included; a fork with the same flow reuses every call, so nothing the old run
 //! did is done again; a fork with a corrected step reuses all but that step; the waiting run
-//! takes its signal and finishes without making its earlier calls again, its journal then
-//! naming values in both forms, and replays as recorded.
+//! wakes from its timer, takes its signal and finishes without making its earlier calls again,
+//! its journal then naming values in both forms, and replays as recorded.
 
 use std::path::Path;
 
@@ -17,9 +17,9 @@ use serde_json::{Value, json};
 use crate::support::*;
 
 /// The run that waits for `go`.
-const WAITING: &str = "01m91mn5592s332dy3200qe6sy";
+const WAITING: &str = "01m91pk3n1n2xh5g1jhykte2d7";
 /// The run that received `go` and succeeded.
-const DONE: &str = "01m91mn55jxf1rzagbfb9rvr7g";
+const DONE: &str = "01m91pk3nskxq0w6fe4f3b355b";
 
 /// A project holding a copy of the fixture's store and flow.
 fn project() -> tempfile::TempDir {
@@ -74,7 +74,11 @@ fn runs_recorded_before_short_values_were_named_by_themselves_replay_fork_and_re
     // A replay reads the old store as it is, and reproduces the record, verified.
     let r = reel_in(d, &["replay", DONE, "--verify"]);
     assert_eq!(r.status, 0, "{r:?}");
-    let recorded = json!({ "note": "charged ada", "ship": { "customer": "ada", "go": "now" } });
+    let recorded = json!({
+        "note": "charged ada",
+        "ship": { "customer": "ada", "go": "now" },
+        "woke": true
+    });
     assert_eq!(serde_json::from_str::<Value>(&r.stdout).unwrap(), recorded);
 
     // A fork with the same flow compares what it computes now with what the old run recorded
@@ -106,7 +110,11 @@ fn runs_recorded_before_short_values_were_named_by_themselves_replay_fork_and_re
     assert_eq!(done["status"], "succeeded", "{done}");
     assert_eq!(
         done["output"],
-        json!({ "note": "charged ada", "ship": { "customer": "ada", "go": "later" } })
+        json!({
+            "note": "charged ada",
+            "ship": { "customer": "ada", "go": "later" },
+            "woke": true
+        })
     );
     let journal = events(d, WAITING);
     for step in ["charge", "note", "ship"] {
