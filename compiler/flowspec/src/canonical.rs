@@ -97,7 +97,7 @@ pub const LITERAL_MAX: usize = 63;
 /// as with digests. A digest is 64 hex digits and a literal name starts with `=`, so the two
 /// forms never meet. Journals written before names existed name every value by its digest:
 /// compare names with [`same_value`], which sees through the two forms.
-pub fn value_name(text: &str) -> String {
+pub fn name_text(text: &str) -> String {
     if text.len() <= LITERAL_MAX {
         let mut name = String::with_capacity(text.len() + 1);
         name.push('=');
@@ -108,9 +108,9 @@ pub fn value_name(text: &str) -> String {
     }
 }
 
-/// [`value_name`] of a JSON value.
+/// [`name_text`] of a JSON value.
 pub fn name_value(value: &Value) -> String {
-    value_name(&canonical_json(value))
+    name_text(&canonical_json(value))
 }
 
 /// The canonical JSON a name stands for when the value is named by itself.

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use reel_flowspec::FlowSpec;
-use reel_flowspec::canonical::{canonical_json, literal, value_name};
+use reel_flowspec::canonical::canonical_json;
 use reel_store::{
     Claim, DueClaim, Durability, JournalRow, Kept, Lease, NewRun, RunRow, RunStatus, RunUpdate,
     Store, StoreError,
@@ -921,19 +921,13 @@ impl<T> KeptByDigest<T> {
     }
 }
 
-/// Names a map of values as one value (`canonical::value_name`), stored unless it is its own
-/// name; returns the name and what the run that names it carries.
+/// Names a map of values as one value, stored unless it is its own name (`Store::put_named`);
+/// returns the name and what the run that names it carries.
 fn put_object(
     store: &dyn Store,
     map: &Map<String, Value>,
 ) -> Result<(String, Option<Kept>), StoreError> {
-    let text = canonical_json(&Value::Object(map.clone()));
-    let name = value_name(&text);
-    if literal(&name).is_some() {
-        return Ok((name, None));
-    }
-    let kept = store.put_canonical(&name, text)?;
-    Ok((name, Some(kept)))
+    store.put_named(canonical_json(&Value::Object(map.clone())))
 }
 
 #[cfg(test)]

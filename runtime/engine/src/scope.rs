@@ -224,7 +224,7 @@ impl reel_eval::Scope for RunScope<'_> {
 /// The idempotency key of an effect call: the lowercase hex SHA-256 of the run id, the step id
 /// with its `foreach` index, and the digest of the call's inputs (secrets redacted), joined by
 /// the unit separator. Never the attempt: every attempt and every resume reuses it. `inputs` is
-/// the inputs' name in either form (`canonical::value_name`): the key is made from the digest,
+/// the inputs' name in either form (`canonical::name_text`): the key is made from the digest,
 /// so a call recorded before short values were named by themselves keeps its key.
 pub fn idempotency_key(run: &str, step: &str, index: Option<u32>, inputs: &str) -> String {
     let inputs_digest = name_digest(inputs);

@@ -1,7 +1,7 @@
 //! The journal's events: what crossed the engine's boundary and what happened to each step.
 //!
 //! Every event is one row of the run's journal. Events hold the names of values
-//! (`reel_flowspec::canonical::value_name`: a short value is named by itself, any other by the
+//! (`reel_flowspec::canonical::name_text`: a short value is named by itself, any other by the
 //! digest it is stored apart under), so the journal stays small and each value is written once.
 //! Fields documented as a "digest" hold such a name.
 

@@ -656,7 +656,7 @@ pub enum Flow {
 /// Reading the store: what the language server may do, and all it is given. Reads never wait
 /// for the writer; they see what is committed.
 pub trait StoreRead: Send + Sync {
-    /// A value by name (`reel_flowspec::canonical::value_name`): a short value's name is the
+    /// A value by name (`reel_flowspec::canonical::name_text`): a short value's name is the
     /// value itself, read without the store; any other's is its digest, looked up with
     /// [`StoreRead::stored_value`].
     fn get_value(&self, name: &str) -> Result<Option<Value>, StoreError> {
@@ -680,11 +680,11 @@ pub trait StoreRead: Send + Sync {
             .zip(&literals)
             .filter_map(|(n, l)| l.is_none().then_some(*n))
             .collect();
-        let mut stored = match digests.is_empty() {
-            true => Vec::new(),
-            false => self.stored_values(&digests)?,
-        }
-        .into_iter();
+        let mut stored = if digests.is_empty() {
+            Vec::new().into_iter()
+        } else {
+            self.stored_values(&digests)?.into_iter()
+        };
         literals
             .into_iter()
             .map(|l| match l {
@@ -845,17 +845,24 @@ pub struct QueryAnswer {
 /// committed in batches; a run's rows land in order, and a later row never lands without the
 /// earlier ones.
 pub trait Store: StoreRead {
-    /// Stores a value under its name (`reel_flowspec::canonical::value_name`) and returns the
+    /// Stores a value under its name (`reel_flowspec::canonical::name_text`) and returns the
     /// name: a short value is its own name and is not written; any other is stored once by the
     /// SHA-256 of its canonical JSON, however often stored, and over 64 KiB kept apart from the
     /// database, by digest.
     fn put_value(&self, value: &Value) -> Result<String, StoreError> {
         let text = reel_flowspec::canonical::canonical_json(value);
-        let name = reel_flowspec::canonical::value_name(&text);
-        if reel_flowspec::canonical::literal(&name).is_none() {
-            self.put_canonical(&name, text)?;
+        self.put_named(text).map(|(name, _)| name)
+    }
+    /// Names the value whose canonical JSON is `text` and stores it unless it is its own name;
+    /// returns the name and, for a stored value, what to hand to the write of the rows that
+    /// name it ([`Kept`]).
+    fn put_named(&self, text: String) -> Result<(String, Option<Kept>), StoreError> {
+        let name = reel_flowspec::canonical::name_text(&text);
+        if reel_flowspec::canonical::literal(&name).is_some() {
+            return Ok((name, None));
         }
-        Ok(name)
+        let kept = self.put_canonical(&name, text)?;
+        Ok((name, Some(kept)))
     }
     /// Stores a value given as its canonical JSON `text` and that text's `digest` (what
     /// `reel_flowspec::canonical` gives), for a caller that has both already: the value is not

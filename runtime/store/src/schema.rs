@@ -175,7 +175,7 @@ CREATE INDEX IF NOT EXISTS runs_waiting_flagged ON runs (created_at)
 
 // Version 4 changes what rows mean, not the tables: from it on a value of at most 63 bytes of
 // canonical JSON is named in the journal by itself (`=` and its JSON,
-// `reel_flowspec::canonical::value_name`) and has no row in `vals`. A reel of an earlier
+// `reel_flowspec::canonical::name_text`) and has no row in `vals`. A reel of an earlier
 // version would take such a name for a value that is missing, so it must refuse the store,
 // which the version makes it do. Rows written before keep their digests and read as they did.
 const V4: &str = "-- short values are named by themselves";

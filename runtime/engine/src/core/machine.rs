@@ -5,7 +5,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use reel_flowspec::canonical::{canonical_json, literal, value_name};
+use reel_flowspec::canonical::{canonical_json, literal, name_text};
 use reel_flowspec::{Backoff, Expr, FlowSpec, Node, StepSpec, ToolKind};
 use reel_store::Durability;
 use reel_tools::{ToolCall, UserTool, scrub};
@@ -706,12 +706,12 @@ impl Machine {
         self.commands.push_back(Command::Progress(p));
     }
 
-    /// The name of `value` (`canonical::value_name`); the driver is told to keep a value named
+    /// The name of `value` (`canonical::name_text`); the driver is told to keep a value named
     /// by its digest, while a short one is its own name and needs no keeping.
     fn put(&mut self, value: &Value) -> String {
         self.digests += 1;
         let text = canonical_json(value);
-        let name = value_name(&text);
+        let name = name_text(&text);
         if literal(&name).is_none() {
             self.commands.push_back(Command::PutValue {
                 digest: name.clone(),
