@@ -9,7 +9,7 @@ use reel_runtime::core::{Command, Input, Machine, Returned};
 use reel_tools::ToolOutput;
 use serde_json::{Map, Value};
 
-use crate::sim::setup;
+use crate::sim::{setup, value_named};
 use crate::support::compile;
 
 /// Runs `source` to its end with every call answered at once by its `value` argument; returns
@@ -53,14 +53,7 @@ fn drive(source: &str, digested: bool) -> Driven {
             Command::Append(mut appended) => events.append(&mut appended),
             Command::LoadValues(digests) => {
                 loads += digests.len();
-                // As a store gives them: a short value's name is the value itself.
-                let loaded = digests
-                    .iter()
-                    .map(|d| match reel_flowspec::canonical::literal(d) {
-                        Some(text) => serde_json::from_str(text).expect("canonical JSON"),
-                        None => values[d].clone(),
-                    })
-                    .collect();
+                let loaded = digests.iter().map(|d| value_named(d, &values)).collect();
                 m.handle(0, Input::ValuesLoaded(loaded));
             }
             Command::Launch(started) => {

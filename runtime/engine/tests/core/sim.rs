@@ -237,11 +237,7 @@ impl Sim {
                 Command::LoadValues(digests) => {
                     let values = digests
                         .iter()
-                        .map(|d| match reel_flowspec::canonical::literal(d) {
-                            // As a store gives them: a short value's name is the value itself.
-                            Some(text) => serde_json::from_str(text).expect("canonical JSON"),
-                            None => self.values.get(d).cloned().expect("a value that was put"),
-                        })
+                        .map(|d| value_named(d, &self.values))
                         .collect();
                     self.feed(Input::ValuesLoaded(values));
                 }
@@ -536,4 +532,13 @@ pub fn shorten(text: &str) -> String {
         }
     }
     out
+}
+
+/// The value `name` names, as a store gives it: a short value's name is the value itself, any
+/// other is one the machine put (`stored`, by digest).
+pub(crate) fn value_named(name: &str, stored: &HashMap<String, Value>) -> Value {
+    match reel_flowspec::canonical::literal(name) {
+        Some(text) => serde_json::from_str(text).expect("canonical JSON"),
+        None => stored.get(name).cloned().expect("a value that was put"),
+    }
 }
