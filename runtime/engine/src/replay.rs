@@ -1163,6 +1163,7 @@ impl<'a> Replayer<'a> {
             durability: Durability::Fast,
             max_parallel: 64,
             faults: Vec::new(),
+            idempotency_keys: false,
         };
         adjust(&mut setup);
         let plan = matches!(mode, Mode::Plan(_));

@@ -222,6 +222,7 @@ pub(crate) async fn begin(
         durability: lease.durability,
         max_parallel: cfg.max_parallel,
         faults: cfg.faults.clone(),
+        idempotency_keys: true,
     });
     drive(
         deps,
@@ -398,6 +399,7 @@ async fn resume_run(
         durability: lease.durability,
         max_parallel: cfg.max_parallel,
         faults: cfg.faults.clone(),
+        idempotency_keys: true,
     });
     machine.decide(decisions);
     let first = Input::Resumed {

@@ -49,6 +49,10 @@ pub struct Setup {
     /// Builtin functions whose results are deliberately changed: a test's fault injection
     /// (`reel replay --verify` must catch it); empty in every real run.
     pub faults: Vec<String>,
+    /// Whether effect calls are given their idempotency keys. A replay, a fork's dry run and
+    /// a cassette test make no call and read no key, and the two hashes of a key were a
+    /// tenth of a replay's drive: they leave them out (no key in the events they make).
+    pub idempotency_keys: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -1591,9 +1595,10 @@ impl Machine {
         }
         let inputs_digest = self.put(&Value::Object(shown));
         let started_inputs = inputs_digest.clone();
-        let key = (spec.kind == ToolKind::Effect)
+        let key = (spec.kind == ToolKind::Effect && self.setup.idempotency_keys)
             .then(|| idempotency_key(self.run_id(), &spec.id, index, &inputs_digest));
         if let Some(first) = self.first_keys.remove(&(i, c))
+            && self.setup.idempotency_keys
             && key.as_deref() != Some(first.as_str())
         {
             // The same program computed other inputs from the same journal: the platform

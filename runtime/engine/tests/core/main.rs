@@ -87,6 +87,11 @@ fn a_call_of_unknown_outcome_is_repeated_with_its_key_and_marked() {
 }
 
 #[test]
+fn a_machine_without_keys_makes_none_and_repeats_an_unknown_outcome_as_recorded() {
+    fixture("unknown_outcome_without_keys");
+}
+
+#[test]
 fn a_call_of_unknown_outcome_of_a_never_repeated_tool_waits_for_an_accepted_result() {
     fixture("unknown_outcome_accept");
 }

@@ -45,6 +45,9 @@ pub struct Script {
     /// What a person decides when the run fails (`reel resume --accept`/`--retry`): given
     /// to the resume after the first failure.
     pub decisions: Vec<Decided>,
+    /// The machine that resumes makes no idempotency keys, as a replay's does (it drives the
+    /// record of a run that was resumed, and makes no call).
+    pub resume_without_keys: bool,
 }
 
 impl Script {
@@ -60,6 +63,7 @@ impl Script {
     /// crash at a[2]#1
     /// accept a = {"ok": true}
     /// retry a[1]
+    /// resume without keys
     /// ```
     pub fn parse(text: &str) -> Script {
         let mut script = Script::default();
@@ -74,6 +78,8 @@ impl Script {
                 script.inputs = m;
             } else if line == "durable" {
                 script.durable = true;
+            } else if line == "resume without keys" {
+                script.resume_without_keys = true;
             } else if let Some(rest) = line.strip_prefix("cancel at ") {
                 script.cancel_at = Some(rest.parse().expect("a time in ms"));
             } else if let Some(rest) = line.strip_prefix("crash at ") {
@@ -369,7 +375,9 @@ impl Sim {
         for d in &decisions {
             let _ = writeln!(self.transcript, "> a person decides: {d:?}");
         }
-        self.machine = Machine::new(setup(&self.spec, inputs, self.script.durable));
+        let mut setup = setup(&self.spec, inputs, self.script.durable);
+        setup.idempotency_keys = !self.script.resume_without_keys;
+        self.machine = Machine::new(setup);
         self.machine.decide(decisions);
         self.feed(Input::Resumed {
             folded: Box::new(folded),
@@ -475,6 +483,7 @@ pub fn setup(spec: &Arc<FlowSpec>, inputs: Map<String, Value>, durable: bool) ->
         },
         max_parallel: 64,
         faults: Vec::new(),
+        idempotency_keys: true,
     }
 }
 
