@@ -5,8 +5,9 @@
 //! timer and for signal `go`, and one whose timer fired and that received `go` and succeeded.
 //!
 //! The promises: the store is migrated when first written; a replay of the old run reproduces
-//! it, `--verify` included; a fork with the same flow reuses every call, so nothing the old run
-//! did is done again; a fork with a corrected step reuses all but that step; the waiting run
+//! it, `--verify` included; a fork with the same flow reuses every call (counted in its
+//! journal, whether it finished at once or parked on its timer and was resumed), so nothing the
+//! old run did is done again; a fork with a corrected step reuses all but that step; the waiting run
 //! wakes from its timer, takes its signal and finishes without making its earlier calls again,
 //! its journal then naming values in both forms, and replays as recorded.
 
@@ -50,6 +51,37 @@ fn started(events: &[Value], step: &str) -> usize {
         .count()
 }
 
+/// Forks the finished run with `flow` and drives the fork to its end; returns its last answer
+/// (`--json`) and, from its journal, the calls it reused and those it made live. A fork sleeps
+/// its `nap` of 1 ms again: when that timer is not due yet as the fork runs out of work, the
+/// fork parks (`waiting`), and a resume once it is due finishes it, reusing what is left. The
+/// fork's own counts cover one process, so they are read from its journal.
+fn fork_to_end(dir: &Path, flow: &str) -> (Value, usize, usize) {
+    let r = reel_in(dir, &["fork", DONE, "--flow", flow, "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let mut fork = json(&r);
+    let run = fork["run"].as_str().expect("the fork's id").to_string();
+    if fork["status"] == "waiting" {
+        std::thread::sleep(std::time::Duration::from_millis(10));
+        let r = reel_in(dir, &["resume", &run, "--json"]);
+        assert_eq!(r.status, 0, "{r:?}");
+        fork = json(&r);
+    }
+    assert_eq!(fork["status"], "succeeded", "{fork}");
+    let journal = events(dir, &run);
+    let call = |e: &Value| (e["step"].clone(), e["index"].clone(), e["attempt"].clone());
+    let reused: Vec<_> = journal
+        .iter()
+        .filter(|e| e["kind"] == "call_reused")
+        .map(call)
+        .collect();
+    let live = journal
+        .iter()
+        .filter(|e| e["kind"] == "step_started" && !reused.contains(&call(e)))
+        .count();
+    (fork, reused.len(), live)
+}
+
 fn schema_version(dir: &Path) -> i64 {
     let conn = rusqlite::Connection::open(dir.join(".reel/reel.db")).unwrap();
     conn.query_row(
@@ -83,10 +115,8 @@ fn runs_recorded_before_short_values_were_named_by_themselves_replay_fork_and_re
 
     // A fork with the same flow compares what it computes now with what the old run recorded
     // (names in two forms) and finds every call the same: nothing is done again.
-    let r = reel_in(d, &["fork", DONE, "--flow", "upgrade.reel", "--json"]);
-    assert_eq!(r.status, 0, "{r:?}");
-    let fork = json(&r);
-    assert_eq!((&fork["live"], &fork["reused"]), (&json!(0), &json!(4)));
+    let (fork, reused, live) = fork_to_end(d, "upgrade.reel");
+    assert_eq!((live, reused), (0, 4));
     assert_eq!(fork["output"], recorded);
     assert_eq!(schema_version(d), 4, "migrated by the first write");
 
@@ -95,10 +125,8 @@ fn runs_recorded_before_short_values_were_named_by_themselves_replay_fork_and_re
         .unwrap()
         .replace("go: go }", "go: go, fixed: true }");
     write(d, "fixed.reel", &fixed);
-    let r = reel_in(d, &["fork", DONE, "--flow", "fixed.reel", "--json"]);
-    assert_eq!(r.status, 0, "{r:?}");
-    let fork = json(&r);
-    assert_eq!((&fork["live"], &fork["reused"]), (&json!(1), &json!(3)));
+    let (fork, reused, live) = fork_to_end(d, "fixed.reel");
+    assert_eq!((live, reused), (1, 3));
     assert_eq!(fork["output"]["ship"]["fixed"], true);
 
     // The waiting run takes its signal and goes on from where the old reel left it.
