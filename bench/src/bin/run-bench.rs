@@ -223,8 +223,7 @@ fn speed(
     println!(
         "\n== This disk: fdatasync rate (4 KiB write + fdatasync, same filesystem as the stores)"
     );
-    let frame = 24 + 4096;
-    let wal_like = wal_like_probe(root, COMMITS_PER_WAL * COMMIT_FRAMES * frame);
+    let wal_like = wal_like_probe(root, COMMITS_PER_WAL * COMMIT_FRAMES * WAL_FRAME);
     let wal_like_small = wal_like_probe(root, 256 << 10);
     println!("{:<44} {:>12} {:>12}", "probe", "fsyncs/s", "ms each");
     for (name, rate) in [
@@ -249,7 +248,7 @@ fn speed(
         "durable sequential steps/s: {durable_seq:.0} = {:.0}% of {wal_like:.0} syncs/s of what a \
          step's commit writes (2 WAL frames, through the {} KiB the WAL's commits go through between restarts)",
         100.0 * durable_seq / wal_like,
-        COMMITS_PER_WAL * COMMIT_FRAMES * frame / 1024
+        COMMITS_PER_WAL * COMMIT_FRAMES * WAL_FRAME / 1024
     );
     durable_against_the_disk(args, rt, root);
     rates
@@ -912,8 +911,10 @@ fn sync_rate(dir: &Path, append: bool, time: Duration) -> f64 {
     rate
 }
 
+/// Bytes of a WAL frame: a 24-byte header and a 4 KiB page.
+const WAL_FRAME: u64 = 24 + 4096;
 /// The WAL frames a durable `echo` step's commit writes: the journal's last page and the run's
-/// row (a 24-byte header and a 4 KiB page each). About one commit in three also rewrites pages
+/// row. About one commit in three also rewrites pages
 /// the journal's index rebalances; the probe leaves those out, so it stands a little above what
 /// the steps write.
 const COMMIT_FRAMES: u64 = 2;
@@ -924,27 +925,26 @@ const COMMITS_PER_WAL: u64 = 256;
 /// How many commits per second this filesystem allows of what a durable step's commit writes
 /// to the store's WAL: [`COMMIT_FRAMES`] frames in one write, each commit after the one before,
 /// through the first `region` bytes of a file that already has them, then `fdatasync`. Runs
-/// about half a second. On the disk of session 36 a region of 256 KiB or less synced a fifth
-/// faster than one of 2 MiB, the WAL's (see `bench/README.md`).
+/// about half a second. On the disk of session 36 a region of 256 KiB synced 10–20 % faster
+/// than one of 2 MiB, the WAL's (see `bench/README.md`).
 fn wal_like_probe(dir: &Path, region: u64) -> f64 {
-    const FRAME: u64 = 24 + 4096;
     let path = dir.join("fsync-probe-wal");
     let mut file = std::fs::File::create(&path).expect("a probe file");
     file.write_all(&vec![0u8; (32 + region) as usize])
         .expect("the probe writes");
     file.sync_all().expect("the probe syncs");
-    let commit = vec![0x5au8; (FRAME * COMMIT_FRAMES) as usize];
+    let commit = vec![0x5au8; (WAL_FRAME * COMMIT_FRAMES) as usize];
     let began = Instant::now();
     let mut n = 0u64;
     let mut offset = 32;
     while began.elapsed() < Duration::from_millis(500) || n < 50 {
-        if offset + FRAME * COMMIT_FRAMES > 32 + region {
+        if offset + WAL_FRAME * COMMIT_FRAMES > 32 + region {
             offset = 32;
         }
         file.write_all_at(&commit, offset)
             .expect("the probe writes");
         file.sync_data().expect("the probe syncs");
-        offset += FRAME * COMMIT_FRAMES;
+        offset += WAL_FRAME * COMMIT_FRAMES;
         n += 1;
     }
     let rate = n as f64 / began.elapsed().as_secs_f64();
