@@ -7,9 +7,9 @@
 //! The promises: the store is migrated when first written; a replay of the old run reproduces
 //! it, `--verify` included; a fork with the same flow reuses every call (counted in its
 //! journal, whether it finished at once or parked on its timer and was resumed), so nothing the
-//! old run did is done again; a fork with a corrected step reuses all but that step; the waiting run
-//! wakes from its timer, takes its signal and finishes without making its earlier calls again,
-//! its journal then naming values in both forms, and replays as recorded.
+//! old run did is done again; a fork with a corrected step reuses all but that step; the
+//! waiting run wakes from its timer, takes its signal and finishes without making its earlier
+//! calls again, its journal then naming values in both forms, and replays as recorded.
 
 use std::path::Path;
 
