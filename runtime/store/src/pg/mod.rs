@@ -19,7 +19,7 @@ mod writer;
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{self, SyncSender};
+use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
@@ -56,7 +56,7 @@ pub struct PgStore {
     shared: Arc<Shared>,
     readers: Readers,
     /// The writer's queue; `None` when read-only.
-    tx: Option<SyncSender<Cmd>>,
+    tx: Option<crate::writer::queue::Sender>,
     writer: Option<JoinHandle<()>>,
     /// Held while an append takes its sequence numbers and enqueues.
     append_order: Mutex<()>,
@@ -87,7 +87,7 @@ impl PgStore {
         // its own (see `conn::Pipelined`).
         let mut reader_conn = connector.connect()?;
         schema::migrate(&mut reader_conn, &connector)?;
-        let (tx, rx) = mpsc::sync_channel(CHANNEL_CAPACITY);
+        let (tx, rx) = crate::writer::queue::channel(CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());
         let trips = Arc::new(AtomicU64::new(0));
         let writer = writer::spawn(
@@ -171,7 +171,8 @@ impl PgStore {
 
     fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
         let tx = self.tx.as_ref().ok_or(StoreError::ReadOnly)?;
-        tx.send(cmd).map_err(|_| StoreError::Closed)
+        // The writer thread waits on the channel itself: nothing to wake.
+        tx.send(cmd, || {})
     }
 
     fn call<T>(&self, make: impl FnOnce(queue::Reply<T>) -> Cmd) -> Result<T, StoreError> {

@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -311,7 +311,7 @@ impl Prepare<'_> {
 /// Starts the writer thread on a connection of its own.
 pub(crate) fn spawn(
     connector: Connector,
-    rx: Receiver<Cmd>,
+    rx: crate::writer::queue::Receiver,
     shared: Arc<Shared>,
     clock: Arc<dyn Clock>,
     trips: Arc<AtomicU64>,
@@ -345,7 +345,7 @@ pub(super) struct Writer {
     /// The connection and its statements; `None` after it broke, until reconnected.
     conn: Option<(Pipelined, Statements)>,
     connector: Connector,
-    rx: Receiver<Cmd>,
+    rx: crate::writer::queue::Receiver,
     pub(super) shared: Arc<Shared>,
     /// Values from a failed batch, written first in the next one.
     carry: Vec<Cmd>,

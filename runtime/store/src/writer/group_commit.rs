@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError, TrySendError};
+use std::sync::mpsc::TryRecvError;
 use std::sync::{Arc, Condvar, Mutex, TryLockError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, ErrorCode};
 
 use super::command::{Cmd, Fail};
+use super::queue::{self, Receiver, Sender};
 use super::{Shared, lock, sqlite};
 use crate::api::StoreError;
 use crate::checkpoint::{Checkpointer, Truncated};
@@ -49,7 +50,7 @@ pub(crate) fn spawn(
             let _ = checkpointer.watch(&mut conn);
         }
     }
-    let (tx, rx) = std::sync::mpsc::sync_channel(CHANNEL_CAPACITY);
+    let (tx, rx) = queue::channel(CHANNEL_CAPACITY);
     let committer = Arc::new(Committer {
         writer: Mutex::new(Writer {
             conn,
@@ -250,7 +251,7 @@ fn serve(committer: &Committer) {
 /// its own command. Dropping it closes the queue; the writer thread then commits what is left
 /// and stops.
 pub(crate) struct Queue {
-    tx: Option<SyncSender<Cmd>>,
+    tx: Option<Sender>,
     committer: Arc<Committer>,
 }
 
@@ -258,14 +259,7 @@ impl Queue {
     /// Enqueues a command, waiting while the queue is full (backpressure: nothing is dropped).
     pub(crate) fn send(&self, cmd: Cmd) -> Result<(), StoreError> {
         let tx = self.tx.as_ref().ok_or(StoreError::Closed)?;
-        match tx.try_send(cmd) {
-            Ok(()) => {}
-            Err(TrySendError::Full(cmd)) => {
-                self.committer.bell.ring(Ring::Now);
-                tx.send(cmd).map_err(|_| StoreError::Closed)?;
-            }
-            Err(TrySendError::Disconnected(_)) => return Err(StoreError::Closed),
-        }
+        tx.send(cmd, || self.committer.bell.ring(Ring::Now))?;
         self.committer.bell.ring(Ring::Soon);
         Ok(())
     }
@@ -353,7 +347,7 @@ impl Fill {
 /// The writer thread's state: its connection, its queue and what it carries between batches.
 pub(super) struct Writer {
     pub(super) conn: Connection,
-    rx: Receiver<Cmd>,
+    rx: Receiver,
     pub(super) shared: Arc<Shared>,
     /// Values from a failed batch, written first in the next one.
     carry: Vec<Cmd>,
@@ -396,7 +390,7 @@ impl Writer {
     /// died with it before: queued commands are dropped (their callers get
     /// [`StoreError::Closed`]) and later sends fail.
     fn close(&mut self) {
-        let (_, closed) = std::sync::mpsc::sync_channel(0);
+        let (_, closed) = queue::channel(0);
         drop(std::mem::replace(&mut self.rx, closed));
     }
 

@@ -29,6 +29,8 @@
 //! The parts: [`command`] is what callers enqueue and how each command is answered;
 //! [`group_commit`] is who commits when (the callers' queue, the writer thread's bell and
 //! linger, one transaction per batch, the durable syncs, the outcome of each command);
+//! [`queue`] is the channel commands wait in, bounded in bytes as well as in commands (both
+//! stores' writers take from one);
 //! [`statements`] is the SQL each command runs, but for the clean's, which is [`clean`].
 
 mod clean;
@@ -36,6 +38,7 @@ mod command;
 #[cfg(debug_assertions)]
 pub mod faults;
 mod group_commit;
+pub(crate) mod queue;
 mod statements;
 #[cfg(test)]
 pub(crate) use statements::FENCE_CHECKS;
