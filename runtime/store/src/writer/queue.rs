@@ -64,7 +64,10 @@ pub(crate) fn channel(capacity: usize) -> (Sender, Receiver) {
             tx,
             room: Arc::clone(&room),
         },
-        Receiver { rx, room },
+        Receiver {
+            rx,
+            room: Closer(room),
+        },
     )
 }
 
@@ -121,12 +124,23 @@ impl Sender {
 /// caller go on to find the channel closed.
 pub(crate) struct Receiver {
     rx: mpsc::Receiver<Cmd>,
-    room: Arc<Room>,
+    /// Dropped after `rx` (fields drop in order): a caller let go finds the channel closed,
+    /// never one about to be.
+    room: Closer,
+}
+
+/// Closes the room when dropped.
+struct Closer(Arc<Room>);
+
+impl Drop for Closer {
+    fn drop(&mut self) {
+        self.0.close();
+    }
 }
 
 impl Receiver {
     fn took(&self, cmd: Cmd) -> Cmd {
-        self.room.taken(cmd.weight());
+        self.room.0.taken(cmd.weight());
         cmd
     }
 
@@ -143,12 +157,6 @@ impl Receiver {
     /// The next command, waiting at most `wait` for one.
     pub(crate) fn recv_timeout(&self, wait: Duration) -> Result<Cmd, RecvTimeoutError> {
         self.rx.recv_timeout(wait).map(|c| self.took(c))
-    }
-}
-
-impl Drop for Receiver {
-    fn drop(&mut self) {
-        self.room.close();
     }
 }
 
@@ -201,7 +209,7 @@ mod tests {
             left += 1;
         }
         assert_eq!(left, 3);
-        assert_eq!(rx.room.queued.load(Ordering::SeqCst), 0);
+        assert_eq!(rx.room.0.queued.load(Ordering::SeqCst), 0);
     }
 
     #[test]
@@ -222,6 +230,6 @@ mod tests {
         let (tx, rx) = channel(4);
         tx.send(value(QUEUED_BYTES_AT_MOST * 2), || {}).unwrap();
         assert!(rx.try_recv().is_ok());
-        assert_eq!(rx.room.queued.load(Ordering::SeqCst), 0);
+        assert_eq!(rx.room.0.queued.load(Ordering::SeqCst), 0);
     }
 }
