@@ -4,12 +4,14 @@
 //! has a line below them with its elapsed time and, for a `foreach`, the calls done out of all
 //! with a bar, and a last line counts what is running, finished and still pending. Drawing is
 //! rate-limited (a few times a second, never more), so a step of 100,000 calls costs a counter
-//! per call, not a redraw. Elsewhere each step's ending prints as one plain line.
+//! per call, not a redraw. Elsewhere each step's ending prints as one plain line; lines are
+//! written a few at a time (see [`Plain`]).
 
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
-use std::sync::Mutex;
-use std::time::Duration;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use reel_runtime::{Progress, ProgressSink, StepEnd};
@@ -41,6 +43,122 @@ struct Live {
     summary: ProgressBar,
 }
 
+/// How long a plain line may wait to be written with the lines after it.
+const PLAIN_LINGER: Duration = Duration::from_millis(50);
+/// How many bytes of plain lines are written at once at most.
+const PLAIN_CHUNK: usize = 16 << 10;
+
+/// Plain lines on their way to a file or a pipe: one system call per line cost a replay of a
+/// 33,333-step flow a twelfth of its time writing to `/dev/null`, and on a pipe each wakes the
+/// reader. Lines are gathered and written together once [`PLAIN_CHUNK`] bytes wait, or
+/// [`PLAIN_LINGER`] after the first of them (by a thread of their own, so that the lines of
+/// quick steps before a slow one are not held back until it ends), and at the run's end.
+struct Plain {
+    waiting: Mutex<Waiting>,
+    wake: Condvar,
+    out: Mutex<Box<dyn Write + Send>>,
+    writer: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// The plain lines not written yet.
+#[derive(Default)]
+struct Waiting {
+    text: String,
+    since: Option<Instant>,
+    /// The run's end was reached: lines go out at once from then on.
+    closed: bool,
+}
+
+impl Plain {
+    /// Lines written to `out`, with the thread that writes lines that waited long enough.
+    fn new(out: Box<dyn Write + Send>) -> Arc<Plain> {
+        let plain = Arc::new(Plain {
+            waiting: Mutex::new(Waiting::default()),
+            wake: Condvar::new(),
+            out: Mutex::new(out),
+            writer: Mutex::new(None),
+        });
+        let lingering = Arc::clone(&plain);
+        let writer = std::thread::Builder::new()
+            .name("reel-progress".to_string())
+            .spawn(move || lingering.write_late_lines())
+            .ok();
+        if writer.is_none() {
+            // No thread: every line goes out at once, as it always did.
+            lock(&plain.waiting).closed = true;
+        }
+        *lock(&plain.writer) = writer;
+        plain
+    }
+
+    fn line(&self, line: &str) {
+        let mut waiting = lock(&self.waiting);
+        waiting.text.push_str(line);
+        waiting.text.push('\n');
+        if waiting.closed || waiting.text.len() >= PLAIN_CHUNK {
+            self.write(&mut waiting);
+        } else if waiting.since.is_none() {
+            // edge: when a line goes out is I/O timing for the person reading, not a decision.
+            #[allow(clippy::disallowed_methods)]
+            let now = Instant::now();
+            waiting.since = Some(now);
+            self.wake.notify_one();
+        }
+    }
+
+    /// Writes what waits; the lock on `waiting` keeps the lines in order.
+    fn write(&self, waiting: &mut Waiting) {
+        if !waiting.text.is_empty() {
+            // A closed stderr leaves nobody to tell; the exit status still says how it went.
+            let _ = lock(&self.out).write_all(waiting.text.as_bytes());
+            waiting.text.clear();
+        }
+        waiting.since = None;
+    }
+
+    /// The writer thread: writes lines [`PLAIN_LINGER`] after the first of them waits.
+    fn write_late_lines(&self) {
+        let mut waiting = lock(&self.waiting);
+        loop {
+            if waiting.closed {
+                return;
+            }
+            let Some(since) = waiting.since else {
+                waiting = self.wake.wait(waiting).unwrap_or_else(|e| e.into_inner());
+                continue;
+            };
+            #[allow(clippy::disallowed_methods)]
+            let left = (since + PLAIN_LINGER).saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.write(&mut waiting);
+            } else {
+                waiting = match self.wake.wait_timeout(waiting, left) {
+                    Ok((waiting, _)) => waiting,
+                    Err(e) => e.into_inner().0,
+                };
+            }
+        }
+    }
+
+    /// Writes what waits and stops the writer thread: later lines go out at once.
+    fn close(&self) {
+        {
+            let mut waiting = lock(&self.waiting);
+            self.write(&mut waiting);
+            waiting.closed = true;
+            self.wake.notify_one();
+        }
+        if let Some(writer) = lock(&self.writer).take() {
+            let _ = writer.join();
+        }
+    }
+}
+
+/// Locks a mutex, going on when a thread panicked holding it (what it guards is text).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Draws a run's progress on stderr.
 pub struct StderrProgress {
     color: bool,
@@ -48,6 +166,8 @@ pub struct StderrProgress {
     /// counted from it.
     total: Option<usize>,
     live: Option<Live>,
+    /// Where lines go when nothing is drawn live.
+    plain: Option<Arc<Plain>>,
     state: Mutex<State>,
 }
 
@@ -63,6 +183,19 @@ impl StderrProgress {
 
     /// Progress drawn live on `target`, or as plain lines on stderr when there is none.
     fn with_target(color: bool, total: Option<usize>, target: Option<ProgressDrawTarget>) -> Self {
+        let plain = target
+            .is_none()
+            .then(|| Plain::new(Box::new(std::io::stderr())));
+        Self::drawn(color, total, target, plain)
+    }
+
+    /// Progress drawn live on `target`, else as plain lines through `plain`.
+    fn drawn(
+        color: bool,
+        total: Option<usize>,
+        target: Option<ProgressDrawTarget>,
+        plain: Option<Arc<Plain>>,
+    ) -> Self {
         let live = target.map(|target| {
             let multi = MultiProgress::with_draw_target(target);
             let summary = multi.add(ProgressBar::new_spinner());
@@ -73,6 +206,7 @@ impl StderrProgress {
             color,
             total,
             live,
+            plain,
             state: Mutex::new(State {
                 running: HashMap::new(),
                 finished: 0,
@@ -102,18 +236,11 @@ impl StderrProgress {
 
     /// Prints a line that stays: above the live lines on a terminal.
     fn print(&self, line: &str) {
-        match &self.live {
-            Some(live) => {
-                let _ = live.multi.println(line);
-            }
-            None => {
-                // One write per line: stderr is unbuffered, and `writeln!` wrote the line and
-                // its newline apart (two system calls a step).
-                let mut text = String::with_capacity(line.len() + 1);
-                text.push_str(line);
-                text.push('\n');
-                let _ = std::io::stderr().lock().write_all(text.as_bytes());
-            }
+        if let Some(live) = &self.live {
+            let _ = live.multi.println(line);
+        }
+        if let Some(plain) = &self.plain {
+            plain.line(line);
         }
     }
 
@@ -259,8 +386,12 @@ impl ProgressSink for StderrProgress {
 }
 
 impl StderrProgress {
-    /// Takes the live lines away, before the run's last words are printed.
+    /// Takes the live lines away, or writes the plain lines still waiting, before the run's
+    /// last words are printed.
     pub fn finish(&self) {
+        if let Some(plain) = &self.plain {
+            plain.close();
+        }
         if let Some(live) = &self.live {
             if let Ok(state) = self.state.lock() {
                 for bar in state.running.values().filter_map(|r| r.bar.as_ref()) {
@@ -350,5 +481,77 @@ mod tests {
         progress.finish();
         // What stays is the finished steps' lines.
         insta::assert_snapshot!(screen(&term), @"✓ first");
+    }
+
+    /// What a plain display wrote: its text and how many writes it took.
+    #[derive(Clone, Default)]
+    struct Written(Arc<Mutex<(String, usize)>>);
+
+    impl Write for Written {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            let mut w = lock(&self.0);
+            w.0.push_str(&String::from_utf8_lossy(buf));
+            w.1 += 1;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn done(step: &str) -> Progress {
+        Progress::StepDone {
+            step: step.into(),
+            state: StepEnd::Succeeded,
+            duration_ms: 0,
+            attempts: 1,
+            calls: 1,
+            detail: None,
+        }
+    }
+
+    #[test]
+    fn plain_lines_are_written_together_in_order_and_all_by_the_end() {
+        let written = Written::default();
+        let progress = StderrProgress::drawn(
+            false,
+            None,
+            None,
+            Some(Plain::new(Box::new(written.clone()))),
+        );
+        for i in 0..2000 {
+            progress.report(done(&format!("s{i}")));
+        }
+        progress.finish();
+        let (text, writes) = lock(&written.0).clone();
+        let expected: String = (0..2000).map(|i| format!("  ✓ s{i}  0ms\n")).collect();
+        assert_eq!(text, expected);
+        // 2,000 lines of about 14 bytes: two chunks, and whatever lingered that long (a
+        // machine that stalls for the linger between two lines makes more, never one a line).
+        assert!(writes < 200, "{writes} writes for 2,000 lines");
+        // After the end, a line goes out at once.
+        progress.report(done("late"));
+        assert!(lock(&written.0).0.ends_with("  ✓ late  0ms\n"));
+    }
+
+    #[test]
+    fn a_plain_line_does_not_wait_for_the_next_one() {
+        let written = Written::default();
+        let progress = StderrProgress::drawn(
+            false,
+            None,
+            None,
+            Some(Plain::new(Box::new(written.clone()))),
+        );
+        progress.report(done("quick"));
+        // No other line and no end: the writer thread writes it after the linger (waited
+        // for here up to far longer than that).
+        let mut waited = Duration::ZERO;
+        while lock(&written.0).0.is_empty() && waited < Duration::from_secs(10) {
+            std::thread::sleep(PLAIN_LINGER);
+            waited += PLAIN_LINGER;
+        }
+        assert_eq!(lock(&written.0).0, "  ✓ quick  0ms\n");
+        drop(progress);
     }
 }
