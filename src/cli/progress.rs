@@ -510,15 +510,19 @@ mod tests {
         }
     }
 
+    /// A display of plain lines, and what it writes.
+    fn plain_progress() -> (StderrProgress, Written) {
+        let written = Written::default();
+        let plain = Plain::new(Box::new(written.clone()));
+        (
+            StderrProgress::drawn(false, None, None, Some(plain)),
+            written,
+        )
+    }
+
     #[test]
     fn plain_lines_are_written_together_in_order_and_all_by_the_end() {
-        let written = Written::default();
-        let progress = StderrProgress::drawn(
-            false,
-            None,
-            None,
-            Some(Plain::new(Box::new(written.clone()))),
-        );
+        let (progress, written) = plain_progress();
         for i in 0..2000 {
             progress.report(done(&format!("s{i}")));
         }
@@ -536,13 +540,7 @@ mod tests {
 
     #[test]
     fn a_plain_line_does_not_wait_for_the_next_one() {
-        let written = Written::default();
-        let progress = StderrProgress::drawn(
-            false,
-            None,
-            None,
-            Some(Plain::new(Box::new(written.clone()))),
-        );
+        let (progress, written) = plain_progress();
         progress.report(done("quick"));
         // No other line and no end: the writer thread writes it after the linger (waited
         // for here up to far longer than that).
