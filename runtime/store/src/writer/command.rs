@@ -274,6 +274,19 @@ impl Cmd {
         }
     }
 
+    /// Roughly how many bytes it holds while it waits for the writer: its [`Cmd::weight`], and
+    /// the text of a value kept in a blob file, which its transaction does not write but the
+    /// command keeps at hand until then.
+    pub(crate) fn held(&self) -> usize {
+        match self {
+            Cmd::Value {
+                text: ValueText::External(t),
+                ..
+            } => t.len() + 96,
+            _ => self.weight(),
+        }
+    }
+
     /// Sends the command's outcome to whoever waits for it.
     pub(crate) fn answer(self, result: Result<(), StoreError>) {
         // A caller that stopped waiting is no reason to stop: send errors are ignored.

@@ -1,5 +1,6 @@
 //! The channel from callers to a store's writer, bounded twice: in commands, as a channel is,
-//! and in what they weigh ([`Cmd::weight`], about the bytes they write).
+//! and in the bytes they hold ([`Cmd::held`]: what they write, and the text of a value kept in
+//! a blob file).
 //!
 //! A bound in commands alone let a run whose engine outpaces the writer hold much of its
 //! journal in memory while it waited to be written: an append of a round of a wide `foreach`
@@ -27,7 +28,7 @@ pub(crate) const QUEUED_BYTES_AT_MOST: usize = 8 << 20;
 /// (a writer that stops closes the room and wakes everyone; this is the backstop).
 const LOOK_AGAIN: Duration = Duration::from_millis(100);
 
-/// What the commands in the channel weigh, shared by both ends.
+/// The bytes the commands in the channel hold, shared by both ends.
 #[derive(Default)]
 struct Room {
     queued: AtomicUsize,
@@ -38,11 +39,11 @@ struct Room {
 }
 
 impl Room {
-    /// `weight` bytes were taken out of the channel; callers waiting for room are woken when the
+    /// `bytes` were taken out of the channel; callers waiting for room are woken when the
     /// queue falls back within its bound.
-    fn taken(&self, weight: usize) {
-        let before = self.queued.fetch_sub(weight, Ordering::AcqRel);
-        if before > QUEUED_BYTES_AT_MOST && before - weight <= QUEUED_BYTES_AT_MOST {
+    fn taken(&self, bytes: usize) {
+        let before = self.queued.fetch_sub(bytes, Ordering::AcqRel);
+        if before > QUEUED_BYTES_AT_MOST && before - bytes <= QUEUED_BYTES_AT_MOST {
             let _held = lock(&self.lock);
             self.freed.notify_all();
         }
@@ -78,13 +79,13 @@ pub(crate) struct Sender {
 }
 
 impl Sender {
-    /// Enqueues `cmd`, first waiting while the queue weighs more than its bound, then while
+    /// Enqueues `cmd`, first waiting while the queue holds more than its bound, then while
     /// the channel is full; `hurry` is called before either wait (it wakes a writer that waits
     /// for company). A command heavier than the bound goes in once the queue is within it.
     pub(crate) fn send(&self, cmd: Cmd, hurry: impl Fn()) -> Result<(), StoreError> {
-        let weight = cmd.weight();
+        let bytes = cmd.held();
         self.wait_for_room(&hurry);
-        self.room.queued.fetch_add(weight, Ordering::AcqRel);
+        self.room.queued.fetch_add(bytes, Ordering::AcqRel);
         let sent = match self.tx.try_send(cmd) {
             Ok(()) => Ok(()),
             Err(TrySendError::Full(cmd)) => {
@@ -94,8 +95,8 @@ impl Sender {
             Err(TrySendError::Disconnected(_)) => Err(StoreError::Closed),
         };
         if sent.is_err() {
-            // Never taken: it weighs nothing any more.
-            self.room.queued.fetch_sub(weight, Ordering::AcqRel);
+            // Never taken: it holds nothing in the queue any more.
+            self.room.queued.fetch_sub(bytes, Ordering::AcqRel);
         }
         sent
     }
@@ -140,7 +141,7 @@ impl Drop for Closer {
 
 impl Receiver {
     fn took(&self, cmd: Cmd) -> Cmd {
-        self.room.0.taken(cmd.weight());
+        self.room.0.taken(cmd.held());
         cmd
     }
 
@@ -165,21 +166,21 @@ mod tests {
     use super::*;
     use crate::writer::ValueText;
 
-    /// A command that weighs `weight` bytes (at least 96).
-    fn value(weight: usize) -> Cmd {
+    /// A command that holds `bytes` bytes (at least 96).
+    fn value(bytes: usize) -> Cmd {
         let cmd = Cmd::Value {
             digest: String::new(),
-            text: ValueText::Inline("x".repeat(weight - 96).into()),
+            text: ValueText::Inline("x".repeat(bytes - 96).into()),
             size: 0,
         };
-        assert_eq!(cmd.weight(), weight);
+        assert_eq!(cmd.held(), bytes);
         cmd
     }
 
     #[test]
     fn a_caller_past_the_bytes_bound_waits_until_the_writer_takes_some() {
         let (tx, rx) = channel(1024);
-        // Three commands of half the bound each: the queue weighs more than its bound, and a
+        // Three commands of half the bound each: the queue holds more than its bound, and a
         // fourth waits until one is taken.
         for _ in 0..3 {
             tx.send(value(QUEUED_BYTES_AT_MOST / 2), || {}).unwrap();
@@ -203,7 +204,7 @@ mod tests {
             rx.try_recv().unwrap();
         });
         assert!(sent.load(Ordering::SeqCst));
-        // Everything arrives, in order, and the queue weighs nothing once it is empty.
+        // Everything arrives, in order, and the queue holds nothing once it is empty.
         let mut left = 0;
         while rx.try_recv().is_ok() {
             left += 1;
@@ -223,6 +224,23 @@ mod tests {
             drop(rx);
             assert!(matches!(waiting.join().unwrap(), Err(StoreError::Closed)));
         });
+    }
+
+    #[test]
+    fn a_value_kept_in_a_blob_file_counts_its_text() {
+        // Its row weighs little in a transaction, but the command holds its text until then.
+        let text: Arc<str> = "x".repeat(QUEUED_BYTES_AT_MOST).into();
+        let cmd = Cmd::Value {
+            digest: String::new(),
+            text: ValueText::External(text),
+            size: 0,
+        };
+        assert!(cmd.weight() < 1024);
+        let (tx, rx) = channel(16);
+        tx.send(cmd, || {}).unwrap();
+        assert!(rx.room.0.queued.load(Ordering::SeqCst) > QUEUED_BYTES_AT_MOST);
+        rx.try_recv().unwrap();
+        assert_eq!(rx.room.0.queued.load(Ordering::SeqCst), 0);
     }
 
     #[test]
