@@ -24,7 +24,7 @@ const CHANNEL_CAPACITY: usize = 4096;
 /// At most this many commands go into one transaction.
 const MAX_BATCH_COMMANDS: usize = 8192;
 /// At most about this many bytes go into one transaction.
-const MAX_BATCH_BYTES: usize = 8 << 20;
+pub(super) const MAX_BATCH_BYTES: usize = 8 << 20;
 /// How long writes nobody waits for wait for company before the writer thread commits them.
 const LINGER: Duration = Duration::from_millis(2);
 /// How many durable commits go by before the writer checkpoints the WAL itself, so that the

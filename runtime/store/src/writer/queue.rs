@@ -19,10 +19,10 @@ use super::{Cmd, lock};
 use crate::api::StoreError;
 
 /// How many bytes of commands may wait for the writer before callers wait: a batch's worth
-/// (the SQLite writer commits at most about 8 MiB at once), so the writer finds its next batch
+/// (what the SQLite writer commits at once at most, 8 MiB), so the writer finds its next batch
 /// queued when it is done with one. A 1,000,000-call `foreach` took as long with 4, 8 or 16
 /// MiB, and peaked at 171–181, 177 and 192 MB.
-pub(crate) const QUEUED_BYTES_AT_MOST: usize = 8 << 20;
+pub(crate) const QUEUED_BYTES_AT_MOST: usize = super::group_commit::MAX_BATCH_BYTES;
 
 /// How long a caller waits for room before it looks again whether the writer is still there
 /// (a writer that stops closes the room and wakes everyone; this is the backstop).
