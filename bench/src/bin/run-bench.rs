@@ -914,9 +914,8 @@ fn sync_rate(dir: &Path, append: bool, time: Duration) -> f64 {
 /// Bytes of a WAL frame: a 24-byte header and a 4 KiB page.
 const WAL_FRAME: u64 = 24 + 4096;
 /// The WAL frames a durable `echo` step's commit writes: the journal's last page and the run's
-/// row. About one commit in three also rewrites pages
-/// the journal's index rebalances; the probe leaves those out, so it stands a little above what
-/// the steps write.
+/// row. About one commit in three also rewrites pages the journal's index rebalances; the probe
+/// leaves those out, so it stands a little above what the steps write.
 const COMMIT_FRAMES: u64 = 2;
 /// Durable commits between two restarts of the WAL from its beginning (the store's
 /// `RESTART_EVERY`): the stretch of the file a run's commits go through, again and again.
