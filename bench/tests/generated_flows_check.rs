@@ -55,6 +55,9 @@ fn generated_flows_build_a_flowspec_with_every_step() {
         let spec = build_flow(&db, file, FLOW_NAME).expect("the flow builds");
         assert_eq!(spec.steps.len(), 300);
         assert_eq!(g.steps, 300);
+        // The store keeps its binary form beside the JSON; it reads back as the spec.
+        let binary = reel_flowspec::FlowSpec::from_binary(&spec.to_binary());
+        assert_eq!(binary.as_ref(), Some(&spec), "seed {seed}");
         // A realistic DAG: every step but the first reads one to three earlier steps.
         for s in &spec.steps[1..] {
             let reads = s.deps.len() + s.after.iter().filter(|a| !s.deps.contains(a)).count();

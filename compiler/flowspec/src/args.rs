@@ -14,7 +14,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use crate::spec::Expr;
 
 /// A step's arguments by name, in name order.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, borsh::BorshSerialize, borsh::BorshDeserialize)]
 pub struct Args(Vec<(String, Expr)>);
 
 impl Args {

@@ -7,6 +7,7 @@
 //! `docs/flowspec.schema.json` ([`SCHEMA`]) its exact JSON shape.
 
 pub mod args;
+mod binary;
 pub mod canonical;
 mod de;
 pub mod digests;
@@ -19,6 +20,7 @@ pub mod types;
 mod sample;
 
 pub use args::Args;
+pub use binary::LAYOUT as BINARY_LAYOUT;
 pub use digests::step_semantic_digest;
 pub use document::{FORMAT, MAX_JSON_DEPTH, SpecError};
 pub use schema::SCHEMA;

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 
+use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -33,7 +34,7 @@ pub(crate) fn writing_implied_types<R>(implied: bool, write: impl FnOnce() -> R)
 }
 
 /// One compiled flow.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 pub struct FlowSpec {
     /// Always `"reel.flowspec"`.
     pub format: String,
@@ -57,6 +58,7 @@ pub struct FlowSpec {
     pub tools: BTreeMap<String, ToolSpec>,
     /// The steps, in source order.
     #[serde(deserialize_with = "crate::de::steps")]
+    #[borsh(deserialize_with = "crate::binary::steps")]
     pub steps: Vec<StepSpec>,
     /// The run's result, when the flow declares one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -67,7 +69,18 @@ pub struct FlowSpec {
 }
 
 /// A place in a source file, 1-based, columns in characters.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 pub struct SourceSpan {
     /// The source file's path, as given to the compiler.
     pub file: String,
@@ -82,7 +95,7 @@ pub struct SourceSpan {
 }
 
 /// `input NAME: TYPE [= DEFAULT]`
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 pub struct InputSpec {
     /// The input's name.
     pub name: String,
@@ -91,6 +104,10 @@ pub struct InputSpec {
     pub ty: Type,
     /// Its default value as JSON; an input without one is required.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[borsh(
+        serialize_with = "crate::binary::optional_json::serialize",
+        deserialize_with = "crate::binary::optional_json::deserialize"
+    )]
     pub default: Option<Value>,
     /// Its doc comment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +117,7 @@ pub struct InputSpec {
 }
 
 /// A declared secret or env name.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 pub struct NameSpec {
     /// The name.
     pub name: String,
@@ -112,7 +129,18 @@ pub struct NameSpec {
 }
 
 /// What a tool does to the world; decides default retries and whether calls are journaled as effects.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolKind {
     /// No effect; the same inputs give the same result.
@@ -141,7 +169,7 @@ impl ToolKind {
 }
 
 /// A user tool's contract and where its command runs.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 pub struct ToolSpec {
     /// The tool's name.
     pub name: String,
@@ -166,7 +194,19 @@ pub struct ToolSpec {
 }
 
 /// What a resume does with an effect call whose start was recorded but not its result.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Repeat {
     /// Attempt it again with the same idempotency key (the default).
@@ -193,7 +233,18 @@ impl Repeat {
 }
 
 /// How the wait between attempts grows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum Backoff {
     /// `base * 2^(attempt-1)`
@@ -203,7 +254,9 @@ pub enum Backoff {
 }
 
 /// How often and how a failing call is tried again. `max` counts every attempt, the first included.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 pub struct RetrySpec {
     /// Attempts in all (1 means no retry).
     pub max: u32,
@@ -238,7 +291,9 @@ impl RetrySpec {
 }
 
 /// A duration in milliseconds, written in JSON as its literal text (`"250ms"`, `"10s"`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, BorshSerialize, BorshDeserialize,
+)]
 pub struct Duration(pub u64);
 
 impl Duration {
@@ -290,7 +345,7 @@ impl Serialize for Duration {
 
 impl<'de> Deserialize<'de> for Duration {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
+        let text = <String as Deserialize>::deserialize(d)?;
         Duration::parse(&text).ok_or_else(|| {
             serde::de::Error::custom(format!(
                 "`{text}` is not a duration (write it as 250ms, 10s, 5m, 2h or 7d)"
@@ -300,7 +355,7 @@ impl<'de> Deserialize<'de> for Duration {
 }
 
 /// One step of the flow.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 pub struct StepSpec {
     /// The step's name, unique in the flow.
     pub id: String,
@@ -346,7 +401,7 @@ pub struct StepSpec {
 }
 
 /// The run's output expression and its type.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 pub struct OutputSpec {
     /// The expression, evaluated when every step has finished.
     pub expr: Expr,
@@ -433,12 +488,16 @@ pub fn implied_type(node: &Node) -> Option<Type> {
 }
 
 /// The expression forms of the FlowSpec (read by `de.rs`, like [`Expr`]).
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, BorshSerialize, BorshDeserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum Node {
     /// A literal JSON value (a duration literal is its text, typed `duration`).
     Lit {
         /// The value.
+        #[borsh(
+            serialize_with = "crate::binary::json::serialize",
+            deserialize_with = "crate::binary::json::deserialize"
+        )]
         value: Value,
     },
     /// An interpolated string: the parts' texts concatenated (strings as their text, null as
@@ -551,7 +610,7 @@ pub enum Node {
 }
 
 /// One field of a record expression.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, BorshSerialize, BorshDeserialize)]
 pub struct RecordEntry {
     /// The key.
     pub name: String,
@@ -560,7 +619,18 @@ pub struct RecordEntry {
 }
 
 /// Prefix operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum UnaryOp {
     /// `!`
@@ -570,7 +640,18 @@ pub enum UnaryOp {
 }
 
 /// Infix operators.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    PartialEq,
+    Eq,
+    Hash,
+    Serialize,
+    Deserialize,
+    BorshSerialize,
+    BorshDeserialize,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum BinaryOp {
     /// `||`

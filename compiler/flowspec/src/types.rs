@@ -1,5 +1,6 @@
 //! Reel's types as the FlowSpec writes them, with the subtyping rules that checker and runtime share.
 
+use borsh::{BorshDeserialize, BorshSerialize};
 use serde::{Deserialize, Serialize};
 
 /// A Reel type, written as an object tagged by `type` (by the `Serialize` below) and read by
@@ -76,7 +77,9 @@ impl Serialize for Type {
 }
 
 /// One field of a record type.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, BorshSerialize, BorshDeserialize,
+)]
 pub struct RecordField {
     /// The field's name.
     pub name: String,

@@ -32,6 +32,12 @@ fn reference_examples_check_clean_and_build() {
             let spec =
                 build_flow(&db, file, &flow).unwrap_or_else(|| panic!("{name}: {flow} builds"));
             assert!(spec.verify_digest(), "{name}");
+            let binary = reel_flowspec::FlowSpec::from_binary(&spec.to_binary());
+            assert_eq!(
+                binary.as_ref(),
+                Some(&spec),
+                "{name}: its binary form reads back"
+            );
         }
     }
 }
