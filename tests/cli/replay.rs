@@ -616,6 +616,29 @@ fn a_flow_of_thousands_of_steps_replays_checks_and_forks_as_a_small_one() {
     assert_eq!(r.status, 0, "{r:?}");
     assert_eq!(json(&r)["output"], N - 1, "{r:?}");
 
+    // The run kept its FlowSpec's binary form beside the JSON; damaged, then gone, the JSON
+    // is read instead and the replay is the same.
+    let db = rusqlite::Connection::open(dir.path().join(".reel/reel.db")).unwrap();
+    let binaries = |db: &rusqlite::Connection| -> i64 {
+        db.query_row(
+            "SELECT COUNT(*) FROM spec_binaries b JOIN runs r ON r.flow_digest = b.digest
+             WHERE r.id = ?1",
+            [&run],
+            |r| r.get(0),
+        )
+        .unwrap()
+    };
+    assert_eq!(binaries(&db), 1);
+    for damage in [
+        "UPDATE spec_binaries SET bytes = substr(bytes, 1, length(bytes) / 2)",
+        "DELETE FROM spec_binaries",
+    ] {
+        db.execute(damage, []).unwrap();
+        let r = reel_at(dir.path(), &["replay", &run, "--verify", "--json"]);
+        assert_eq!(r.status, 0, "{damage}: {r:?}");
+        assert_eq!(json(&r)["output"], N - 1, "{damage}: {r:?}");
+    }
+
     // From `s2000` on each step adds 2: those 100 steps run live, the 2,000 before are reused.
     write(dir.path(), "edit.reel", &chain(N, 2000, 2));
     let (r, v) = plan(dir.path(), &run, "edit.reel");

@@ -173,6 +173,7 @@ pub(crate) async fn begin(
     // What `run_started` names goes with it (see `Kept`): a clean in another process between
     // these writes and the run's creation cannot leave the run naming nothing.
     let mut kept = vec![store.put_spec(&spec.digest, &spec.to_json())?];
+    store.keep_spec_binary(&spec)?;
     let (inputs_digest, inputs_kept) = put_object(&*store, &inputs)?;
     let (env_digest, env_kept) = put_object(&*store, &env)?;
     kept.extend(inputs_kept.into_iter().chain(env_kept));
@@ -862,14 +863,24 @@ pub(crate) fn recorded_spec(
     if let Some(spec) = KEPT_SPECS.get(digest) {
         return Ok(spec);
     }
-    // Parsed where the store holds the text, so the text is not copied first: for a flow of
-    // many steps the JSON is tens of MiB.
+    // Read where the store holds it, so it is not copied first: for a flow of many steps the
+    // JSON is tens of MiB. The binary form first, which reads several times faster; the JSON
+    // when the store has none in this build's layout, or one that does not read whole as the
+    // spec it names.
     let mut parsed = None;
     let mut size = 0;
-    store.read_spec(digest, &mut |json| {
-        size = json.len();
-        parsed = Some(FlowSpec::from_json(json));
+    store.read_spec_binary(digest, &mut |bytes| {
+        size = bytes.len();
+        parsed = FlowSpec::from_binary(bytes)
+            .filter(|spec| spec.digest == digest)
+            .map(Ok);
     })?;
+    if parsed.is_none() {
+        store.read_spec(digest, &mut |json| {
+            size = json.len();
+            parsed = Some(FlowSpec::from_json(json));
+        })?;
+    }
     match parsed {
         Some(Ok(spec)) => {
             let spec = Arc::new(spec);
@@ -885,8 +896,9 @@ pub(crate) fn recorded_spec(
 
 /// The FlowSpecs this process read last, by digest: a worker resumes run after run of the same
 /// few flows, and each resume read and parsed its flow's FlowSpec again (one read in eight of a
-/// resumed short run on PostgreSQL). Only those whose text is at most 256 KiB are kept: a big
-/// flow's parsed FlowSpec is many times its text, and a process that ran it once should not
+/// resumed short run on PostgreSQL). Only those whose form as read (the binary form where the
+/// store keeps one, else the JSON, about three times as long) is at most 256 KiB are kept: a
+/// big flow's parsed FlowSpec is many times that, and a process that ran it once should not
 /// hold it after.
 static KEPT_SPECS: std::sync::LazyLock<KeptByDigest<FlowSpec>> = std::sync::LazyLock::new(|| {
     KeptByDigest::new(std::num::NonZeroUsize::new(16).unwrap(), 256 << 10)

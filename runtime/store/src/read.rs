@@ -518,6 +518,37 @@ pub(crate) fn read_spec(
     Ok(true)
 }
 
+/// Hands the binary form of this build's layout of the FlowSpec `digest` to `read`, straight
+/// from SQLite's buffer; false when there is none.
+pub(crate) fn read_spec_binary(
+    conn: &Connection,
+    digest: &str,
+    read: &mut dyn FnMut(&[u8]),
+) -> Result<bool, StoreError> {
+    let mut stmt = conn
+        .prepare_cached("SELECT bytes FROM spec_binaries WHERE digest = ?1 AND layout = ?2")
+        .map_err(sqlite)?;
+    let mut rows = stmt
+        .query(params![digest, reel_flowspec::BINARY_LAYOUT])
+        .map_err(sqlite)?;
+    let Some(row) = rows.next().map_err(sqlite)? else {
+        return Ok(false);
+    };
+    let bytes = row
+        .get_ref(0)
+        .and_then(|v| v.as_blob().map_err(rusqlite::Error::from))
+        .map_err(sqlite)?;
+    read(bytes);
+    Ok(true)
+}
+
+/// Whether the store has the binary form of this build's layout for the FlowSpec `digest`.
+pub(crate) fn has_spec_binary(conn: &Connection, digest: &str) -> Result<bool, StoreError> {
+    conn.prepare_cached("SELECT 1 FROM spec_binaries WHERE digest = ?1 AND layout = ?2")
+        .and_then(|mut s| s.exists(params![digest, reel_flowspec::BINARY_LAYOUT]))
+        .map_err(sqlite)
+}
+
 /// The value a name stands for when the value is named by itself (`None` for a digest); a
 /// name whose text is not canonical JSON (a journal edited by hand) is refused as corrupt, so it
 /// is never taken for another value.

@@ -16,7 +16,7 @@ use crate::private;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -179,6 +179,18 @@ CREATE INDEX IF NOT EXISTS runs_waiting_flagged ON runs (created_at)
 // version would take such a name for a value that is missing, so it must refuse the store,
 // which the version makes it do. Rows written before keep their digests and read as they did.
 const V4: &str = "-- short values are named by themselves";
+
+// A FlowSpec's binary form (`reel_flowspec::FlowSpec::to_binary`), a cache of its JSON that a
+// replay reads several times faster; `layout` names the build's layout, and a form of another
+// layout is read as missing. Apart from `specs` so that reading it does not walk the JSON's
+// overflow pages.
+const V5: &str = "
+CREATE TABLE IF NOT EXISTS spec_binaries (
+    digest TEXT PRIMARY KEY NOT NULL,
+    layout INTEGER NOT NULL,
+    bytes BLOB NOT NULL
+) STRICT;
+";
 
 fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
     StoreError::Open {
@@ -499,8 +511,8 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        // runs, journal, vals, specs, signals, logs, meta and the four views.
-        assert_eq!(tables, 11);
+        // runs, journal, vals, specs, spec_binaries, signals, logs, meta and the four views.
+        assert_eq!(tables, 12);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
+use reel_flowspec::FlowSpec;
 use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -378,6 +379,15 @@ impl StoreRead for SqliteStore {
         self.readers.with(|c| read::read_spec(c, digest, read))
     }
 
+    fn read_spec_binary(
+        &self,
+        digest: &str,
+        read: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, StoreError> {
+        self.readers
+            .with(|c| read::read_spec_binary(c, digest, read))
+    }
+
     fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
         self.readers.with(|c| read::run(c, id))
     }
@@ -512,6 +522,20 @@ impl Store for SqliteStore {
             reply,
         })?;
         Ok(kept)
+    }
+
+    fn keep_spec_binary(&self, spec: &FlowSpec) -> Result<(), StoreError> {
+        if self
+            .readers
+            .with(|c| read::has_spec_binary(c, &spec.digest))?
+        {
+            return Ok(());
+        }
+        self.send(Cmd::SpecBinary {
+            digest: spec.digest.clone(),
+            layout: reel_flowspec::BINARY_LAYOUT,
+            bytes: spec.to_binary(),
+        })
     }
 
     fn create_run(

@@ -1216,7 +1216,9 @@ impl Batch<'_, '_> {
 
     fn exec(&mut self, cmd: &mut Cmd) -> Result<(), Fail> {
         match cmd {
-            Cmd::Value { .. } | Cmd::Sync { .. } => Ok(()),
+            // No binary form is ever sent here: the PostgreSQL store keeps none (its
+            // `keep_spec_binary` is the trait's, which sends nothing).
+            Cmd::Value { .. } | Cmd::Sync { .. } | Cmd::SpecBinary { .. } => Ok(()),
             Cmd::Spec { digest, json, .. } => {
                 self.tx
                     .execute(&self.st.spec, &[&*digest, &&**json])

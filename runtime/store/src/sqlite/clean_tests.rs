@@ -183,6 +183,13 @@ fn mixed() -> Vec<Given> {
 fn exactly_the_expired_ended_runs_go_with_what_only_they_reference() {
     let (dir, store) = build(&mixed());
     assert!(blob_file(&dir, "big").is_file());
+    // Each spec with a binary form beside it (bytes the clean does not read).
+    raw(&dir)
+        .execute(
+            "INSERT INTO spec_binaries SELECT digest, 1, zeroblob(1000) FROM specs",
+            [],
+        )
+        .unwrap();
     let cleaned = store.clean(&CleanScope::Expired, false).unwrap();
     assert_eq!(
         cleaned,
@@ -213,6 +220,18 @@ fn exactly_the_expired_ended_runs_go_with_what_only_they_reference() {
             .into()
     );
     assert!(!blob_file(&dir, "big").exists());
+    let binaries: BTreeSet<String> = raw(&dir)
+        .prepare("SELECT digest FROM spec_binaries")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(
+        binaries,
+        ["s2", "s3"].map(spec_digest).into(),
+        "binaries go with their specs"
+    );
     for table in ["journal", "signals", "logs"] {
         let left: i64 = raw(&dir)
             .query_row(

@@ -403,6 +403,75 @@ fn values_are_stored_once_and_large_ones_apart() {
 }
 
 #[test]
+fn a_spec_keeps_one_binary_form_of_this_builds_layout() {
+    let (dir, store) = store();
+    let mut spec = reel_flowspec::FlowSpec {
+        format: reel_flowspec::FORMAT.to_string(),
+        version: 2,
+        name: "f".to_string(),
+        doc: None,
+        span: Default::default(),
+        inputs: Vec::new(),
+        secrets: Vec::new(),
+        env: Vec::new(),
+        tools: Default::default(),
+        steps: Vec::new(),
+        output: None,
+        digest: String::new(),
+    };
+    spec.seal();
+    let d = spec.digest.clone();
+    // An awaited write: the writer has committed everything sent before it.
+    let committed = || store.put_spec(&d, &spec.to_json()).unwrap();
+    let read = || {
+        let mut got = None;
+        let had = store
+            .read_spec_binary(&d, &mut |b| got = reel_flowspec::FlowSpec::from_binary(b))
+            .unwrap();
+        (had, got)
+    };
+    committed();
+    assert_eq!(read(), (false, None), "a spec has none until it is kept");
+    store.keep_spec_binary(&spec).unwrap();
+    committed();
+    assert_eq!(read(), (true, Some(spec.clone())));
+    let layouts = || -> Vec<i64> {
+        raw(&dir)
+            .prepare("SELECT layout FROM spec_binaries")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap()
+    };
+    let this = i64::from(reel_flowspec::BINARY_LAYOUT);
+    assert_eq!(layouts(), [this]);
+    // Kept again in this layout, it is not written again: damaged bytes stay, and the store
+    // hands them over for the caller to refuse.
+    raw(&dir)
+        .execute("UPDATE spec_binaries SET bytes = x'00'", [])
+        .unwrap();
+    store.keep_spec_binary(&spec).unwrap();
+    committed();
+    assert_eq!(read(), (true, None));
+    // One of another layout reads as none, and is replaced when the spec is kept.
+    raw(&dir)
+        .execute("UPDATE spec_binaries SET layout = layout + 1", [])
+        .unwrap();
+    assert_eq!(read(), (false, None));
+    store.keep_spec_binary(&spec).unwrap();
+    committed();
+    assert_eq!(read(), (true, Some(spec.clone())));
+    assert_eq!(layouts(), [this]);
+    // A store opened read-only has nothing to write while it has the form, and cannot write
+    // one it lacks.
+    let reader = SqliteStore::open_read_only(&dir.path().join(".reel")).unwrap();
+    assert_eq!(reader.keep_spec_binary(&spec), Ok(()));
+    raw(&dir).execute("DELETE FROM spec_binaries", []).unwrap();
+    assert_eq!(reader.keep_spec_binary(&spec), Err(StoreError::ReadOnly));
+}
+
+#[test]
 fn a_reader_sees_committed_data_and_refuses_writes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(".reel");

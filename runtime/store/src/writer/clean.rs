@@ -206,7 +206,11 @@ impl Writer {
         for digest in sorted {
             let len: Option<i64> = self
                 .conn
-                .prepare_cached("SELECT length(CAST(json AS BLOB)) FROM specs WHERE digest = ?1")
+                .prepare_cached(
+                    "SELECT length(CAST(json AS BLOB))
+                     + ifnull((SELECT length(bytes) FROM spec_binaries b WHERE b.digest = ?1), 0)
+                     FROM specs WHERE digest = ?1",
+                )
                 .and_then(|mut s| s.query_row([&digest], |r| r.get(0)).optional())
                 .map_err(sqlite)?;
             if let Some(len) = len {
@@ -268,6 +272,9 @@ impl Writer {
         for digest in &plan.specs {
             self.conn
                 .prepare_cached("DELETE FROM specs WHERE digest = ?1")?
+                .execute([digest])?;
+            self.conn
+                .prepare_cached("DELETE FROM spec_binaries WHERE digest = ?1")?
                 .execute([digest])?;
         }
         if !plan.values.is_empty() {

@@ -138,6 +138,12 @@ pub(crate) enum Cmd {
         json: Arc<str>,
         reply: Reply<()>,
     },
+    /// Store a FlowSpec's binary form, replacing one of another layout.
+    SpecBinary {
+        digest: String,
+        layout: u32,
+        bytes: Vec<u8>,
+    },
     /// Append journal rows starting at `first_seq`, with what they name (see [`Kept`]).
     Append {
         tag: Tag,
@@ -244,7 +250,11 @@ impl Cmd {
             Cmd::Create { run, .. } => run.durability == Durability::Durable,
             // Signals and cancellations come from people, who expect them kept.
             Cmd::Signal { .. } | Cmd::Cancel { .. } | Cmd::Clean { .. } => true,
-            Cmd::Value { .. } | Cmd::Spec { .. } | Cmd::Claim { .. } | Cmd::Unlink { .. } => false,
+            Cmd::Value { .. }
+            | Cmd::Spec { .. }
+            | Cmd::SpecBinary { .. }
+            | Cmd::Claim { .. }
+            | Cmd::Unlink { .. } => false,
         }
     }
 
@@ -253,6 +263,7 @@ impl Cmd {
         !matches!(
             self,
             Cmd::Value { .. }
+                | Cmd::SpecBinary { .. }
                 | Cmd::Append { .. }
                 | Cmd::Update { .. }
                 | Cmd::Log { .. }
@@ -268,6 +279,7 @@ impl Cmd {
                 ..
             } => t.len() + 96,
             Cmd::Spec { json, .. } => json.len() + 96,
+            Cmd::SpecBinary { bytes, .. } => bytes.len() + 96,
             Cmd::Append { rows, .. } => rows.iter().map(|r| r.data.len() + r.kind.len() + 64).sum(),
             Cmd::Log { log, .. } => log.text.len() + 64,
             _ => 128,
@@ -313,6 +325,7 @@ impl Cmd {
                 let _ = reply.send(result.map(|()| out));
             }
             Cmd::Value { .. }
+            | Cmd::SpecBinary { .. }
             | Cmd::Append { .. }
             | Cmd::Update { .. }
             | Cmd::Log { .. }

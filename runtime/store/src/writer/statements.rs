@@ -115,6 +115,20 @@ impl Writer {
                     .map_err(sqlite)?;
                 Ok(())
             }
+            Cmd::SpecBinary {
+                digest,
+                layout,
+                bytes,
+            } => {
+                self.conn
+                    .prepare_cached(
+                        "INSERT OR REPLACE INTO spec_binaries (digest, layout, bytes)
+                         VALUES (?1, ?2, ?3)",
+                    )
+                    .and_then(|mut s| s.execute(params![&*digest, *layout, &*bytes]))
+                    .map_err(sqlite)?;
+                Ok(())
+            }
             Cmd::Append {
                 tag,
                 first_seq,
