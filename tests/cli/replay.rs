@@ -600,8 +600,11 @@ fn chain(n: usize, edit: usize, step: u32) -> String {
 }
 
 /// A flow of thousands of steps takes the replayer's other road: its first machine is made
-/// on a thread beside the replayer, and the record is freed on two threads. The replay, the
-/// check of a corrected flow and the fork come out as they do for a small flow.
+/// on a thread beside the replayer, its journal (over 6,000 events) is read in stretches on
+/// two threads, and the record is freed on two threads. The replay, the check of a corrected
+/// flow and the fork come out as they do for a small flow; so does a replay that reads the
+/// FlowSpec's JSON because its binary form is damaged or gone; and a hole in a later stretch
+/// is refused, named by its row.
 #[test]
 fn a_flow_of_thousands_of_steps_replays_checks_and_forks_as_a_small_one() {
     const N: usize = 2100;
@@ -655,4 +658,27 @@ fn a_flow_of_thousands_of_steps_replays_checks_and_forks_as_a_small_one() {
     assert_eq!(forked["reused"], 2000, "{forked}");
     assert_eq!(forked["live"], 100, "{forked}");
     assert_eq!(forked["output"], 1999 + 2 * 100, "{forked}");
+
+    // A row of the second stretch that cannot be read stops the replay, which names it.
+    let events: i64 = db
+        .query_row("SELECT COUNT(*) FROM journal WHERE run = ?1", [&run], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert!(events > 6000, "{events}");
+    let changed = db
+        .execute(
+            "UPDATE journal SET data = CAST(X'FFFE7B' AS TEXT) WHERE run = ?1 AND seq = 5000",
+            [&run],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let r = reel_at(dir.path(), &["replay", &run]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("run {run} has an unreadable journal row at 5000")),
+        "{}",
+        r.stderr
+    );
 }

@@ -16,7 +16,8 @@ use std::borrow::Cow;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use reel_flowspec::canonical::same_value;
 use reel_flowspec::{FlowSpec, SourceSpan};
@@ -63,14 +64,15 @@ pub struct Recording {
 impl Recording {
     /// Reads run `run` from `store` (reads only: a store opened read-only will do).
     ///
-    /// The FlowSpec (for a flow of many steps, tens of MiB of JSON) is parsed on a thread of
-    /// its own while this one reads, decodes and indexes the journal: the two take about as
-    /// long. The index numbers steps in the order the journal names them and takes each event
-    /// as it is decoded, so neither thread waits for the other and no decoded event is held;
-    /// once both are done the steps are numbered again in the flow's order (see
-    /// [`Index::renumber`]), a pass over the run's steps and calls, not its events. Each event
-    /// is decoded and dropped on this thread (memory freed on the thread that took it is the
-    /// cheap kind).
+    /// The FlowSpec (for a flow of many steps, megabytes even in its binary form) is read on
+    /// a thread of its own while this one reads, decodes and indexes the journal, a stretch
+    /// of [`STRETCH`] events at a time; once it has the spec, that thread takes the next
+    /// stretch nobody has taken too, and decodes it into a list that this one indexes when
+    /// every stretch before it is in: for a flow of tens of thousands of steps the spec takes
+    /// well under half as long as the journal, and the journal is then read by two cores. The
+    /// index numbers steps in the order the journal names them; once all is read the steps
+    /// are numbered again in the flow's order (see [`Index::renumber`]), a pass over the run's
+    /// steps and calls, not its events.
     pub fn load(store: &dyn StoreRead, run: &str) -> Result<Recording, Refusal> {
         let row = store
             .run(run)?
@@ -83,59 +85,91 @@ impl Recording {
         let id = row.id.clone();
         let run = id.as_str();
         let digest = row.flow_digest.clone();
+        let digest = digest.as_str();
+        // The journal in stretches, taken in turn by this thread and, once it has the
+        // FlowSpec, the other one; the last runs to the journal's end, so events appended
+        // since the row was read are read too.
+        let stretches = usize::try_from(row.next_seq.div_ceil(STRETCH)).map_or(1, |n| n.max(1));
+        let taken = &AtomicUsize::new(0);
+        let read: &Mutex<Vec<Option<Stretch>>> =
+            &Mutex::new((0..stretches).map(|_| None).collect());
         std::thread::scope(|scope| {
-            let parsing = scope.spawn(move || crate::rider::recorded_spec(store, &digest));
-            let mut idx = Index::default();
-            // A call is at least two events (its start and its result): room for them all at
-            // once rather than a table grown and rehashed a dozen times (up to a bound: the
-            // row's count is not trusted with memory).
-            let calls = usize::try_from(row.next_seq / 2).map_or(0, |n| n.min(1 << 20));
-            Arc::make_mut(&mut idx.calls).reserve(calls);
-            idx.results.reserve(calls);
-            let mut length = 0;
-            let mut started = None;
-            let mut hole = None;
-            let read = store.read_journal_raw(run, 0, &mut |r| {
-                let r = match r {
-                    RawJournalRow::Event(r) => r,
-                    RawJournalRow::Hole { seq, message } => {
-                        hole = Some(StoreError::Hole {
-                            run: run.to_string(),
-                            seq,
-                            message: message.to_string(),
-                        });
-                        return Flow::Stop;
+            let parsing = scope.spawn(move || {
+                let spec = crate::rider::recorded_spec(store, digest);
+                while spec.is_ok() {
+                    let n = taken.fetch_add(1, Ordering::Relaxed);
+                    if n >= stretches {
+                        break;
                     }
-                };
-                let event = match Event::from_raw(&r) {
-                    Ok(event) => event,
-                    Err(message) => {
-                        hole = Some(StoreError::Hole {
-                            run: run.to_string(),
-                            seq: r.seq,
-                            message,
-                        });
-                        return Flow::Stop;
-                    }
-                };
-                length += 1;
-                if let Event::RunStarted(s) = &event
-                    && started.is_none()
-                {
-                    started = Some((s.clone(), r.at));
+                    let stretch = Stretch::read(store, run, n, stretches);
+                    lock(read)[n] = Some(stretch);
                 }
-                idx.add(r.seq, r.at, event);
-                Flow::Continue
+                spec
             });
-            let read = read
-                .map_err(Refusal::from)
-                .and_then(|()| hole.map_or(Ok(()), |h| Err(h.into())));
+            let mut fill = Filling::new(row.next_seq);
+            // A stretch goes into the index once every one before it is there: as this thread
+            // reads it when it is the next, else from `read` when the other thread has read it.
+            let mut added = 0;
+            while fill.stop.is_none() {
+                let ready = lock(read).get_mut(added).and_then(Option::take);
+                if let Some(stretch) = ready {
+                    fill.take(stretch);
+                    added += 1;
+                    continue;
+                }
+                let n = taken.fetch_add(1, Ordering::Relaxed);
+                if n >= stretches {
+                    break;
+                }
+                if n == added {
+                    added += 1;
+                    let (from, to) = Stretch::bounds(n, stretches);
+                    let read = store.read_journal_raw(run, from, &mut |r| {
+                        let seq = r.seq();
+                        match Stretch::row(run, r, to) {
+                            Row::Event(seq, at, event) => fill.add(seq, at, event),
+                            Row::Stop(e) => fill.stop = Some(e),
+                            Row::Past => {}
+                        }
+                        if fill.stop.is_none() && to.is_none_or(|to| seq < to) {
+                            Flow::Continue
+                        } else {
+                            Flow::Stop
+                        }
+                    });
+                    if let Err(e) = read {
+                        fill.stop = Some(e);
+                    }
+                } else {
+                    let stretch = Stretch::read(store, run, n, stretches);
+                    lock(read)[n] = Some(stretch);
+                }
+            }
+            if fill.stop.is_some() {
+                // The other thread need not read further.
+                taken.store(stretches, Ordering::Relaxed);
+            }
             // The flow's error first, as when the flow was read before the journal: a run
             // whose flow cannot be read has nothing to replay.
             let spec = parsing
                 .join()
                 .unwrap_or_else(|_| Err(Refusal::Spec("the FlowSpec's reader panicked".into())))?;
-            read?;
+            while fill.stop.is_none() && added < stretches {
+                let Some(stretch) = lock(read)[added].take() else {
+                    break;
+                };
+                fill.take(stretch);
+                added += 1;
+            }
+            let Filling {
+                mut idx,
+                length,
+                started,
+                stop,
+            } = fill;
+            if let Some(e) = stop {
+                return Err(e.into());
+            }
             idx.renumber(&spec);
             let Some((started, started_at)) = started else {
                 return Err(Refusal::Store(StoreError::Hole {
@@ -156,6 +190,135 @@ impl Recording {
                 idx,
             })
         })
+    }
+}
+
+/// A recording's index as the journal's events go into it, in order.
+struct Filling {
+    idx: Index,
+    /// How many events went in.
+    length: u64,
+    /// The first `run_started` and its time.
+    started: Option<(RunStarted, i64)>,
+    /// What ended the reading early: a hole, or the store's failure to read.
+    stop: Option<StoreError>,
+}
+
+impl Filling {
+    /// An empty index for a journal of about `events` events.
+    fn new(events: u64) -> Filling {
+        let mut idx = Index::default();
+        // A call is at least two events (its start and its result): room for them all at
+        // once rather than a table grown and rehashed a dozen times (up to a bound: the row's
+        // count is not trusted with memory).
+        let calls = usize::try_from(events / 2).map_or(0, |n| n.min(1 << 20));
+        Arc::make_mut(&mut idx.calls).reserve(calls);
+        idx.results.reserve(calls);
+        Filling {
+            idx,
+            length: 0,
+            started: None,
+            stop: None,
+        }
+    }
+
+    fn add(&mut self, seq: u64, at: i64, event: Event) {
+        self.length += 1;
+        if let Event::RunStarted(s) = &event
+            && self.started.is_none()
+        {
+            self.started = Some((s.clone(), at));
+        }
+        self.idx.add(seq, at, event);
+    }
+
+    /// Adds the events of a stretch read on the other thread, and what stopped it.
+    fn take(&mut self, stretch: Stretch) {
+        for (seq, at, event) in stretch.events {
+            self.add(seq, at, event);
+        }
+        self.stop = stretch.stop;
+    }
+}
+
+/// The stretches read so far, even if a thread reading one panicked.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How many events of a journal one read takes at a time (see [`Recording::load_row`]).
+const STRETCH: u64 = 4096;
+
+/// The events of one stretch of a journal, decoded on the thread that read them while the
+/// index took an earlier stretch.
+#[derive(Default)]
+struct Stretch {
+    /// In journal order.
+    events: Vec<(u64, i64, Event)>,
+    /// What ended it early: a hole, or the store's failure to read.
+    stop: Option<StoreError>,
+}
+
+/// What one row of a stretch is to the recording.
+enum Row {
+    Event(u64, i64, Event),
+    /// A hole: the reading stops there.
+    Stop(StoreError),
+    /// A row past the stretch, read only to find where it ends.
+    Past,
+}
+
+impl Stretch {
+    /// Where stretch `n` of `stretches` begins, and where it ends (`None`: at the journal's
+    /// end).
+    fn bounds(n: usize, stretches: usize) -> (u64, Option<u64>) {
+        let from = n as u64 * STRETCH;
+        (from, (n + 1 < stretches).then_some(from + STRETCH))
+    }
+
+    /// Stretch `n` of `stretches` of run `run`'s journal.
+    fn read(store: &dyn StoreRead, run: &str, n: usize, stretches: usize) -> Stretch {
+        let (from, to) = Stretch::bounds(n, stretches);
+        let mut out = Stretch::default();
+        out.events.reserve(STRETCH as usize);
+        let read = store.read_journal_raw(run, from, &mut |r| {
+            let seq = r.seq();
+            match Stretch::row(run, r, to) {
+                Row::Event(seq, at, event) => out.events.push((seq, at, event)),
+                Row::Stop(e) => out.stop = Some(e),
+                Row::Past => {}
+            }
+            if out.stop.is_none() && to.is_none_or(|to| seq < to) {
+                Flow::Continue
+            } else {
+                Flow::Stop
+            }
+        });
+        if let Err(e) = read {
+            out.stop = Some(e);
+        }
+        out
+    }
+
+    /// Row `r` decoded, unless it lies at or past `to`.
+    fn row(run: &str, r: RawJournalRow<'_>, to: Option<u64>) -> Row {
+        if to.is_some_and(|to| r.seq() >= to) {
+            return Row::Past;
+        }
+        let hole = |seq, message: String| {
+            Row::Stop(StoreError::Hole {
+                run: run.to_string(),
+                seq,
+                message,
+            })
+        };
+        match r {
+            RawJournalRow::Hole { seq, message } => hole(seq, message.to_string()),
+            RawJournalRow::Event(r) => match Event::from_raw(&r) {
+                Ok(event) => Row::Event(r.seq, r.at, event),
+                Err(message) => hole(r.seq, message),
+            },
+        }
     }
 }
 

@@ -330,6 +330,16 @@ pub enum RawJournalRow<'a> {
     },
 }
 
+impl RawJournalRow<'_> {
+    /// The row's position in the journal.
+    pub fn seq(&self) -> u64 {
+        match self {
+            RawJournalRow::Event(r) => r.seq,
+            RawJournalRow::Hole { seq, .. } => *seq,
+        }
+    }
+}
+
 /// One row of a journal as [`StoreRead::read_journal_rows`] hands it over.
 #[derive(Clone, Debug, PartialEq)]
 pub enum JournalRow {
