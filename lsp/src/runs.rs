@@ -310,24 +310,21 @@ pub fn view(store: &dyn StoreRead, run: RunRow) -> RunView {
 /// The steps of the spec with `flow_digest`: each one's semantic digest and tool (empty when the
 /// spec is missing or unreadable).
 fn recorded(store: &dyn StoreRead, flow_digest: &str) -> Recorded {
-    let mut spec = None;
-    // Read in place: the spec of a long flow is tens of MiB of JSON.
-    let _ = store.read_spec(flow_digest, &mut |json| {
-        spec = reel_flowspec::FlowSpec::from_json(json).ok();
-    });
-    spec.map(|spec| {
-        spec.steps
-            .into_iter()
-            .map(|s| {
-                let step = RecordedStep {
-                    digest: s.semantic_digest,
-                    tool: s.tool,
-                };
-                (s.id, step)
-            })
-            .collect()
-    })
-    .unwrap_or_default()
+    let spec = store.flowspec(flow_digest).ok().flatten();
+    spec.and_then(|(spec, _)| spec.ok())
+        .map(|spec| {
+            spec.steps
+                .into_iter()
+                .map(|s| {
+                    let step = RecordedStep {
+                        digest: s.semantic_digest,
+                        tool: s.tool,
+                    };
+                    (s.id, step)
+                })
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Folds the journal events of `view.run` after those already folded into `view` (the one fold

@@ -322,8 +322,8 @@ fn resumes(args: &Args, rt: &tokio::runtime::Runtime, root: &Path) {
         "resume",
         "RSS before",
         "peak growth",
-        "spec (JSON)",
-        "spec parse alone"
+        "spec (as read)",
+        "spec read alone"
     );
     let workloads: [(&str, FlowOfEvents); 3] = [
         ("unread", |events| parked_foreach(events.div_ceil(2), false)),
@@ -652,17 +652,12 @@ fn spec_child(dir: &Path, run: &str) {
     let store = SqliteStore::open(dir, Arc::new(SystemClock)).expect("the store");
     let hwm_before = vm_hwm_kb();
     let row = store.run(run).expect("the run reads").expect("the run");
-    // As a resume reads it: parsed where the store holds the text.
-    let mut read = None;
-    store
-        .read_spec(&row.flow_digest, &mut |json| {
-            read = Some((
-                json.len(),
-                FlowSpec::from_json(json).expect("the spec parses"),
-            ));
-        })
-        .expect("the spec reads");
-    let (spec_bytes, spec) = read.expect("the spec");
+    // As a resume reads it: its binary form, read where the store holds it.
+    let (spec, spec_bytes) = store
+        .flowspec(&row.flow_digest)
+        .expect("the spec reads")
+        .expect("the spec");
+    let spec = spec.expect("the spec parses");
     println!(
         "{}",
         json!({

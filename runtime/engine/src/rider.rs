@@ -863,31 +863,13 @@ pub(crate) fn recorded_spec(
     if let Some(spec) = KEPT_SPECS.get(digest) {
         return Ok(spec);
     }
-    // Read where the store holds it, so it is not copied first: for a flow of many steps the
-    // JSON is tens of MiB. The binary form first, which reads several times faster; the JSON
-    // when the store has none in this build's layout, or one that does not read whole as the
-    // spec it names.
-    let mut parsed = None;
-    let mut size = 0;
-    store.read_spec_binary(digest, &mut |bytes| {
-        size = bytes.len();
-        parsed = FlowSpec::from_binary(bytes)
-            .filter(|spec| spec.digest == digest)
-            .map(Ok);
-    })?;
-    if parsed.is_none() {
-        store.read_spec(digest, &mut |json| {
-            size = json.len();
-            parsed = Some(FlowSpec::from_json(json));
-        })?;
-    }
-    match parsed {
-        Some(Ok(spec)) => {
+    match store.flowspec(digest)? {
+        Some((Ok(spec), size)) => {
             let spec = Arc::new(spec);
             KEPT_SPECS.keep(digest, size, &spec);
             Ok(spec)
         }
-        Some(Err(e)) => Err(Refusal::Spec(e.to_string())),
+        Some((Err(e), _)) => Err(Refusal::Spec(e.to_string())),
         None => Err(Refusal::Spec(format!(
             "the FlowSpec {digest} is missing from the store"
         ))),

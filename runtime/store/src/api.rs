@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
 use std::task::{Context, Poll};
 
-use reel_flowspec::FlowSpec;
+use reel_flowspec::{FlowSpec, SpecError};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -717,6 +717,28 @@ pub trait StoreRead: Send + Sync {
     /// can (a spec can be tens of MiB); false when there is none.
     fn read_spec(&self, digest: &str, read: &mut dyn FnMut(&str)) -> Result<bool, StoreError> {
         Ok(self.get_spec(digest)?.map(|json| read(&json)).is_some())
+    }
+    /// The FlowSpec `digest`, read where the store holds it (a spec of many steps is tens of
+    /// MiB of JSON, so it is not copied out first): from its binary form when the store keeps
+    /// one in this build's layout that reads whole as the spec it names, else parsed from its
+    /// JSON; with the length of the form read. `None` when the store has no such spec.
+    #[allow(clippy::type_complexity)]
+    fn flowspec(
+        &self,
+        digest: &str,
+    ) -> Result<Option<(Result<FlowSpec, SpecError>, usize)>, StoreError> {
+        let mut read = None;
+        self.read_spec_binary(digest, &mut |bytes| {
+            read = FlowSpec::from_binary(bytes)
+                .filter(|spec| spec.digest == digest)
+                .map(|spec| (Ok(spec), bytes.len()));
+        })?;
+        if read.is_none() {
+            self.read_spec(digest, &mut |json| {
+                read = Some((FlowSpec::from_json(json), json.len()));
+            })?;
+        }
+        Ok(read)
     }
     /// Hands the binary form the store keeps beside a FlowSpec's JSON, in this build's layout
     /// ([`reel_flowspec::FlowSpec::to_binary`], which reads several times faster than the
