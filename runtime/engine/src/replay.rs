@@ -123,23 +123,9 @@ impl Recording {
                 }
                 if n == added {
                     added += 1;
-                    let (from, to) = Stretch::bounds(n, stretches);
-                    let read = store.read_journal_raw(run, from, &mut |r| {
-                        let seq = r.seq();
-                        match Stretch::row(run, r, to) {
-                            Row::Event(seq, at, event) => fill.add(seq, at, event),
-                            Row::Stop(e) => fill.stop = Some(e),
-                            Row::Past => {}
-                        }
-                        if fill.stop.is_none() && to.is_none_or(|to| seq < to) {
-                            Flow::Continue
-                        } else {
-                            Flow::Stop
-                        }
+                    fill.stop = Stretch::each(store, run, n, stretches, &mut |seq, at, event| {
+                        fill.add(seq, at, event)
                     });
-                    if let Err(e) = read {
-                        fill.stop = Some(e);
-                    }
                 } else {
                     let stretch = Stretch::read(store, run, n, stretches);
                     lock(read)[n] = Some(stretch);
@@ -251,7 +237,6 @@ const STRETCH: u64 = 4096;
 
 /// The events of one stretch of a journal, decoded on the thread that read them while the
 /// index took an earlier stretch.
-#[derive(Default)]
 struct Stretch {
     /// In journal order.
     events: Vec<(u64, i64, Event)>,
@@ -278,26 +263,38 @@ impl Stretch {
 
     /// Stretch `n` of `stretches` of run `run`'s journal.
     fn read(store: &dyn StoreRead, run: &str, n: usize, stretches: usize) -> Stretch {
+        let mut events = Vec::with_capacity(STRETCH as usize);
+        let stop = Stretch::each(store, run, n, stretches, &mut |seq, at, event| {
+            events.push((seq, at, event))
+        });
+        Stretch { events, stop }
+    }
+
+    /// Hands each event of stretch `n` of `stretches` of run `run`'s journal to `take`, in
+    /// order; what stopped it early (a hole, or the store's failure to read), if anything.
+    fn each(
+        store: &dyn StoreRead,
+        run: &str,
+        n: usize,
+        stretches: usize,
+        take: &mut dyn FnMut(u64, i64, Event),
+    ) -> Option<StoreError> {
         let (from, to) = Stretch::bounds(n, stretches);
-        let mut out = Stretch::default();
-        out.events.reserve(STRETCH as usize);
+        let mut stop = None;
         let read = store.read_journal_raw(run, from, &mut |r| {
             let seq = r.seq();
             match Stretch::row(run, r, to) {
-                Row::Event(seq, at, event) => out.events.push((seq, at, event)),
-                Row::Stop(e) => out.stop = Some(e),
+                Row::Event(seq, at, event) => take(seq, at, event),
+                Row::Stop(e) => stop = Some(e),
                 Row::Past => {}
             }
-            if out.stop.is_none() && to.is_none_or(|to| seq < to) {
+            if stop.is_none() && to.is_none_or(|to| seq < to) {
                 Flow::Continue
             } else {
                 Flow::Stop
             }
         });
-        if let Err(e) = read {
-            out.stop = Some(e);
-        }
-        out
+        read.err().or(stop)
     }
 
     /// Row `r` decoded, unless it lies at or past `to`.
