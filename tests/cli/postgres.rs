@@ -74,9 +74,22 @@ fn an_example_flow_gives_the_same_output_on_both_stores() {
     assert_eq!(logs.status, 0, "{logs:?}");
     let replay = on_postgres(b.path(), &url, &["replay", &id]);
     assert_eq!(replay.status, 0, "{replay:?}");
+    // The run kept its FlowSpec's binary form beside the JSON, and the clean takes both.
+    let mut db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let specs = |db: &mut postgres::Client| -> (i64, i64) {
+        let row = db
+            .query_one(
+                "SELECT (SELECT COUNT(*) FROM reel.specs), (SELECT COUNT(*) FROM reel.spec_binaries)",
+                &[],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(specs(&mut db), (1, 1));
     let clean = on_postgres(b.path(), &url, &["clean", "--all", "--json"]);
     assert_eq!(clean.status, 0, "{clean:?}");
     assert_eq!(json(&clean)["runs"], serde_json::json!([id]));
+    assert_eq!(specs(&mut db), (0, 0));
     let runs = json(&on_postgres(b.path(), &url, &["runs", "--json"]));
     assert_eq!(runs, serde_json::json!([]));
 }

@@ -938,6 +938,68 @@ fn specs_are_stored_by_digest(b: &dyn Backend) {
     assert_eq!(b.raw_count("SELECT COUNT(*) FROM specs"), 1);
 }
 
+fn a_spec_keeps_one_binary_form_of_this_builds_layout(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let mut spec = reel_flowspec::FlowSpec {
+        format: reel_flowspec::FORMAT.to_string(),
+        version: 2,
+        name: "f".to_string(),
+        doc: None,
+        span: Default::default(),
+        inputs: Vec::new(),
+        secrets: Vec::new(),
+        env: Vec::new(),
+        tools: Default::default(),
+        steps: Vec::new(),
+        output: None,
+        digest: String::new(),
+    };
+    spec.seal();
+    let d = spec.digest.clone();
+    // An awaited write: the writer has committed everything sent before it.
+    let committed = || store.put_spec(&d, &spec.to_json()).unwrap();
+    let read = || {
+        let mut got = None;
+        let had = store
+            .read_spec_binary(&d, &mut |b| got = reel_flowspec::FlowSpec::from_binary(b))
+            .unwrap();
+        (had, got)
+    };
+    committed();
+    assert_eq!(read(), (false, None), "a spec has none until it is kept");
+    store.keep_spec_binary(&spec).unwrap();
+    committed();
+    assert_eq!(read(), (true, Some(spec.clone())));
+    let this = i64::from(reel_flowspec::BINARY_LAYOUT);
+    let of_this_layout = format!("SELECT COUNT(*) FROM spec_binaries WHERE layout = {this}");
+    assert_eq!(b.raw_count(&of_this_layout), 1);
+    // What every reader of a spec calls gives the same spec.
+    let (read_back, _) = store.flowspec(&d).unwrap().unwrap();
+    assert_eq!(read_back.unwrap(), spec);
+    // Kept again in this layout, it is not written again: damaged bytes stay, the store
+    // hands them over for the caller to refuse, and a spec's reader reads the JSON instead.
+    b.raw("UPDATE spec_binaries SET bytes = substr(bytes, 1, 1)");
+    store.keep_spec_binary(&spec).unwrap();
+    committed();
+    assert_eq!(read(), (true, None));
+    let (read_back, _) = store.flowspec(&d).unwrap().unwrap();
+    assert_eq!(read_back.unwrap(), spec);
+    // One of another layout reads as none, and is replaced when the spec is kept.
+    b.raw("UPDATE spec_binaries SET layout = layout + 1");
+    assert_eq!(read(), (false, None));
+    store.keep_spec_binary(&spec).unwrap();
+    committed();
+    assert_eq!(read(), (true, Some(spec.clone())));
+    assert_eq!(b.raw_count("SELECT COUNT(*) FROM spec_binaries"), 1);
+    assert_eq!(b.raw_count(&of_this_layout), 1);
+    // A store opened read-only has nothing to write while it has the form, and cannot write
+    // one it lacks.
+    let reader = b.open_read_only().unwrap();
+    assert_eq!(reader.keep_spec_binary(&spec), Ok(()));
+    b.raw("DELETE FROM spec_binaries");
+    assert_eq!(reader.keep_spec_binary(&spec), Err(StoreError::ReadOnly));
+}
+
 fn a_reader_sees_committed_data_and_refuses_writes(b: &dyn Backend) {
     let missing = b.open_read_only().err().expect("no store yet");
     assert_eq!(missing.code(), "store.open");
@@ -1992,6 +2054,7 @@ conformance!(
     a_look_tells_the_next_due_time_after_its_claim,
     claims_wake_waiting_runs_and_leave_ended_ones_ended,
     values_are_stored_once_by_digest_large_ones_too,
+    a_spec_keeps_one_binary_form_of_this_builds_layout,
     specs_are_stored_by_digest,
     a_reader_sees_committed_data_and_refuses_writes,
     signals_sent_before_the_wait_are_kept,
@@ -2038,7 +2101,7 @@ mod postgres_schema {
         assert!(leaves_room(&db));
         assert_eq!(
             db.raw_count("SELECT value FROM meta WHERE key = 'schema_version'"),
-            6
+            7
         );
     }
 }

@@ -171,7 +171,9 @@ impl Batch<'_, '_> {
             let len: Option<i64> = self
                 .tx
                 .query_opt(
-                    "SELECT octet_length(json)::bigint FROM specs WHERE digest = $1",
+                    "SELECT octet_length(json)::bigint + COALESCE((SELECT octet_length(bytes)
+                     FROM spec_binaries b WHERE b.digest = $1), 0)::bigint
+                     FROM specs WHERE digest = $1",
                     &[&digest],
                 )
                 .map_err(pg)?
@@ -234,6 +236,12 @@ impl Batch<'_, '_> {
         if !specs.is_empty() {
             self.tx
                 .execute("DELETE FROM specs WHERE digest = ANY($1)", &[&specs])
+                .map_err(pg)?;
+            self.tx
+                .execute(
+                    "DELETE FROM spec_binaries WHERE digest = ANY($1)",
+                    &[&specs],
+                )
                 .map_err(pg)?;
         }
         Ok(())

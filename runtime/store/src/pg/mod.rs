@@ -331,6 +331,16 @@ impl StoreRead for PgStore {
         self.readers.with(move |c| read::spec(c, &digest))
     }
 
+    fn read_spec_binary(
+        &self,
+        digest: &str,
+        read: &mut dyn FnMut(&[u8]),
+    ) -> Result<bool, StoreError> {
+        let digest = digest.to_string();
+        let bytes = self.readers.with(move |c| read::spec_binary(c, &digest))?;
+        Ok(bytes.map(|b| read(&b)).is_some())
+    }
+
     fn run(&self, id: &str) -> Result<Option<RunRow>, StoreError> {
         let id = id.to_string();
         self.readers.with(move |c| read::run(c, &id))
@@ -502,6 +512,21 @@ impl Store for PgStore {
             reply,
         })?;
         Ok(kept)
+    }
+
+    fn keep_spec_binary(&self, spec: &reel_flowspec::FlowSpec) -> Result<(), StoreError> {
+        let digest = spec.digest.clone();
+        if self
+            .readers
+            .with(move |c| read::has_spec_binary(c, &digest))?
+        {
+            return Ok(());
+        }
+        self.send(Cmd::SpecBinary {
+            digest: spec.digest.clone(),
+            layout: reel_flowspec::BINARY_LAYOUT,
+            bytes: spec.to_binary(),
+        })
     }
 
     fn create_run(

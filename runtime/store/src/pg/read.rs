@@ -701,6 +701,34 @@ pub(crate) fn value_texts(
     rows.iter().map(|r| Ok((get(r, 0)?, get(r, 1)?))).collect()
 }
 
+/// The binary form of this build's layout of the FlowSpec `digest`, if the store keeps it.
+pub(crate) fn spec_binary(
+    client: &mut Client,
+    digest: &str,
+) -> Result<Option<Vec<u8>>, StoreError> {
+    let layout = i32::try_from(reel_flowspec::BINARY_LAYOUT).unwrap_or(i32::MAX);
+    client
+        .query_opt_prepared(
+            "SELECT bytes FROM spec_binaries WHERE digest = $1 AND layout = $2",
+            &[&digest, &layout],
+        )
+        .map_err(|e| pg(&e))?
+        .map(|r| get(&r, 0))
+        .transpose()
+}
+
+/// Whether the store has the binary form of this build's layout of the FlowSpec `digest`.
+pub(crate) fn has_spec_binary(client: &mut Client, digest: &str) -> Result<bool, StoreError> {
+    let layout = i32::try_from(reel_flowspec::BINARY_LAYOUT).unwrap_or(i32::MAX);
+    Ok(client
+        .query_opt_prepared(
+            "SELECT 1 FROM spec_binaries WHERE digest = $1 AND layout = $2",
+            &[&digest, &layout],
+        )
+        .map_err(|e| pg(&e))?
+        .is_some())
+}
+
 /// A FlowSpec's JSON by digest.
 pub(crate) fn spec(client: &mut Client, digest: &str) -> Result<Option<String>, StoreError> {
     client

@@ -139,6 +139,7 @@ struct Statements {
     value: Statement,
     values: Statement,
     spec: Statement,
+    spec_binary: Statement,
     append: Statement,
     append_many: Statement,
     update: Statement,
@@ -180,6 +181,10 @@ impl Statements {
             )?,
             spec: client.prepare(
                 "INSERT INTO specs (digest, json) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
+            )?,
+            spec_binary: client.prepare(
+                "INSERT INTO spec_binaries (digest, layout, bytes) VALUES ($1, $2, $3)
+                 ON CONFLICT (digest) DO UPDATE SET layout = $2, bytes = $3",
             )?,
             // Fencing and continuity, and the rows, in one statement: the rows go in only when
             // the row-locking update of the run matched (under READ COMMITTED it waits for a
@@ -1216,9 +1221,18 @@ impl Batch<'_, '_> {
 
     fn exec(&mut self, cmd: &mut Cmd) -> Result<(), Fail> {
         match cmd {
-            // No binary form is ever sent here: the PostgreSQL store keeps none (its
-            // `keep_spec_binary` is the trait's, which sends nothing).
-            Cmd::Value { .. } | Cmd::Sync { .. } | Cmd::SpecBinary { .. } => Ok(()),
+            Cmd::Value { .. } | Cmd::Sync { .. } => Ok(()),
+            Cmd::SpecBinary {
+                digest,
+                layout,
+                bytes,
+            } => {
+                let layout = i32::try_from(*layout).unwrap_or(i32::MAX);
+                self.tx
+                    .execute(&self.st.spec_binary, &[&*digest, &layout, &&**bytes])
+                    .map_err(batch)?;
+                Ok(())
+            }
             Cmd::Spec { digest, json, .. } => {
                 self.tx
                     .execute(&self.st.spec, &[&*digest, &&**json])
