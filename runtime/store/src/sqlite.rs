@@ -525,16 +525,18 @@ impl Store for SqliteStore {
     }
 
     fn keep_spec_binary(&self, spec: &FlowSpec) -> Result<(), StoreError> {
-        if self
-            .readers
-            .with(|c| read::has_spec_binary(c, &spec.digest))?
-        {
-            return Ok(());
-        }
-        self.send(Cmd::SpecBinary {
-            digest: spec.digest.clone(),
-            layout: reel_flowspec::BINARY_LAYOUT,
-            bytes: spec.to_binary(),
+        self.shared.keep_binary_once(&spec.digest, || {
+            if self
+                .readers
+                .with(|c| read::has_spec_binary(c, &spec.digest))?
+            {
+                return Ok(());
+            }
+            self.send(Cmd::SpecBinary {
+                digest: spec.digest.clone(),
+                layout: reel_flowspec::BINARY_LAYOUT,
+                bytes: spec.to_binary(),
+            })
         })
     }
 

@@ -515,17 +515,19 @@ impl Store for PgStore {
     }
 
     fn keep_spec_binary(&self, spec: &reel_flowspec::FlowSpec) -> Result<(), StoreError> {
-        let digest = spec.digest.clone();
-        if self
-            .readers
-            .with(move |c| read::has_spec_binary(c, &digest))?
-        {
-            return Ok(());
-        }
-        self.send(Cmd::SpecBinary {
-            digest: spec.digest.clone(),
-            layout: reel_flowspec::BINARY_LAYOUT,
-            bytes: spec.to_binary(),
+        self.shared.keep_binary_once(&spec.digest, || {
+            let digest = spec.digest.clone();
+            if self
+                .readers
+                .with(move |c| read::has_spec_binary(c, &digest))?
+            {
+                return Ok(());
+            }
+            self.send(Cmd::SpecBinary {
+                digest: spec.digest.clone(),
+                layout: reel_flowspec::BINARY_LAYOUT,
+                bytes: spec.to_binary(),
+            })
         })
     }
 

@@ -115,6 +115,9 @@ pub(crate) struct Shared {
     /// How many cleans had removed values when the writer last looked, which is what `seen`
     /// vouches for (changed only under its lock; callers read it under the lock).
     pub(crate) epoch: Epoch,
+    /// Digests of FlowSpecs whose binary form this store found or enqueued: a run's start
+    /// asks the database only the first time (on PostgreSQL, a round trip a run).
+    pub(crate) binaries: Mutex<HashSet<String>>,
     /// Transactions attempted.
     pub(crate) batches: AtomicU64,
     /// Commands processed.
@@ -171,6 +174,22 @@ impl Shared {
             seen.clear();
         }
         self.epoch.0.store(count, Ordering::SeqCst);
+    }
+
+    /// Runs `keep` (a store's look for the binary form of the FlowSpec `digest`, and its write
+    /// when missing) unless this store found or enqueued that form already. A clean in another
+    /// process may remove it since: the spec is then read from its JSON, as good if slower.
+    pub(crate) fn keep_binary_once(
+        &self,
+        digest: &str,
+        keep: impl FnOnce() -> Result<(), StoreError>,
+    ) -> Result<(), StoreError> {
+        if lock(&self.binaries).contains(digest) {
+            return Ok(());
+        }
+        keep()?;
+        lock(&self.binaries).insert(digest.to_string());
+        Ok(())
     }
 
     /// What this store vouches for the FlowSpec `json` under `digest`; its text is the one
