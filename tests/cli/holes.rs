@@ -118,3 +118,32 @@ fn the_worker_leaves_a_run_with_a_hole_waiting_and_names_it() {
     );
     assert_eq!(status_and_holes(d, &id), ("waiting".to_string(), 1.into()));
 }
+
+/// A run's row that claims far more events than its journal holds (a damaged count) is
+/// refused by a replay naming the first missing row, without taking memory for the count.
+#[test]
+fn a_replay_of_a_run_claiming_more_events_than_it_has_names_the_first_missing_row() {
+    let dir = temp();
+    let d = dir.path();
+    write(d, "reel.toml", "");
+    write(d, "parked.reel", PARKED);
+    let r = reel_in(d, &["run", "parked.reel", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let id = json(&r)["run"].as_str().unwrap().to_string();
+    let conn = rusqlite::Connection::open(d.join(".reel/reel.db")).unwrap();
+    let changed = conn
+        .execute(
+            "UPDATE runs SET next_seq = 9000000000000000000 WHERE id = ?1",
+            [&id],
+        )
+        .unwrap();
+    assert_eq!(changed, 1);
+    let r = reel_in(d, &["replay", &id]);
+    assert_ne!(r.status, 0, "{r:?}");
+    assert!(
+        r.stderr
+            .contains(&format!("run {id} has an unreadable journal row at 3")),
+        "{}",
+        r.stderr
+    );
+}

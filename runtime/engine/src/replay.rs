@@ -88,8 +88,10 @@ impl Recording {
         let digest = digest.as_str();
         // The journal in stretches, taken in turn by this thread and, once it has the
         // FlowSpec, the other one; the last runs to the journal's end, so events appended
-        // since the row was read are read too.
-        let stretches = usize::try_from(row.next_seq.div_ceil(STRETCH)).map_or(1, |n| n.max(1));
+        // since the row was read are read too (and so does the last of `STRETCHES_AT_MOST`:
+        // the row's count is not trusted with memory).
+        let stretches = usize::try_from(row.next_seq.div_ceil(STRETCH))
+            .map_or(STRETCHES_AT_MOST, |n| n.clamp(1, STRETCHES_AT_MOST));
         let taken = &AtomicUsize::new(0);
         let read: &Mutex<Vec<Option<Stretch>>> =
             &Mutex::new((0..stretches).map(|_| None).collect());
@@ -227,13 +229,16 @@ impl Filling {
     }
 }
 
-/// The stretches read so far, even if a thread reading one panicked.
+/// Locks `m`, even if a thread panicked holding it: a stretch goes in whole or not at all.
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// How many events of a journal one read takes at a time (see [`Recording::load_row`]).
 const STRETCH: u64 = 4096;
+
+/// The most stretches a journal is read in (268 million events); the last reads the rest.
+const STRETCHES_AT_MOST: usize = 1 << 16;
 
 /// The events of one stretch of a journal, decoded on the thread that read them while the
 /// index took an earlier stretch.
