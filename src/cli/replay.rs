@@ -186,10 +186,10 @@ fn rerun_run(project: &Project, given: &str, json: bool, ui: &Ui) -> Result<Stat
         .map_err(|e| Failure::failed(e.to_string()))?
         .ok_or_else(|| Failure::usage(format!("there is no run `{parent}`")))?;
     let steps = store
-        .get_spec(&row.flow_digest)
+        .flowspec(&row.flow_digest)
         .ok()
         .flatten()
-        .and_then(|spec| reel_flowspec::FlowSpec::from_json(&spec).ok())
+        .and_then(|(spec, _)| spec.ok())
         .map(|spec| spec.steps.len());
     let request = RerunRequest {
         run_id: new_run_id(),

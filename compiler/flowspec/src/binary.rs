@@ -1,8 +1,8 @@
 //! The FlowSpec's binary form: a cache of a spec the store keeps beside its canonical JSON,
 //! which reads several times faster than the JSON.
 //!
-//! The JSON stays the spec's one true text: its digest names the spec, the language server and
-//! `reel show` read it, and nothing is ever decided from the binary form alone. Reading a spec
+//! The JSON stays the spec's one true text: its digest names the spec, `reel sql`'s views read
+//! it, and a spec without a binary form is read from it. Reading a spec
 //! of tens of thousands of steps was half of a replay's time, most of it serde_json finding
 //! member names and scanning strings; borsh reads the same fields in a fixed order. The form
 //! is tied to this build's types, named by [`LAYOUT`]: a reader hands back `None` for a cache
@@ -55,8 +55,9 @@ impl FlowSpec {
 /// A little more than a generated step of the benchmarks takes in the binary form (250 bytes).
 const BYTES_A_STEP_USUALLY: usize = 320;
 
-/// The fewest bytes a step takes in the binary form: its id, spans, retry policy and semantic
-/// digest are always there.
+/// The fewest bytes a step of a sealed spec takes in the binary form: its id, spans, retry
+/// policy and 64-character semantic digest are always there (a step of a spec not sealed may
+/// take fewer; its list then grows as it is read).
 const STEP_BYTES_AT_LEAST: usize = 128;
 
 std::thread_local! {

@@ -330,6 +330,10 @@ pub enum RawJournalRow<'a> {
     },
 }
 
+/// A FlowSpec as [`StoreRead::flowspec`] read it: the spec (or why its JSON does not read)
+/// and the length of the form read, binary or JSON.
+pub type SpecAsRead = (Result<FlowSpec, SpecError>, usize);
+
 impl RawJournalRow<'_> {
     /// The row's position in the journal.
     pub fn seq(&self) -> u64 {
@@ -722,11 +726,7 @@ pub trait StoreRead: Send + Sync {
     /// MiB of JSON, so it is not copied out first): from its binary form when the store keeps
     /// one in this build's layout that reads whole as the spec it names, else parsed from its
     /// JSON; with the length of the form read. `None` when the store has no such spec.
-    #[allow(clippy::type_complexity)]
-    fn flowspec(
-        &self,
-        digest: &str,
-    ) -> Result<Option<(Result<FlowSpec, SpecError>, usize)>, StoreError> {
+    fn flowspec(&self, digest: &str) -> Result<Option<SpecAsRead>, StoreError> {
         let mut read = None;
         self.read_spec_binary(digest, &mut |bytes| {
             read = FlowSpec::from_binary(bytes)
@@ -742,8 +742,8 @@ pub trait StoreRead: Send + Sync {
     }
     /// Hands the binary form the store keeps beside a FlowSpec's JSON, in this build's layout
     /// ([`reel_flowspec::FlowSpec::to_binary`], which reads several times faster than the
-    /// JSON), to `read` without copying it; false when there is none, and the caller reads the
-    /// JSON. A store may keep no binary forms at all.
+    /// JSON), to `read` without copying it where the store can; false when there is none, and
+    /// the caller reads the JSON. A store may keep no binary forms at all.
     fn read_spec_binary(
         &self,
         _digest: &str,
@@ -915,9 +915,9 @@ pub trait Store: StoreRead {
     fn put_canonical(&self, digest: &str, text: String) -> Result<Kept, StoreError>;
     /// Stores a FlowSpec's JSON by its digest; returns what to hand to the run that names it.
     fn put_spec(&self, digest: &str, json: &str) -> Result<Kept, StoreError>;
-    /// Keeps the binary form of a FlowSpec already stored by [`StoreWrite::put_spec`], unless
-    /// the store has it in this build's layout; it is written after the call returns, and a
-    /// store that keeps no binary forms does nothing.
+    /// Keeps the binary form of a FlowSpec already stored by [`Store::put_spec`], unless the
+    /// store has it in this build's layout (a store looks once per spec); it is written after
+    /// the call returns, and a store that keeps no binary forms does nothing.
     fn keep_spec_binary(&self, _spec: &FlowSpec) -> Result<(), StoreError> {
         Ok(())
     }
