@@ -84,7 +84,7 @@ struct Args {
 #[allow(clippy::enum_variant_names)]
 #[derive(Subcommand)]
 enum Cmd {
-    /// Only reads and parses RUN's FlowSpec, as a resume does first, and prints
+    /// Only reads RUN's FlowSpec, as a resume does first (`StoreRead::flowspec`), and prints
     /// {"hwm_before_kb", "hwm_kb", "spec_bytes"}: the part of a resume's memory that is the flow.
     SpecChild {
         /// The store directory.
@@ -647,7 +647,7 @@ fn print_ratios(path: &Path, rates: &[(&str, &str, f64)]) {
     }
 }
 
-/// The child that only parses the run's FlowSpec.
+/// The child that only reads the run's FlowSpec.
 fn spec_child(dir: &Path, run: &str) {
     let store = SqliteStore::open(dir, Arc::new(SystemClock)).expect("the store");
     let hwm_before = vm_hwm_kb();

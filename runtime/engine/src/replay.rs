@@ -96,7 +96,7 @@ impl Recording {
         let read: &Mutex<Vec<Option<Stretch>>> =
             &Mutex::new((0..stretches).map(|_| None).collect());
         std::thread::scope(|scope| {
-            let parsing = scope.spawn(move || {
+            let beside = scope.spawn(move || {
                 let spec = crate::rider::recorded_spec(store, digest);
                 while spec.is_ok() {
                     let n = taken.fetch_add(1, Ordering::Relaxed);
@@ -139,7 +139,7 @@ impl Recording {
             }
             // The flow's error first, as when the flow was read before the journal: a run
             // whose flow cannot be read has nothing to replay.
-            let spec = parsing
+            let spec = beside
                 .join()
                 .unwrap_or_else(|_| Err(Refusal::Spec("the FlowSpec's reader panicked".into())))?;
             while fill.stop.is_none() && added < stretches {

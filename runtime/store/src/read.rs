@@ -496,49 +496,56 @@ pub(crate) fn spec(conn: &Connection, digest: &str) -> Result<Option<String>, St
         .map_err(sqlite)
 }
 
-/// Hands a FlowSpec's JSON to `read` straight from SQLite's buffer for the row: a copy of a
-/// large spec would double the memory its reading needs.
+/// Hands a FlowSpec's JSON to `read`; false when there is none.
 pub(crate) fn read_spec(
     conn: &Connection,
     digest: &str,
     read: &mut dyn FnMut(&str),
 ) -> Result<bool, StoreError> {
-    let mut stmt = conn
-        .prepare_cached("SELECT json FROM specs WHERE digest = ?1")
-        .map_err(sqlite)?;
-    let mut rows = stmt.query([digest]).map_err(sqlite)?;
-    let Some(row) = rows.next().map_err(sqlite)? else {
-        return Ok(false);
-    };
-    let text = row
-        .get_ref(0)
-        .and_then(|v| v.as_str().map_err(rusqlite::Error::from))
-        .map_err(sqlite)?;
-    read(text);
-    Ok(true)
+    read_in_place(
+        conn,
+        "SELECT json FROM specs WHERE digest = ?1",
+        params![digest],
+        &mut |v| {
+            read(v.as_str()?);
+            Ok(())
+        },
+    )
 }
 
-/// Hands the binary form of this build's layout of the FlowSpec `digest` to `read`, straight
-/// from SQLite's buffer; false when there is none.
+/// Hands the binary form of this build's layout of the FlowSpec `digest` to `read`; false
+/// when there is none.
 pub(crate) fn read_spec_binary(
     conn: &Connection,
     digest: &str,
     read: &mut dyn FnMut(&[u8]),
 ) -> Result<bool, StoreError> {
-    let mut stmt = conn
-        .prepare_cached("SELECT bytes FROM spec_binaries WHERE digest = ?1 AND layout = ?2")
-        .map_err(sqlite)?;
-    let mut rows = stmt
-        .query(params![digest, reel_flowspec::BINARY_LAYOUT])
-        .map_err(sqlite)?;
+    read_in_place(
+        conn,
+        "SELECT bytes FROM spec_binaries WHERE digest = ?1 AND layout = ?2",
+        params![digest, reel_flowspec::BINARY_LAYOUT],
+        &mut |v| {
+            read(v.as_blob()?);
+            Ok(())
+        },
+    )
+}
+
+/// Hands the first column of the row `sql` finds to `read` straight from SQLite's buffer: a
+/// spec, as JSON or in its binary form, can be tens of MiB, and a copy would double the memory
+/// its reading needs. False when there is no row.
+fn read_in_place(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    read: &mut dyn FnMut(ValueRef<'_>) -> rusqlite::Result<()>,
+) -> Result<bool, StoreError> {
+    let mut stmt = conn.prepare_cached(sql).map_err(sqlite)?;
+    let mut rows = stmt.query(params).map_err(sqlite)?;
     let Some(row) = rows.next().map_err(sqlite)? else {
         return Ok(false);
     };
-    let bytes = row
-        .get_ref(0)
-        .and_then(|v| v.as_blob().map_err(rusqlite::Error::from))
-        .map_err(sqlite)?;
-    read(bytes);
+    row.get_ref(0).and_then(&mut *read).map_err(sqlite)?;
     Ok(true)
 }
 
