@@ -45,13 +45,13 @@ fn run_ids(dir: &Path) -> Vec<String> {
 
 /// Whether the store holds the value.
 fn stored(dir: &Path, value: &Value) -> bool {
-    let conn = rusqlite::Connection::open(dir.join(".reel/reel.db")).unwrap();
-    conn.query_row(
-        "SELECT EXISTS (SELECT 1 FROM vals WHERE digest = ?1)",
-        [digest_value(value)],
-        |r| r.get(0),
-    )
-    .unwrap()
+    store_db(dir)
+        .query_row(
+            "SELECT EXISTS (SELECT 1 FROM vals WHERE digest = ?1)",
+            [digest_value(value)],
+            |r| r.get(0),
+        )
+        .unwrap()
 }
 
 fn clean(dir: &Path, args: &[&str]) -> Value {

@@ -12,21 +12,20 @@ use crate::support::*;
 const PARKED: &str =
     "flow parked {\n  step go = signal { name: \"go\", timeout: 1d }\n  output go\n}\n";
 
-/// A waiting run whose journal row 1 holds bytes that are not text.
-fn waiting_run_with_a_hole(dir: &Path) -> String {
+/// A run of `parked.reel` in `dir`, waiting: its journal is `run_started`, `signal_awaited`,
+/// `run_waiting`.
+fn parked_run(dir: &Path) -> String {
     write(dir, "reel.toml", "");
     write(dir, "parked.reel", PARKED);
     let r = reel_in(dir, &["run", "parked.reel", "--json"]);
     assert_eq!(r.status, 0, "{r:?}");
-    let id = json(&r)["run"].as_str().unwrap().to_string();
-    let conn = rusqlite::Connection::open(dir.join(".reel/reel.db")).unwrap();
-    let changed = conn
-        .execute(
-            "UPDATE journal SET data = CAST(X'FFFE7B' AS TEXT) WHERE run = ?1 AND seq = 1",
-            [&id],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
+    json(&r)["run"].as_str().unwrap().to_string()
+}
+
+/// A waiting run whose journal row 1 holds bytes that are not text.
+fn waiting_run_with_a_hole(dir: &Path) -> String {
+    let id = parked_run(dir);
+    damage_journal_row(dir, &id, 1);
     id
 }
 
@@ -125,13 +124,8 @@ fn the_worker_leaves_a_run_with_a_hole_waiting_and_names_it() {
 fn a_replay_of_a_run_claiming_more_events_than_it_has_names_the_first_missing_row() {
     let dir = temp();
     let d = dir.path();
-    write(d, "reel.toml", "");
-    write(d, "parked.reel", PARKED);
-    let r = reel_in(d, &["run", "parked.reel", "--json"]);
-    assert_eq!(r.status, 0, "{r:?}");
-    let id = json(&r)["run"].as_str().unwrap().to_string();
-    let conn = rusqlite::Connection::open(d.join(".reel/reel.db")).unwrap();
-    let changed = conn
+    let id = parked_run(d);
+    let changed = store_db(d)
         .execute(
             "UPDATE runs SET next_seq = 9000000000000000000 WHERE id = ?1",
             [&id],

@@ -8,7 +8,10 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::support::{KILLING_PAY_SH, Run, TestServer, calls, json, reel_env, temp, write};
+use crate::support::{
+    KILLING_PAY_SH, Run, TestServer, calls, damage_journal_row, json, reel_env, store_db, temp,
+    write,
+};
 
 fn home(dir: &Path) -> String {
     dir.join(".reel").display().to_string()
@@ -621,7 +624,7 @@ fn a_flow_of_thousands_of_steps_replays_checks_and_forks_as_a_small_one() {
 
     // The run kept its FlowSpec's binary form beside the JSON; damaged, then gone, the JSON
     // is read instead and the replay is the same.
-    let db = rusqlite::Connection::open(dir.path().join(".reel/reel.db")).unwrap();
+    let db = store_db(dir.path());
     let binaries = |db: &rusqlite::Connection| -> i64 {
         db.query_row(
             "SELECT COUNT(*) FROM spec_binaries b JOIN runs r ON r.flow_digest = b.digest
@@ -666,13 +669,7 @@ fn a_flow_of_thousands_of_steps_replays_checks_and_forks_as_a_small_one() {
         })
         .unwrap();
     assert!(events > 6000, "{events}");
-    let changed = db
-        .execute(
-            "UPDATE journal SET data = CAST(X'FFFE7B' AS TEXT) WHERE run = ?1 AND seq = 5000",
-            [&run],
-        )
-        .unwrap();
-    assert_eq!(changed, 1);
+    damage_journal_row(dir.path(), &run, 5000);
     let r = reel_at(dir.path(), &["replay", &run]);
     assert_ne!(r.status, 0, "{r:?}");
     assert!(

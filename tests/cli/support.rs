@@ -22,6 +22,24 @@ pub fn examples() -> Vec<PathBuf> {
     files
 }
 
+/// The database of the store in `dir/.reel`, opened directly: to look at rows no command
+/// shows, or to damage one as a disk or a hand might.
+pub fn store_db(dir: &Path) -> rusqlite::Connection {
+    rusqlite::Connection::open(dir.join(".reel/reel.db")).unwrap()
+}
+
+/// Makes journal row `seq` of run `run` in the store in `dir/.reel` bytes that are not text:
+/// a row no reel can read, a hole.
+pub fn damage_journal_row(dir: &Path, run: &str, seq: i64) {
+    let changed = store_db(dir)
+        .execute(
+            "UPDATE journal SET data = CAST(X'FFFE7B' AS TEXT) WHERE run = ?1 AND seq = ?2",
+            rusqlite::params![run, seq],
+        )
+        .unwrap();
+    assert_eq!(changed, 1, "run {run} has a row {seq}");
+}
+
 /// What one run of `reel` did.
 #[derive(Debug)]
 pub struct Run {

@@ -83,13 +83,13 @@ fn fork_to_end(dir: &Path, flow: &str) -> (Value, usize, usize) {
 }
 
 fn schema_version(dir: &Path) -> i64 {
-    let conn = rusqlite::Connection::open(dir.join(".reel/reel.db")).unwrap();
-    conn.query_row(
-        "SELECT value FROM meta WHERE key = 'schema_version'",
-        [],
-        |r| r.get(0),
-    )
-    .unwrap()
+    store_db(dir)
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
 }
 
 #[test]
