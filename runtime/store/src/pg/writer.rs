@@ -154,175 +154,213 @@ struct Statements {
 
 impl Statements {
     fn prepare(conn: &Pipelined) -> Result<Statements, postgres::Error> {
-        let client = Prepare(conn);
+        // A batch's opening (see `FirstTrip`): how its commit waits for the disk, the
+        // values' lock (shared, or alone for a clean), and the count of cleans that
+        // removed values, read by the statement after the lock's. The first is set for
+        // the session, and sent only when it changes (see `Writer::synchronous`).
+        let durability = "SELECT set_config('synchronous_commit', $1, false)";
+        let values_lock = format!("SELECT pg_advisory_xact_lock_shared({VALUES_LOCK})");
+        let values_lock_alone = format!("SELECT pg_advisory_xact_lock({VALUES_LOCK})");
+        let removed = format!(
+            "SELECT COALESCE((SELECT value FROM meta WHERE key = '{}'), 0)",
+            crate::writer::VALUES_REMOVED
+        );
+        let value = "INSERT INTO vals (digest, json, size) VALUES ($1, $2, $3)
+             ON CONFLICT (digest) DO NOTHING";
+        let values = "INSERT INTO vals (digest, json, size)
+             SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+             ON CONFLICT (digest) DO NOTHING";
+        let spec =
+            "INSERT INTO specs (digest, json) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING";
+        let spec_binary = "INSERT INTO spec_binaries (digest, layout, bytes) VALUES ($1, $2, $3)
+             ON CONFLICT (digest) DO UPDATE SET layout = $2, bytes = $3";
+        // Fencing and continuity, and the rows, in one statement, for the appends of many
+        // runs at once (each run once, its rows following on from its `next_seq`): a
+        // run's rows go in only when the row-locking update of the run matched (under
+        // READ COMMITTED it waits for a concurrent claim to commit and then re-reads the
+        // row). It answers the count of cleans that removed values (as the batch's
+        // opening reads it, which this statement can do instead, being after the values'
+        // lock) and the runs whose rows went in. With `$13`, only when no clean removed
+        // values since that count (see `one_trip_guard`).
+        let append_many = format!(
+            "WITH input AS (
+                SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
+                    AS i(run, token, first, next)),
+             fenced AS (
+                UPDATE runs SET next_seq = input.next FROM input
+                WHERE runs.id = input.run AND runs.lease_token = input.token
+                    AND runs.next_seq = input.first
+                    AND ($13::bigint IS NULL OR $13 = COALESCE(
+                        (SELECT value FROM meta WHERE key = '{key}'), 0))
+                RETURNING runs.id),
+             written AS (
+                INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+                SELECT u.* FROM unnest($5::text[], $6::bigint[], $7::bigint[], $8::text[],
+                    $9::text[], $10::bigint[], $11::bigint[], $12::text[])
+                    AS u(run, seq, at, kind, step, idx, attempt, data)
+                WHERE u.run IN (SELECT id FROM fenced))
+             SELECT COALESCE((SELECT value FROM meta WHERE key = '{key}'), 0),
+                ARRAY(SELECT id FROM fenced)",
+            key = crate::writer::VALUES_REMOVED
+        );
+        // The same for one run's appends, as a stretch of a sequential run's durable step
+        // holds: the run's row found by its key, with no join for the planner to weigh.
+        // A server plans `append_many` again for each batch once the store holds many runs
+        // (its plan for the arrays it is given looks cheaper than the one made for any
+        // arrays), which doubled a durable step's time with 50,000 runs in the store;
+        // this statement's plan is the same for any arrays, so the server keeps it.
+        let append_one = format!(
+            "WITH fenced AS (
+                UPDATE runs SET next_seq = $4
+                WHERE id = $1 AND lease_token = $2 AND next_seq = $3
+                    AND ($12::bigint IS NULL OR $12 = COALESCE(
+                        (SELECT value FROM meta WHERE key = '{key}'), 0))
+                RETURNING id),
+             written AS (
+                INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+                SELECT fenced.id, u.* FROM fenced, unnest($5::bigint[], $6::bigint[],
+                    $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[])
+                    AS u(seq, at, kind, step, idx, attempt, data))
+             SELECT COALESCE((SELECT value FROM meta WHERE key = '{key}'), 0),
+                ARRAY(SELECT id FROM fenced)",
+            key = crate::writer::VALUES_REMOVED
+        );
+        let update = format!("UPDATE runs SET {UPDATE_SETS} WHERE id = $1 AND lease_token = $2");
+        // A run's last update and its release, as one statement: how it ended and that
+        // nobody holds it. One row when the lease was still held; `notified` is counted
+        // because a CTE that nothing reads is not run.
+        let update_release = format!(
+            "WITH released AS (
+                UPDATE runs SET {UPDATE_SETS}, {RELEASE_SETS}
+                WHERE id = $1 AND lease_token = $2
+                RETURNING id, status, signal_pending, cancel_requested, due_at),
+             notified AS ({notify})
+             SELECT id, (SELECT count(*) FROM notified) FROM released",
+            notify = release_notify(),
+        );
+        let log = "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $7 FOR SHARE)
+             INSERT INTO logs (run, step, idx, attempt, at, text)
+             SELECT $1, $2, $3, $4, $5, $6 FROM held";
+        let consume =
+            "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $4 FOR SHARE)
+             UPDATE signals SET consumed_by = $3
+             WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM held)";
+        // A signal consumed and the run's mark of signals waiting recomputed, as one
+        // statement: the mark's count leaves out the signal consumed, which the
+        // statement's snapshot still sees unconsumed. Fenced by the run's update; the
+        // counts say which part matched.
+        let consume_clear = "WITH fenced AS (
+                UPDATE runs SET signal_pending = EXISTS (
+                    SELECT 1 FROM signals
+                    WHERE run = $1 AND consumed_by IS NULL AND seq <> $2)
+                WHERE id = $1 AND lease_token = $4
+                RETURNING id),
+             consumed AS (
+                UPDATE signals SET consumed_by = $3
+                WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM fenced)
+                RETURNING seq)
+             SELECT (SELECT count(*) FROM fenced), (SELECT count(*) FROM consumed)";
+        let release = format!(
+            "WITH released AS (
+                UPDATE runs SET {RELEASE_SETS}
+                WHERE id = $1 AND lease_token = $2
+                RETURNING id, status, signal_pending, cancel_requested, due_at)
+             {notify}",
+            notify = release_notify(),
+        );
+        let why_not = "SELECT lease_token, next_seq FROM runs WHERE id = $1";
+        let renew = format!(
+            "UPDATE runs SET lease_expires_at = {} + $4
+             WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
+            lease_time(3)
+        );
+        // A signal numbered and the run marked, in one statement: the mark's update locks
+        // the run's row first, so two senders to one run go one after the other. The
+        // number is the statement's snapshot's highest plus one, which a sender that
+        // waited for the lock finds taken (by the signal committed meanwhile): it inserts
+        // nothing then, and `Batch::signal` asks again, with a snapshot that sees it.
+        // Listening workers are told when the batch commits. The counts: runs marked,
+        // the signal's number (NULL when taken), notifications.
+        let signal = format!(
+            "WITH marked AS (
+                UPDATE runs SET signal_pending = TRUE WHERE id = $1 RETURNING id),
+             sent AS (
+                INSERT INTO signals (run, seq, name, payload_digest, sent_at)
+                SELECT $1, COALESCE((SELECT MAX(seq) + 1 FROM signals WHERE run = $1), 0),
+                    $2, $3, $4
+                FROM marked
+                ON CONFLICT (run, seq) DO NOTHING
+                RETURNING seq)
+             SELECT (SELECT count(*) FROM marked), (SELECT seq FROM sent),
+                (SELECT count(pg_notify('{DUE_CHANNEL}', $1)) FROM sent)"
+        );
+        // Sent together, each before the answers to those before it: one round trip rather
+        // than one a statement, which every `reel run` on PostgreSQL paid at its start.
+        let client = conn.client();
+        let (
+            durability,
+            values_lock,
+            values_lock_alone,
+            removed,
+            value,
+            values,
+            spec,
+            spec_binary,
+            append_many,
+            append_one,
+            update,
+            update_release,
+            log,
+            consume,
+            consume_clear,
+            release,
+            why_not,
+            renew,
+            signal,
+        ) = conn.block_on(async {
+            tokio::try_join!(
+                client.prepare(&durability),
+                client.prepare(&values_lock),
+                client.prepare(&values_lock_alone),
+                client.prepare(&removed),
+                client.prepare(&value),
+                client.prepare(&values),
+                client.prepare(&spec),
+                client.prepare(&spec_binary),
+                client.prepare(&append_many),
+                client.prepare(&append_one),
+                client.prepare(&update),
+                client.prepare(&update_release),
+                client.prepare(&log),
+                client.prepare(&consume),
+                client.prepare(&consume_clear),
+                client.prepare(&release),
+                client.prepare(&why_not),
+                client.prepare(&renew),
+                client.prepare(&signal),
+            )
+        })?;
         Ok(Statements {
-            // A batch's opening (see `FirstTrip`): how its commit waits for the disk, the
-            // values' lock (shared, or alone for a clean), and the count of cleans that
-            // removed values, read by the statement after the lock's. The first is set for
-            // the session, and sent only when it changes (see `Writer::synchronous`).
-            durability: client.prepare("SELECT set_config('synchronous_commit', $1, false)")?,
-            values_lock: client.prepare(&format!(
-                "SELECT pg_advisory_xact_lock_shared({VALUES_LOCK})"
-            ))?,
-            values_lock_alone: client
-                .prepare(&format!("SELECT pg_advisory_xact_lock({VALUES_LOCK})"))?,
-            removed: client.prepare(&format!(
-                "SELECT COALESCE((SELECT value FROM meta WHERE key = '{}'), 0)",
-                crate::writer::VALUES_REMOVED
-            ))?,
-            value: client.prepare(
-                "INSERT INTO vals (digest, json, size) VALUES ($1, $2, $3)
-                 ON CONFLICT (digest) DO NOTHING",
-            )?,
-            values: client.prepare(
-                "INSERT INTO vals (digest, json, size)
-                 SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-                 ON CONFLICT (digest) DO NOTHING",
-            )?,
-            spec: client.prepare(
-                "INSERT INTO specs (digest, json) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
-            )?,
-            spec_binary: client.prepare(
-                "INSERT INTO spec_binaries (digest, layout, bytes) VALUES ($1, $2, $3)
-                 ON CONFLICT (digest) DO UPDATE SET layout = $2, bytes = $3",
-            )?,
-            // Fencing and continuity, and the rows, in one statement, for the appends of many
-            // runs at once (each run once, its rows following on from its `next_seq`): a
-            // run's rows go in only when the row-locking update of the run matched (under
-            // READ COMMITTED it waits for a concurrent claim to commit and then re-reads the
-            // row). It answers the count of cleans that removed values (as the batch's
-            // opening reads it, which this statement can do instead, being after the values'
-            // lock) and the runs whose rows went in. With `$13`, only when no clean removed
-            // values since that count (see `one_trip_guard`).
-            append_many: client.prepare(&format!(
-                "WITH input AS (
-                    SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[])
-                        AS i(run, token, first, next)),
-                 fenced AS (
-                    UPDATE runs SET next_seq = input.next FROM input
-                    WHERE runs.id = input.run AND runs.lease_token = input.token
-                        AND runs.next_seq = input.first
-                        AND ($13::bigint IS NULL OR $13 = COALESCE(
-                            (SELECT value FROM meta WHERE key = '{key}'), 0))
-                    RETURNING runs.id),
-                 written AS (
-                    INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
-                    SELECT u.* FROM unnest($5::text[], $6::bigint[], $7::bigint[], $8::text[],
-                        $9::text[], $10::bigint[], $11::bigint[], $12::text[])
-                        AS u(run, seq, at, kind, step, idx, attempt, data)
-                    WHERE u.run IN (SELECT id FROM fenced))
-                 SELECT COALESCE((SELECT value FROM meta WHERE key = '{key}'), 0),
-                    ARRAY(SELECT id FROM fenced)",
-                key = crate::writer::VALUES_REMOVED
-            ))?,
-            // The same for one run's appends, as a stretch of a sequential run's durable step
-            // holds: the run's row found by its key, with no join for the planner to weigh.
-            // A server plans `append_many` again for each batch once the store holds many runs
-            // (its plan for the arrays it is given looks cheaper than the one made for any
-            // arrays), which doubled a durable step's time with 50,000 runs in the store;
-            // this statement's plan is the same for any arrays, so the server keeps it.
-            append_one: client.prepare(&format!(
-                "WITH fenced AS (
-                    UPDATE runs SET next_seq = $4
-                    WHERE id = $1 AND lease_token = $2 AND next_seq = $3
-                        AND ($12::bigint IS NULL OR $12 = COALESCE(
-                            (SELECT value FROM meta WHERE key = '{key}'), 0))
-                    RETURNING id),
-                 written AS (
-                    INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
-                    SELECT fenced.id, u.* FROM fenced, unnest($5::bigint[], $6::bigint[],
-                        $7::text[], $8::text[], $9::bigint[], $10::bigint[], $11::text[])
-                        AS u(seq, at, kind, step, idx, attempt, data))
-                 SELECT COALESCE((SELECT value FROM meta WHERE key = '{key}'), 0),
-                    ARRAY(SELECT id FROM fenced)",
-                key = crate::writer::VALUES_REMOVED
-            ))?,
-            update: client.prepare(&format!(
-                "UPDATE runs SET {UPDATE_SETS} WHERE id = $1 AND lease_token = $2"
-            ))?,
-            // A run's last update and its release, as one statement: how it ended and that
-            // nobody holds it. One row when the lease was still held; `notified` is counted
-            // because a CTE that nothing reads is not run.
-            update_release: client.prepare(&format!(
-                "WITH released AS (
-                    UPDATE runs SET {UPDATE_SETS}, {RELEASE_SETS}
-                    WHERE id = $1 AND lease_token = $2
-                    RETURNING id, status, signal_pending, cancel_requested, due_at),
-                 notified AS ({notify})
-                 SELECT id, (SELECT count(*) FROM notified) FROM released",
-                notify = release_notify(),
-            ))?,
-            log: client.prepare(
-                "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $7 FOR SHARE)
-                 INSERT INTO logs (run, step, idx, attempt, at, text)
-                 SELECT $1, $2, $3, $4, $5, $6 FROM held",
-            )?,
-            consume: client.prepare(
-                "WITH held AS (SELECT id FROM runs WHERE id = $1 AND lease_token = $4 FOR SHARE)
-                 UPDATE signals SET consumed_by = $3
-                 WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM held)",
-            )?,
-            // A signal consumed and the run's mark of signals waiting recomputed, as one
-            // statement: the mark's count leaves out the signal consumed, which the
-            // statement's snapshot still sees unconsumed. Fenced by the run's update; the
-            // counts say which part matched.
-            consume_clear: client.prepare(
-                "WITH fenced AS (
-                    UPDATE runs SET signal_pending = EXISTS (
-                        SELECT 1 FROM signals
-                        WHERE run = $1 AND consumed_by IS NULL AND seq <> $2)
-                    WHERE id = $1 AND lease_token = $4
-                    RETURNING id),
-                 consumed AS (
-                    UPDATE signals SET consumed_by = $3
-                    WHERE run = $1 AND seq = $2 AND EXISTS (SELECT 1 FROM fenced)
-                    RETURNING seq)
-                 SELECT (SELECT count(*) FROM fenced), (SELECT count(*) FROM consumed)",
-            )?,
-            release: client.prepare(&format!(
-                "WITH released AS (
-                    UPDATE runs SET {RELEASE_SETS}
-                    WHERE id = $1 AND lease_token = $2
-                    RETURNING id, status, signal_pending, cancel_requested, due_at)
-                 {notify}",
-                notify = release_notify(),
-            ))?,
-            why_not: client.prepare("SELECT lease_token, next_seq FROM runs WHERE id = $1")?,
-            renew: client.prepare(&format!(
-                "UPDATE runs SET lease_expires_at = {} + $4
-                 WHERE id = $1 AND lease_token = $2 AND lease_owner IS NOT NULL",
-                lease_time(3)
-            ))?,
-            // A signal numbered and the run marked, in one statement: the mark's update locks
-            // the run's row first, so two senders to one run go one after the other. The
-            // number is the statement's snapshot's highest plus one, which a sender that
-            // waited for the lock finds taken (by the signal committed meanwhile): it inserts
-            // nothing then, and `Batch::signal` asks again, with a snapshot that sees it.
-            // Listening workers are told when the batch commits. The counts: runs marked,
-            // the signal's number (NULL when taken), notifications.
-            signal: client.prepare(&format!(
-                "WITH marked AS (
-                    UPDATE runs SET signal_pending = TRUE WHERE id = $1 RETURNING id),
-                 sent AS (
-                    INSERT INTO signals (run, seq, name, payload_digest, sent_at)
-                    SELECT $1, COALESCE((SELECT MAX(seq) + 1 FROM signals WHERE run = $1), 0),
-                        $2, $3, $4
-                    FROM marked
-                    ON CONFLICT (run, seq) DO NOTHING
-                    RETURNING seq)
-                 SELECT (SELECT count(*) FROM marked), (SELECT seq FROM sent),
-                    (SELECT count(pg_notify('{DUE_CHANNEL}', $1)) FROM sent)"
-            ))?,
+            durability,
+            values_lock,
+            values_lock_alone,
+            removed,
+            value,
+            values,
+            spec,
+            spec_binary,
+            append_many,
+            append_one,
+            update,
+            update_release,
+            log,
+            consume,
+            consume_clear,
+            release,
+            why_not,
+            renew,
+            signal,
         })
-    }
-}
-
-/// Prepares statements on a [`Pipelined`] connection, one at a time.
-struct Prepare<'c>(&'c Pipelined);
-
-impl Prepare<'_> {
-    fn prepare(&self, sql: &str) -> Result<Statement, postgres::Error> {
-        self.0.block_on(self.0.client().prepare(sql))
     }
 }
 
