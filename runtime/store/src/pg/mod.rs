@@ -15,6 +15,11 @@ mod copy;
 mod listen;
 mod read;
 mod schema;
+// The test server the store's tests share, for the unit tests of the modules here.
+#[cfg(test)]
+#[allow(dead_code)]
+#[path = "../../tests/test_server/mod.rs"]
+mod test_server;
 mod writer;
 
 use std::collections::HashSet;

@@ -8,11 +8,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use super::{look, next_due};
+use crate::pg::test_server;
 use crate::{ManualClock, Owner, PgStore};
-
-#[allow(dead_code)]
-#[path = "../../../tests/test_server/mod.rs"]
-mod test_server;
 
 /// Runs kept in the store beside the few a look is about: ended ones and parked ones.
 const KEPT: i64 = 5_000;

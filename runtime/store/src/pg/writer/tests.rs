@@ -8,11 +8,8 @@ use std::sync::Arc;
 
 use super::{Appends, Statements};
 use crate::pg::conn::{Connector, PgAuth};
+use crate::pg::test_server;
 use crate::{ManualClock, PgStore};
-
-#[allow(dead_code)]
-#[path = "../../../tests/test_server/mod.rs"]
-mod test_server;
 
 /// Runs kept in the store beside the one the steps are of, as a team's store holds after a
 /// while.
