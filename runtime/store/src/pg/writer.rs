@@ -296,8 +296,16 @@ impl Statements {
         );
         // Sent together, each before the answers to those before it: one round trip rather
         // than one a statement, which every `reel run` on PostgreSQL paid at its start.
-        let client = conn.client();
-        let (
+        macro_rules! prepared {
+            ($($name:ident),* $(,)?) => {{
+                let client = conn.client();
+                let ($($name,)*) = conn.block_on(async {
+                    tokio::try_join!($(client.prepare(&$name)),*)
+                })?;
+                Statements { $($name),* }
+            }};
+        }
+        Ok(prepared!(
             durability,
             values_lock,
             values_lock_alone,
@@ -317,50 +325,7 @@ impl Statements {
             why_not,
             renew,
             signal,
-        ) = conn.block_on(async {
-            tokio::try_join!(
-                client.prepare(durability),
-                client.prepare(&values_lock),
-                client.prepare(&values_lock_alone),
-                client.prepare(&removed),
-                client.prepare(value),
-                client.prepare(values),
-                client.prepare(spec),
-                client.prepare(spec_binary),
-                client.prepare(&append_many),
-                client.prepare(&append_one),
-                client.prepare(&update),
-                client.prepare(&update_release),
-                client.prepare(log),
-                client.prepare(consume),
-                client.prepare(consume_clear),
-                client.prepare(&release),
-                client.prepare(why_not),
-                client.prepare(&renew),
-                client.prepare(&signal),
-            )
-        })?;
-        Ok(Statements {
-            durability,
-            values_lock,
-            values_lock_alone,
-            removed,
-            value,
-            values,
-            spec,
-            spec_binary,
-            append_many,
-            append_one,
-            update,
-            update_release,
-            log,
-            consume,
-            consume_clear,
-            release,
-            why_not,
-            renew,
-            signal,
-        })
+        ))
     }
 }
 
