@@ -559,7 +559,9 @@ impl Writer {
                 cleaning,
                 values: (!values.digests.is_empty()).then(|| values.params()),
                 appends: (!appends.runs.is_empty()).then_some(appends),
-                commit: guard.is_some(),
+                // Only when the first stretch is the whole batch: what a later stretch
+                // writes must go in the same transaction, before the `COMMIT`.
+                commit: guard.is_some() && first == batch.len(),
             };
             Tx::begin(conn, statements, &trip).map_err(|e| lost(&e))?
         };
