@@ -432,7 +432,7 @@ pub(crate) const DUE_RUNS: [&str; 2] = [
      ORDER BY lease_expires_at, created_at",
 ];
 
-/// Runs a worker should take up (see [`crate::Store::due_runs`]).
+/// Runs a worker should take up (see [`crate::StoreRead::due_runs`]).
 pub(crate) fn due_runs(
     conn: &Connection,
     now_ms: i64,

@@ -932,13 +932,15 @@ fn batch_values(batch: &[Cmd]) -> Result<Values<'_>, Lost> {
 /// The runs whose appends a stretch's statement wrote.
 type Appended = std::collections::HashSet<String>;
 
-/// The count of cleans and the runs in the answer of [`Statements::append_many`].
+/// The count of cleans and the runs in the answer of [`Statements::append_many`] or
+/// [`Statements::append_one`].
 fn appended_from(row: &postgres::Row) -> Result<(i64, Appended), postgres::Error> {
     let runs: Vec<String> = row.try_get(1)?;
     Ok((row.try_get(0)?, runs.into_iter().collect()))
 }
 
-/// The arrays of [`Statements::append_many`]: one entry per run, and one per row.
+/// The arrays of a stretch's appends (see [`Appends::statement`]): one entry per run, and one per
+/// row.
 #[derive(Default)]
 struct Appends<'a> {
     /// The count of cleans the appends go in under (see [`one_trip_guard`]).
