@@ -1020,45 +1020,34 @@ impl<'a> Appends<'a> {
         &self,
         st: &'s Statements,
     ) -> (&'s Statement, Vec<&(dyn postgres::types::ToSql + Sync)>) {
-        if let ([run], [token], [first], [next]) =
-            (&*self.runs, &*self.tokens, &*self.firsts, &*self.nexts)
-        {
-            return (
-                &st.append_one,
-                vec![
-                    run,
-                    token,
-                    first,
-                    next,
-                    &self.seqs,
-                    &self.at,
-                    &self.kind,
-                    &self.step,
-                    &self.idx,
-                    &self.attempt,
-                    &self.data,
-                    &self.guard,
-                ],
-            );
-        }
-        (
-            &st.append_many,
-            vec![
-                &self.runs,
-                &self.tokens,
-                &self.firsts,
-                &self.nexts,
-                &self.row_runs,
-                &self.seqs,
-                &self.at,
-                &self.kind,
-                &self.step,
-                &self.idx,
-                &self.attempt,
-                &self.data,
-                &self.guard,
-            ],
-        )
+        let rows: [&(dyn postgres::types::ToSql + Sync); 7] = [
+            &self.seqs,
+            &self.at,
+            &self.kind,
+            &self.step,
+            &self.idx,
+            &self.attempt,
+            &self.data,
+        ];
+        let (statement, mut params): (_, Vec<&(dyn postgres::types::ToSql + Sync)>) =
+            match (&*self.runs, &*self.tokens, &*self.firsts, &*self.nexts) {
+                ([run], [token], [first], [next]) => {
+                    (&st.append_one, vec![run, token, first, next])
+                }
+                _ => (
+                    &st.append_many,
+                    vec![
+                        &self.runs,
+                        &self.tokens,
+                        &self.firsts,
+                        &self.nexts,
+                        &self.row_runs,
+                    ],
+                ),
+            };
+        params.extend(rows);
+        params.push(&self.guard);
+        (statement, params)
     }
 }
 
