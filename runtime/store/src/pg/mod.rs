@@ -745,3 +745,14 @@ impl Store for PgStore {
         Ok(cleaned)
     }
 }
+
+/// A fresh database on the test server with the store's schema in it (opening a store writes
+/// it), its URL, and a client whose search path is the schema, for a unit test's rows.
+#[cfg(test)]
+fn schema_database(prefix: &str) -> (String, postgres::Client) {
+    let url = test_server::fresh_database(prefix);
+    drop(PgStore::open(&url, Arc::new(crate::ManualClock::at(0))).unwrap());
+    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    client.batch_execute("SET search_path TO reel").unwrap();
+    (url, client)
+}

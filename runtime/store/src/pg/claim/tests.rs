@@ -5,11 +5,10 @@
 //! saying so.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use super::{look, next_due};
-use crate::pg::test_server;
-use crate::{ManualClock, Owner, PgStore};
+use crate::Owner;
+use crate::pg::schema_database;
 
 /// Runs kept in the store beside the few a look is about: ended ones and parked ones.
 const KEPT: i64 = 5_000;
@@ -17,15 +16,11 @@ const KEPT: i64 = 5_000;
 /// A store with `KEPT` ended runs, `KEPT` runs parked for a day on a signal, and two runs
 /// each of the kinds a look is about: waiting runs a live process holds, running runs held.
 fn crowded_store() -> postgres::Client {
-    let url = test_server::fresh_database("reel_look");
-    // Opening the store writes its schema.
-    drop(PgStore::open(&url, Arc::new(ManualClock::at(0))).unwrap());
-    let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let (_, mut client) = schema_database("reel_look");
     let day = 86_400_000_i64;
     client
         .batch_execute(&format!(
-            "SET search_path TO reel;
-             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
+            "INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
                                durability)
              SELECT 'ended-' || g, 'f', 'd', '/', 'succeeded', g, g, 'fast'
              FROM generate_series(1, {KEPT}) g;

@@ -4,12 +4,9 @@
 //! Needs `REEL_TEST_POSTGRES_URL` (`scripts/test.sh` sets it); without it the test fails,
 //! saying so.
 
-use std::sync::Arc;
-
 use super::{Appends, Statements};
 use crate::pg::conn::{Connector, PgAuth};
-use crate::pg::test_server;
-use crate::{ManualClock, PgStore};
+use crate::pg::schema_database;
 
 /// Runs kept in the store beside the one the steps are of, as a team's store holds after a
 /// while.
@@ -19,14 +16,10 @@ const KEPT: i64 = 20_000;
 /// appending three rows in a store of `KEPT` ended runs (analyzed, as autovacuum does), and
 /// how many times it runs a plan it keeps.
 fn plans_of_one_runs_appends(steps: i64) -> (i64, i64) {
-    let url = test_server::fresh_database("reel_plans");
-    // Opening the store writes its schema.
-    drop(PgStore::open(&url, Arc::new(ManualClock::at(0))).unwrap());
-    let mut setup = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let (url, mut setup) = schema_database("reel_plans");
     setup
         .batch_execute(&format!(
-            "SET search_path TO reel;
-             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
+            "INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
                                durability)
              SELECT 'ended-' || g, 'f', 'd', '/', 'succeeded', g, g, 'durable'
              FROM generate_series(1, {KEPT}) g;
