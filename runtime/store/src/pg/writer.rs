@@ -61,6 +61,12 @@ pub(super) struct Lost {
     /// The server aborted it for a deadlock or a serialization failure: nothing was
     /// committed, and the same batch may go through on another try.
     retry: bool,
+    /// The connection is gone: the client saw it close, or the server ended the session
+    /// (a `FATAL` error, as `pg_terminate_backend` or a shutdown sends). The next batch
+    /// connects again. The client learns that the socket closed only while its connection
+    /// is driven, which is while a batch waits for its answers; a batch of one statement
+    /// could have its answer, the server's `FATAL`, before that.
+    broken: bool,
 }
 
 impl From<StoreError> for Lost {
@@ -68,6 +74,7 @@ impl From<StoreError> for Lost {
         Lost {
             error,
             retry: false,
+            broken: false,
         }
     }
 }
@@ -78,9 +85,13 @@ pub(super) fn lost(e: &postgres::Error) -> Lost {
     let retry = e.code().is_some_and(|c| {
         *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
     });
+    let broken = e.is_closed()
+        || e.as_db_error()
+            .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"));
     Lost {
         error: pg(e),
         retry,
+        broken,
     }
 }
 
@@ -455,14 +466,16 @@ impl Writer {
                     cmd.answer(result);
                 }
             }
-            Err(error) => {
-                if self
-                    .conn
-                    .as_ref()
-                    .is_some_and(|(c, _)| c.client().is_closed())
+            Err(lost) => {
+                if lost.broken
+                    || self
+                        .conn
+                        .as_ref()
+                        .is_some_and(|(c, _)| c.client().is_closed())
                 {
                     self.conn = None;
                 }
+                let error = lost.error;
                 for cmd in batch.drain(..) {
                     if let Some(tag) = cmd.data_tag() {
                         self.shared.poison(&tag.run, tag.token, error.clone());
@@ -505,14 +518,14 @@ impl Writer {
         batch: &mut [Cmd],
         durable: bool,
         results: &mut Vec<Result<(), StoreError>>,
-    ) -> Result<(), StoreError> {
+    ) -> Result<(), Lost> {
         let mut attempt = 1;
         loop {
             results.clear();
             match self.try_write(batch, durable, results, true) {
                 Ok(()) => return Ok(()),
                 Err(lost) if lost.retry && attempt < BATCH_ATTEMPTS => attempt += 1,
-                Err(lost) => return Err(lost.error),
+                Err(lost) => return Err(lost),
             }
         }
     }
