@@ -784,7 +784,8 @@ mod tests {
                 then,
             };
             let r = row(&event, 4);
-            assert_eq!(r.kind, "unknown_outcome");
+            // The kind the stores index for `reel runs`.
+            assert_eq!(r.kind, reel_store::UNKNOWN_OUTCOME);
             assert_eq!(r.attempt, Some(2));
             assert_eq!(r.data, json!({ "key": "k", "then": then.as_str() }));
             assert_eq!(Event::from_row(&r), Ok(event));

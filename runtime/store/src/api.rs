@@ -433,6 +433,10 @@ pub(crate) fn due_claim<S: Store + ?Sized>(
     }
 }
 
+/// The kind of journal row a resume writes for a call whose outcome it could not know; both
+/// stores index rows of this kind ([`StoreRead::unknown_outcome_rows`]).
+pub const UNKNOWN_OUTCOME: &str = "unknown_outcome";
+
 /// Filters for listing runs.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunFilter {
@@ -828,6 +832,26 @@ pub trait StoreRead: Send + Sync {
             }
             Flow::Continue
         })?;
+        Ok(out)
+    }
+    /// Every `unknown_outcome` row of the store whose columns read, ordered by run and then
+    /// by position: what `reel runs` shows of each run without reading its journal. A
+    /// database finds them through an index of such rows, so the read costs what it finds,
+    /// not the store's events; the default reads every run's journal.
+    fn unknown_outcome_rows(&self) -> Result<Vec<EventRow>, StoreError> {
+        let mut runs = self.list_runs(&RunFilter::default())?;
+        runs.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut out = Vec::new();
+        for run in runs {
+            self.read_journal_rows(&run.id, 0, &mut |row| {
+                if let JournalRow::Event(e) = row
+                    && e.kind == UNKNOWN_OUTCOME
+                {
+                    out.push(e);
+                }
+                Flow::Continue
+            })?;
+        }
         Ok(out)
     }
     /// What a run's tools printed, in order.

@@ -299,6 +299,32 @@ pub(crate) fn read_journal_raw(
     Ok(())
 }
 
+/// Every `unknown_outcome` row, by run and position, the run last (the other columns where
+/// `raw_event` reads a journal row's). Its `WHERE` is the index's own, so the index is used.
+pub(crate) const UNKNOWN_OUTCOME_ROWS: &str = "SELECT seq, at, kind, step, idx, attempt, data, run
+    FROM journal WHERE kind = 'unknown_outcome' ORDER BY run, seq";
+
+/// Every `unknown_outcome` row whose columns read, by run and position, through the index of
+/// such rows (`journal_unknown_outcome`); a row whose columns do not read is a hole, which
+/// only a read of its journal reports.
+pub(crate) fn unknown_outcome_rows(conn: &Connection) -> Result<Vec<EventRow>, StoreError> {
+    let mut stmt = conn.prepare_cached(UNKNOWN_OUTCOME_ROWS).map_err(sqlite)?;
+    let mut rows = stmt.query([]).map_err(sqlite)?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(sqlite)? {
+        let (Ok(seq), Ok(run)) = (row.get::<_, i64>(0), row.get::<_, String>(7)) else {
+            continue;
+        };
+        let Ok(seq) = u64::try_from(seq) else {
+            continue;
+        };
+        if let Ok(event) = raw_event(row, seq).and_then(|raw| raw.to_row(&run)) {
+            out.push(event);
+        }
+    }
+    Ok(out)
+}
+
 /// The steps of a run with a `step_succeeded` row, without decoding any row's data.
 pub(crate) fn succeeded_steps(
     conn: &Connection,

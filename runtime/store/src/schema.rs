@@ -16,7 +16,7 @@ use crate::private;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -190,6 +190,15 @@ CREATE TABLE IF NOT EXISTS spec_binaries (
     layout INTEGER NOT NULL,
     bytes BLOB NOT NULL
 ) STRICT;
+";
+
+// The rows of calls a resume found with an unknown outcome, which `reel runs` shows for every
+// run it lists (`read::unknown_outcome_rows`): through this index the listing reads those few
+// rows, not every run's journal. A partial index, so an append of any other kind adds no
+// entry to it.
+const V6: &str = "
+CREATE INDEX IF NOT EXISTS journal_unknown_outcome ON journal (run, seq)
+    WHERE kind = 'unknown_outcome';
 ";
 
 fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {

@@ -434,6 +434,10 @@ impl StoreRead for SqliteStore {
         self.readers.with(|c| read::succeeded_steps(c, run))
     }
 
+    fn unknown_outcome_rows(&self) -> Result<Vec<EventRow>, StoreError> {
+        self.readers.with(read::unknown_outcome_rows)
+    }
+
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
         self.readers.with(|c| read::logs(c, run))
     }

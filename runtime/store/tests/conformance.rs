@@ -15,7 +15,7 @@ use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use reel_store::{
     Claim, CleanScope, Durability, EventRow, Flow, JournalRow, Lease, LogRow, ManualClock,
     NewEvent, NewRun, Owner, PgStore, RunFilter, RunStatus, RunUpdate, SqliteStore, Store,
-    StoreError, Ticket,
+    StoreError, Ticket, UNKNOWN_OUTCOME,
 };
 use serde_json::json;
 
@@ -1525,6 +1525,48 @@ fn succeeded_steps_names_each_succeeded_step_once(b: &dyn Backend) {
     );
 }
 
+fn unknown_outcome_rows_are_every_runs_by_run_and_position(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let unknown = |n: u64| event(UNKNOWN_OUTCOME, n);
+    let runs = [
+        ("b", vec![event("step_started", 0), unknown(1), unknown(2)]),
+        ("a", vec![event("step_started", 0), unknown(1)]),
+        (
+            "c",
+            vec![event("step_started", 0), event("call_succeeded", 1)],
+        ),
+    ];
+    for (id, events) in runs {
+        let lease = store.create_run(new_run(id), &me(), 60_000).unwrap();
+        store.append(&lease, events).unwrap();
+        end_succeeded(&*store, &lease, 9_000);
+    }
+    let found = |store: &dyn Store| -> Vec<(String, u64, u64)> {
+        store
+            .unknown_outcome_rows()
+            .unwrap()
+            .into_iter()
+            .map(|r| {
+                assert_eq!(r.kind, UNKNOWN_OUTCOME);
+                (r.run, r.seq, r.data["n"].as_u64().unwrap())
+            })
+            .collect()
+    };
+    let expected = vec![
+        ("a".to_string(), 1, 1),
+        ("b".to_string(), 1, 1),
+        ("b".to_string(), 2, 2),
+    ];
+    assert_eq!(found(&*store), expected);
+    assert_eq!(found(&*b.open_read_only().unwrap()), expected);
+    // A row whose data does not read is a hole, left to a read of its journal.
+    b.raw("UPDATE journal SET data = '{broken' WHERE run = 'b' AND seq = 1");
+    assert_eq!(
+        found(&*store),
+        vec![("a".to_string(), 1, 1), ("b".to_string(), 2, 2)]
+    );
+}
+
 fn a_clean_removes_ended_runs_and_what_only_they_reference(b: &dyn Backend) {
     let store = b.open().unwrap();
     let shared = store
@@ -2074,6 +2116,7 @@ conformance!(
     durable_runs_commit_and_read_back,
     a_long_journal_reads_whole_and_in_order,
     succeeded_steps_names_each_succeeded_step_once,
+    unknown_outcome_rows_are_every_runs_by_run_and_position,
     a_clean_removes_ended_runs_and_what_only_they_reference,
     a_clean_between_storing_and_naming_leaves_nothing_named_missing,
     cleans_racing_runs_never_remove_what_a_run_names,
@@ -2107,7 +2150,7 @@ mod postgres_schema {
         assert!(leaves_room(&db));
         assert_eq!(
             db.raw_count("SELECT value FROM meta WHERE key = 'schema_version'"),
-            7
+            8
         );
     }
 }

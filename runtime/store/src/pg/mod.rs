@@ -427,6 +427,10 @@ impl StoreRead for PgStore {
         self.readers.with(move |c| read::succeeded_steps(c, &run))
     }
 
+    fn unknown_outcome_rows(&self) -> Result<Vec<EventRow>, StoreError> {
+        self.readers.with(read::unknown_outcome_rows)
+    }
+
     fn logs(&self, run: &str) -> Result<Vec<LogRow>, StoreError> {
         let run = run.to_string();
         self.readers.with(move |c| read::logs(c, &run))
@@ -755,4 +759,18 @@ fn schema_database(prefix: &str) -> (String, postgres::Client) {
     let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
     client.batch_execute("SET search_path TO reel").unwrap();
     (url, client)
+}
+
+/// The rows of `table` this connection's open transaction has fetched so far, as the server
+/// counts them (`pg_stat_xact_user_tables`): what a unit test counts a read's work by.
+#[cfg(test)]
+fn rows_fetched(client: &mut postgres::Client, table: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
+             FROM pg_stat_xact_user_tables WHERE relname = $1",
+            &[&table],
+        )
+        .unwrap()
+        .get(0)
 }

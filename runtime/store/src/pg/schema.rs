@@ -7,7 +7,7 @@ use super::conn::{Connector, SCHEMA, pg};
 use crate::api::StoreError;
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -200,6 +200,14 @@ CREATE TABLE IF NOT EXISTS spec_binaries (
     layout INTEGER NOT NULL,
     bytes BYTEA NOT NULL
 );
+"#;
+
+// The rows of calls a resume found with an unknown outcome, which `reel runs` shows for every
+// run it lists (`read::unknown_outcome_rows`), as the SQLite store's version 6 indexes them:
+// the listing reads those few rows in one statement, not every run's journal.
+const V8: &str = r#"
+CREATE INDEX IF NOT EXISTS journal_unknown_outcome ON journal (run, seq)
+    WHERE kind = 'unknown_outcome';
 "#;
 
 fn newer_message(version: i64) -> String {

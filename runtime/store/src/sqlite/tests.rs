@@ -661,3 +661,34 @@ fn a_look_at_what_is_due_reads_waiting_runs_through_indexes() {
         "cancels and signals by theirs: {plan:#?}"
     );
 }
+
+/// `reel runs` shows every listed run's calls of unknown outcome: read through their index
+/// (`journal_unknown_outcome`), the statement steps over those rows, not the store's other
+/// events. Counted by SQLite itself (its virtual machine's steps), not timed.
+#[test]
+fn unknown_outcome_rows_step_only_over_themselves() {
+    const OTHERS: i64 = 100_000;
+    let (dir, store) = store();
+    let conn = raw(&dir);
+    conn.execute_batch(&format!(
+        "WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < {last})
+         INSERT INTO journal (run, seq, at, kind, step, data)
+         SELECT 'run-' || (n / 10), n % 10, 0,
+                CASE WHEN n % 5000 = 3 THEN 'unknown_outcome' ELSE 'call_succeeded' END, 's',
+                CASE WHEN n % 5000 = 3 THEN '{{\"key\": \"k\", \"then\": \"repeated\"}}'
+                     ELSE '{{}}' END
+         FROM g;",
+        last = OTHERS - 1
+    ))
+    .unwrap();
+    let mut stmt = conn.prepare(crate::read::UNKNOWN_OUTCOME_ROWS).unwrap();
+    let found = stmt
+        .query_map([], |r| r.get::<_, String>(7))
+        .unwrap()
+        .count();
+    let steps = stmt.get_status(rusqlite::StatementStatus::VmStep);
+    assert_eq!(found, (OTHERS / 5000) as usize);
+    assert!(steps < 50 * found as i32, "{steps} steps for {found} rows");
+    drop(stmt);
+    assert_eq!(store.unknown_outcome_rows().unwrap().len(), found);
+}

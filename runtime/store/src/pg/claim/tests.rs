@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use super::{look, next_due};
 use crate::Owner;
-use crate::pg::schema_database;
+use crate::pg::{rows_fetched, schema_database};
 
 /// Runs kept in the store beside the few a look is about: ended ones and parked ones.
 const KEPT: i64 = 5_000;
@@ -44,14 +44,7 @@ fn crowded_store() -> postgres::Client {
 
 /// The rows of `runs` this connection's open transaction has fetched so far.
 fn rows_read(client: &mut postgres::Client) -> i64 {
-    client
-        .query_one(
-            "SELECT COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0)
-             FROM pg_stat_xact_user_tables WHERE relname = 'runs'",
-            &[],
-        )
-        .unwrap()
-        .get(0)
+    rows_fetched(client, "runs")
 }
 
 #[test]
