@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
-use reel_journal::fold::Marks;
+use reel_journal::fold::Unknown;
 use reel_store::{Flow, RunFilter, RunRow, RunStatus, StoreRead};
 use serde_json::{Value, json};
 
@@ -25,8 +25,13 @@ pub struct Args {
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
 
+    /// Also read each ended run's journal for rows that cannot be read (holes); a run that has
+    /// not ended is always read.
+    #[arg(long)]
+    check: bool,
+
     /// Show RUN with its forks and reruns (and theirs), each with its status and what it reused.
-    #[arg(long, value_name = "RUN", conflicts_with_all = ["status", "limit"])]
+    #[arg(long, value_name = "RUN", conflicts_with_all = ["status", "limit", "check"])]
     tree: Option<String>,
 }
 
@@ -36,9 +41,17 @@ pub fn time_json(ms: Option<i64>) -> Value {
         .map_or(Value::Null, |t| Value::String(t.to_string()))
 }
 
+/// What `reel runs` shows beside a run's row: how many rows of its journal cannot be read
+/// (`None` when the journal was not read) and the calls a resume found with an unknown outcome.
+#[derive(Default)]
+struct Marks {
+    holes: Option<usize>,
+    unknown: Vec<Unknown>,
+}
+
 /// The JSON object of one run, as `reel runs --json` prints it, with the count of its
 /// journal's unreadable rows (holes) and its calls found with an unknown outcome.
-pub fn run_json(r: &RunRow, marks: &Marks) -> Value {
+fn run_json(r: &RunRow, marks: &Marks) -> Value {
     json!({
         "run": r.id,
         "flow": r.flow,
@@ -50,7 +63,7 @@ pub fn run_json(r: &RunRow, marks: &Marks) -> Value {
         "due_at": time_json(r.due_at),
         "waiting_on": r.waiting_on,
         "error": r.error,
-        "holes": marks.holes.len(),
+        "holes": marks.holes,
         "unknown_outcomes": marks
             .unknown
             .iter()
@@ -98,14 +111,28 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             ..RunFilter::default()
         })
         .map_err(|e| Failure::failed(e.to_string()))?;
-    // Each listed run's journal is read for rows that cannot be read (a run with one cannot
-    // resume, and nobody should learn that only from `reel resume`) and for calls whose outcome
-    // was unknown (an effect that may have happened twice, or waits for a person).
+    // Calls whose outcome was unknown (an effect that may have happened twice, or waits for a
+    // person) are shown for every run, from the store's index of such rows. The journal of a
+    // run that has not ended is read for rows that cannot be read: such a run cannot resume,
+    // and nobody should learn that only from `reel resume`. An ended run's is read only when
+    // asked (`--check`), so that a listing costs the runs it lists, not every event they hold.
+    let failed = |e: reel_store::StoreError| Failure::failed(e.to_string());
+    let mut unknown = reel_journal::fold::unknown_outcomes(store.as_ref()).map_err(failed)?;
     let marks = runs
         .iter()
-        .map(|r| reel_journal::fold::marks(store.as_ref(), &r.id))
+        .map(|r| {
+            let holes = if args.check || !r.status.is_ended() {
+                Some(reel_journal::fold::holes(store.as_ref(), &r.id)?.len())
+            } else {
+                None
+            };
+            Ok(Marks {
+                holes,
+                unknown: unknown.remove(&r.id).unwrap_or_default(),
+            })
+        })
         .collect::<Result<Vec<Marks>, _>>()
-        .map_err(|e| Failure::failed(e.to_string()))?;
+        .map_err(failed)?;
     if args.json {
         let all: Vec<Value> = runs
             .iter()
@@ -144,7 +171,7 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
     print_stdout(&out)?;
     for (r, h) in runs
         .iter()
-        .zip(marks.iter().map(|m| m.holes.len()))
+        .zip(marks.iter().map(|m| m.holes.unwrap_or(0)))
         .filter(|(_, h)| *h > 0)
     {
         ui.line(&format!(

@@ -1,6 +1,6 @@
 //! A journal row that cannot be read is a hole: `reel events` shows the other rows and marks
-//! it, `reel runs` counts it, `reel resume` refuses the run naming the row, and `reel worker`
-//! leaves the run as it was.
+//! it, `reel runs` counts it (an ended run's with `--check`), `reel resume` refuses the run
+//! naming the row, and `reel worker` leaves the run as it was.
 
 use std::path::Path;
 
@@ -116,6 +116,42 @@ fn the_worker_leaves_a_run_with_a_hole_waiting_and_names_it() {
         r.stderr
     );
     assert_eq!(status_and_holes(d, &id), ("waiting".to_string(), 1.into()));
+}
+
+/// A listing reads the journal of a run that has not ended (it may be resumed); an ended
+/// run's only with `--check`, so that `reel runs` costs the runs it lists, not their events.
+#[test]
+fn an_ended_runs_holes_are_counted_when_checked() {
+    let dir = temp();
+    let d = dir.path();
+    write(d, "reel.toml", "");
+    write(
+        d,
+        "done.reel",
+        "flow done {\n  step a = echo { value: 1 }\n  output a\n}\n",
+    );
+    let r = reel_in(d, &["run", "done.reel", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let id = json(&r)["run"].as_str().unwrap().to_string();
+    damage_journal_row(d, &id, 1);
+
+    let r = reel_in(d, &["runs", "--json"]);
+    assert_eq!(json(&r)[0]["holes"], Value::Null, "not read: {}", r.stdout);
+    let r = reel_in(d, &["runs"]);
+    assert!(!r.stderr.contains("unreadable"), "{}", r.stderr);
+
+    let r = reel_in(d, &["runs", "--json", "--check"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(json(&r)[0]["status"], "succeeded");
+    assert_eq!(json(&r)[0]["holes"], 1);
+    let r = reel_in(d, &["runs", "--check"]);
+    assert!(
+        r.stderr.contains(&format!(
+            "note: run {id} has 1 unreadable journal row (holes)"
+        )),
+        "{}",
+        r.stderr
+    );
 }
 
 /// A run's row that claims far more events than its journal holds (a damaged count) is

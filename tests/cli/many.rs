@@ -207,11 +207,11 @@ fn start_worker(dir: &Path, home: &Path, err: &Path) -> Child {
     command.spawn().expect("reel worker starts")
 }
 
-/// The statuses of every run of the store, by id.
+/// The statuses of every run of the store, by id, each journal read for holes.
 fn statuses(dir: &Path, home: &Path) -> BTreeMap<String, Value> {
     let r = reel_env(
         dir,
-        &["runs", "--json", "--limit", "100000"],
+        &["runs", "--json", "--check", "--limit", "100000"],
         &[("REEL_HOME", home.to_str().unwrap())],
     );
     assert_eq!(r.status, 0, "{r:?}");

@@ -517,35 +517,31 @@ pub fn holes(store: &dyn StoreRead, run: &str) -> Result<Vec<(u64, String)>, Sto
     Ok(out)
 }
 
-/// What one pass over a run's journal finds that a list of runs shows beside each run.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Marks {
-    /// Rows that cannot be read, as [`holes`] gives them.
-    pub holes: Vec<(u64, String)>,
-    /// Calls a resume found with an unknown outcome: (step, index, attempt, what was done).
-    pub unknown: Vec<(String, Option<u32>, u32, Resolution)>,
-}
+/// A call a resume found with an unknown outcome: (step, index, attempt, what was done).
+pub type Unknown = (String, Option<u32>, u32, Resolution);
 
-/// Reads a run's journal once for its [`Marks`]: holes, and calls whose outcome was unknown.
-pub fn marks(store: &dyn StoreRead, run: &str) -> Result<Marks, StoreError> {
-    let mut out = Marks::default();
-    store.read_journal_raw(run, 0, &mut |row| {
-        match row {
-            RawJournalRow::Event(row) => match Event::from_raw(&row) {
-                Ok(Event::UnknownOutcome {
-                    step,
-                    index,
-                    attempt,
-                    then,
-                    ..
-                }) => out.unknown.push((step, index, attempt, then)),
-                Ok(_) => {}
-                Err(message) => out.holes.push((row.seq, message)),
-            },
-            RawJournalRow::Hole { seq, message } => out.holes.push((seq, message.to_string())),
+/// The calls every run of the store was found with an unknown outcome, by run, in journal
+/// order: read from the store's index of such rows, not from each run's journal, so a list of
+/// runs shows them at the cost of what it finds. A row that does not read as one is left to
+/// [`holes`].
+pub fn unknown_outcomes(
+    store: &dyn StoreRead,
+) -> Result<HashMap<String, Vec<Unknown>>, StoreError> {
+    let mut out: HashMap<String, Vec<Unknown>> = HashMap::new();
+    for row in store.unknown_outcome_rows()? {
+        if let Ok(Event::UnknownOutcome {
+            step,
+            index,
+            attempt,
+            then,
+            ..
+        }) = Event::from_row(&row)
+        {
+            out.entry(row.run)
+                .or_default()
+                .push((step, index, attempt, then));
         }
-        Flow::Continue
-    })?;
+    }
     Ok(out)
 }
 
@@ -866,11 +862,13 @@ mod tests {
         );
         let rows: Vec<NewEvent> = events.iter().map(|e| e.to_row(1)).collect();
         let (_tmp, store, _) = store_with(rows);
-        let found = marks(&store, "r").unwrap();
-        assert!(found.holes.is_empty());
+        assert!(holes(&store, "r").unwrap().is_empty());
         assert_eq!(
-            found.unknown,
-            vec![("pay".to_string(), None, 1, Resolution::Held)]
+            unknown_outcomes(&store).unwrap(),
+            HashMap::from([(
+                "r".to_string(),
+                vec![("pay".to_string(), None, 1, Resolution::Held)]
+            )])
         );
         let mut view = Folded::with_views();
         view.read(&store, "r", Holes::Stop).unwrap();
