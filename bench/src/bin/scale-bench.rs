@@ -98,6 +98,9 @@ struct Row {
     run: Sample,
     /// The engine's share of the run: the run's record, from its creation to its end.
     engine: Duration,
+    /// `reel runs` on the store the run left: a listing that should cost the runs it lists,
+    /// not their events.
+    list: Sample,
 }
 
 fn main() {
@@ -126,10 +129,10 @@ fn main() {
     );
     println!(
         "run = check + build + the run, as a user waits for it; engine = the run's record from \
-         creation to end; peak = maximum resident set"
+         creation to end; peak = maximum resident set; list = `reel runs` on the store the run left"
     );
     println!(
-        "{:<10} {:>9} | {:>8} {:>8} {:>6} | {:>8} {:>10} {:>8} | {:>8} {:>10} | {:>8} {:>10}",
+        "{:<10} {:>9} | {:>8} {:>8} {:>6} | {:>8} {:>10} {:>8} | {:>8} {:>10} | {:>8} | {:>8} {:>10}",
         "shape",
         "N",
         "check",
@@ -140,6 +143,7 @@ fn main() {
         "peak MB",
         "engine",
         "steps/s",
+        "list",
         "DBOS",
         "steps/s"
     );
@@ -188,11 +192,16 @@ fn measure(args: &Args, reel: &Path, root: &Path, shape: Shape, n: usize) -> Row
             Shape::Durable => &["run", &flow_arg, "--durability", "durable"],
             Shape::Sequential | Shape::Foreach => &["run", &flow_arg],
         };
-        runs.push((timed_command(reel, run, &store), engine_share(&store)));
+        let ran = timed_command(reel, run, &store);
+        runs.push((
+            ran,
+            engine_share(&store),
+            timed_command(reel, &["runs"], &store),
+        ));
         let _ = std::fs::remove_dir_all(&store);
     }
-    runs.sort_by_key(|(s, _)| s.wall);
-    let (run, engine) = runs[runs.len() / 2];
+    runs.sort_by_key(|(s, _, _)| s.wall);
+    let (run, engine, list) = runs[runs.len() / 2];
     Row {
         shape,
         n,
@@ -200,6 +209,7 @@ fn measure(args: &Args, reel: &Path, root: &Path, shape: Shape, n: usize) -> Row
         build: median(builds),
         run,
         engine,
+        list,
     }
 }
 
@@ -294,7 +304,7 @@ fn print_row(r: &Row, dbos: Option<(f64, f64)>) {
         None => ("-".to_string(), "-".to_string()),
     };
     println!(
-        "{:<10} {:>9} | {:>8} {:>8} {:>5.1}× | {:>8} {:>10.0} {:>8.0} | {:>8} {:>10.0} | {:>8} {:>10}",
+        "{:<10} {:>9} | {:>8} {:>8} {:>5.1}× | {:>8} {:>10.0} {:>8.0} | {:>8} {:>10.0} | {:>8} | {:>8} {:>10}",
         r.shape.name(),
         r.n,
         secs(r.check.wall),
@@ -305,6 +315,7 @@ fn print_row(r: &Row, dbos: Option<(f64, f64)>) {
         r.run.peak_kb as f64 / 1024.0,
         secs(r.engine),
         rate(r.n, r.engine),
+        secs(r.list.wall),
         dbos_s,
         dbos_rate
     );
@@ -356,4 +367,13 @@ fn print_aims(rows: &[Row]) {
         .map(|r| r.build.wall.as_secs_f64() / r.check.wall.as_secs_f64().max(1e-9))
         .fold(0.0, f64::max);
     println!("  `reel build` / `reel check`, worst row: {worst:.1}× (aim: at most 2×)");
+    let lists = rows.iter().map(|r| r.list.wall);
+    if let (Some(least), Some(most)) = (lists.clone().min(), lists.max()) {
+        println!(
+            "  `reel runs` of the one run a store holds: {} to {} (no aim: it should not grow \
+             with the run's events)",
+            secs(least),
+            secs(most)
+        );
+    }
 }
