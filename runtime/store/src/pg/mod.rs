@@ -761,6 +761,17 @@ fn schema_database(prefix: &str) -> (String, postgres::Client) {
     (url, client)
 }
 
+/// The SQL that adds `n` ended runs (`ended-1` …) to a store, as a team's store holds after a
+/// while: what a unit test crowds a store with.
+#[cfg(test)]
+fn ended_runs(n: i64) -> String {
+    format!(
+        "INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at, durability)
+         SELECT 'ended-' || g, 'f', 'd', '/', 'succeeded', g, g, 'fast'
+         FROM generate_series(1, {n}) g;"
+    )
+}
+
 /// The rows of `table` this connection's open transaction has fetched so far, as the server
 /// counts them (`pg_stat_xact_user_tables`): what a unit test counts a read's work by.
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::collections::HashSet;
 
 use super::{look, next_due};
 use crate::Owner;
-use crate::pg::{rows_fetched, schema_database};
+use crate::pg::{ended_runs, rows_fetched, schema_database};
 
 /// Runs kept in the store beside the few a look is about: ended ones and parked ones.
 const KEPT: i64 = 5_000;
@@ -20,10 +20,7 @@ fn crowded_store() -> postgres::Client {
     let day = 86_400_000_i64;
     client
         .batch_execute(&format!(
-            "INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
-                               durability)
-             SELECT 'ended-' || g, 'f', 'd', '/', 'succeeded', g, g, 'fast'
-             FROM generate_series(1, {KEPT}) g;
+            "{ended}
              INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, due_at,
                                waiting_on, durability)
              SELECT 'parked-' || g, 'f', 'd', '/', 'waiting', g,
@@ -36,7 +33,8 @@ fn crowded_store() -> postgres::Client {
              SELECT kind || '-' || g, 'f', 'd', '/', kind, g, NULL, 'holder', 1, 'elsewhere', 1,
                     (extract(epoch from clock_timestamp()) * 1000)::bigint + 60000 + g, 'fast'
              FROM generate_series(1, 2) g, (VALUES ('waiting'), ('running')) k(kind);
-             ANALYZE runs;"
+             ANALYZE runs;",
+            ended = ended_runs(KEPT)
         ))
         .unwrap();
     client

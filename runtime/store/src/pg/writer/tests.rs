@@ -4,29 +4,34 @@
 //! Needs `REEL_TEST_POSTGRES_URL` (`scripts/test.sh` sets it); without it the test fails,
 //! saying so.
 
-use super::{Appends, Statements};
+use super::{Appends, FirstTrip, Statements, Tx};
 use crate::pg::conn::{Connector, PgAuth};
-use crate::pg::schema_database;
+use crate::pg::{ended_runs, schema_database};
 
-/// Runs kept in the store beside the one the steps are of, as a team's store holds after a
+/// Runs kept in the store beside the ones the steps are of, as a team's store holds after a
 /// while.
 const KEPT: i64 = 20_000;
 
-/// How many times the server plans a run's appends over `steps` steps of one run, each
-/// appending three rows in a store of `KEPT` ended runs (analyzed, as autovacuum does), and
-/// how many times it runs a plan it keeps.
-fn plans_of_one_runs_appends(steps: i64) -> (i64, i64) {
+/// How many times the server plans the appends of `runs` (each an id and its lease's token)
+/// over `batches` batches, each appending three rows to each run through a batch's opening as
+/// the writer sends it (`Tx::begin`), in a store of `KEPT` ended runs (analyzed, as autovacuum
+/// does); and how many times it runs a plan it keeps. The statement is the one whose text
+/// holds `marked`.
+fn plans_of_appends(runs: &[(&str, i64)], batches: i64, marked: &str) -> (i64, i64) {
     let (url, mut setup) = schema_database("reel_plans");
+    let running: Vec<String> = runs
+        .iter()
+        .map(|(id, token)| format!("('{id}', 'f', 'd', '/', 'running', 0, 'durable', {token})"))
+        .collect();
     setup
         .batch_execute(&format!(
-            "INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
-                               durability)
-             SELECT 'ended-' || g, 'f', 'd', '/', 'succeeded', g, g, 'durable'
-             FROM generate_series(1, {KEPT}) g;
+            "{ended}
              INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, durability,
                                lease_token)
-             VALUES ('steps', 'f', 'd', '/', 'running', 0, 'durable', 7);
-             ANALYZE runs;"
+             VALUES {running};
+             ANALYZE runs;",
+            ended = ended_runs(KEPT),
+            running = running.join(", ")
         ))
         .unwrap();
     let conn = Connector::new(&url, &PgAuth::default())
@@ -35,36 +40,40 @@ fn plans_of_one_runs_appends(steps: i64) -> (i64, i64) {
         .unwrap();
     let st = Statements::prepare(&conn).unwrap();
     let data = r#"{"attempts":1,"output":"=0"}"#;
-    for step in 0..steps {
-        let first = step * 3;
-        let appends = Appends {
-            guard: None,
-            runs: vec!["steps"],
-            tokens: vec![7],
-            firsts: vec![first],
-            nexts: vec![first + 3],
-            row_runs: vec!["steps"; 3],
-            seqs: vec![first, first + 1, first + 2],
-            at: vec![1; 3],
-            kind: vec!["step_succeeded", "step_started", "effect_recorded"],
-            step: vec![Some("s"); 3],
-            idx: vec![None; 3],
-            attempt: vec![None, Some(1), Some(1)],
-            data: vec![data; 3],
+    let n = runs.len();
+    for batch in 0..batches {
+        let first = batch * 3;
+        let seqs: Vec<i64> = (first..first + 3).collect();
+        let trip = FirstTrip {
+            durable: None,
+            cleaning: false,
+            values: None,
+            appends: Some(Appends {
+                guard: None,
+                runs: runs.iter().map(|(id, _)| *id).collect(),
+                tokens: runs.iter().map(|(_, token)| *token).collect(),
+                firsts: vec![first; n],
+                nexts: vec![first + 3; n],
+                row_runs: runs.iter().flat_map(|(id, _)| [*id; 3]).collect(),
+                seqs: seqs.repeat(n),
+                at: vec![1; 3 * n],
+                kind: ["step_succeeded", "step_started", "effect_recorded"].repeat(n),
+                step: vec![Some("s"); 3 * n],
+                idx: vec![None; 3 * n],
+                attempt: [None, Some(1), Some(1)].repeat(n),
+                data: vec![data; 3 * n],
+            }),
+            commit: true,
         };
-        let (statement, params) = appends.statement(&st);
-        let row = conn
-            .block_on(conn.client().query_one(statement, &params))
-            .unwrap();
-        let fenced: Vec<String> = row.get(1);
-        assert_eq!(fenced, ["steps"], "step {step}'s rows went in");
+        let (_, _, written) = Tx::begin(&conn, &st, &trip).unwrap();
+        assert_eq!(written.len(), n, "batch {batch}'s rows went in");
     }
     let counts = conn
         .block_on(conn.client().query_one(
             "SELECT custom_plans, generic_plans FROM pg_prepared_statements
-             WHERE statement LIKE '%($12::bigint IS NULL%'
+             WHERE strpos(statement, $1) > 0
                AND statement NOT LIKE '%pg_prepared_statements%'",
-            &[],
+            &[&marked],
         ))
         .unwrap();
     (counts.get(0), counts.get(1))
@@ -73,7 +82,8 @@ fn plans_of_one_runs_appends(steps: i64) -> (i64, i64) {
 #[test]
 fn a_runs_appends_are_planned_a_few_times_however_many_runs_the_store_holds() {
     let steps = 40;
-    let (custom, generic) = plans_of_one_runs_appends(steps);
+    // `append_one`: its run found by its key.
+    let (custom, generic) = plans_of_appends(&[("steps", 7)], steps, "AND next_seq = $3");
     // The server plans a prepared statement for its first five runs, then keeps one plan
     // for any parameters unless planning each time looks cheaper; planning each time is
     // what doubled a durable step's time in a store of 50,000 runs.
@@ -81,5 +91,24 @@ fn a_runs_appends_are_planned_a_few_times_however_many_runs_the_store_holds() {
         custom <= 5 && generic == steps - custom,
         "{custom} plans made for the parameters of one step and {generic} runs of a kept \
          plan, over {steps} steps"
+    );
+}
+
+#[test]
+fn many_runs_appends_are_planned_once_however_many_runs_the_store_holds() {
+    let batches = 40;
+    // `append_many`: the runs' arrays joined with `runs`.
+    let (custom, generic) = plans_of_appends(
+        &[("a", 7), ("b", 8)],
+        batches,
+        "unnest($1::text[], $2::bigint[]",
+    );
+    // Left to choose, the server plans this statement again for every batch in such a store
+    // (40 plans for the parameters at hand and none kept, checked by hand without the
+    // session's `GENERIC_PLANS`).
+    assert_eq!(
+        (custom, generic),
+        (0, batches),
+        "plans made for the parameters of one batch, and runs of a kept plan"
     );
 }
