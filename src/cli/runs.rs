@@ -122,7 +122,12 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         .iter()
         .map(|r| {
             let holes = if args.check || !r.status.is_ended() {
-                Some(reel_journal::fold::holes(store.as_ref(), &r.id)?.len())
+                // A run a clean removed since it was listed has no journal left to count.
+                match reel_journal::fold::holes(store.as_ref(), &r.id) {
+                    Ok(holes) => Some(holes.len()),
+                    Err(reel_store::StoreError::NotFound(_)) => None,
+                    Err(e) => return Err(e),
+                }
             } else {
                 None
             };

@@ -300,7 +300,8 @@ pub(crate) fn read_journal_raw(
 }
 
 /// Every `unknown_outcome` row, by run and position, the run last (the other columns where
-/// `raw_event` reads a journal row's). Its `WHERE` is the index's own, so the index is used.
+/// `raw_event`, and the PostgreSQL store's `event_from`, read a journal row's): both stores'
+/// statement. Its `WHERE` is the index's own, so the index is used.
 pub(crate) const UNKNOWN_OUTCOME_ROWS: &str = "SELECT seq, at, kind, step, idx, attempt, data, run
     FROM journal WHERE kind = 'unknown_outcome' ORDER BY run, seq";
 

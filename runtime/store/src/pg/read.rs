@@ -528,17 +528,12 @@ pub(crate) fn event_from(row: &Row, first: usize, run: &str, seq: i64) -> Result
     })
 }
 
-/// Every `unknown_outcome` row, by run and position, the run last (the other columns where
-/// `event_from` reads a journal row's). Its `WHERE` is the index's own, so the index is used.
-pub(crate) const UNKNOWN_OUTCOME_ROWS: &str = "SELECT seq, at, kind, step, idx, attempt, data, run
-    FROM journal WHERE kind = 'unknown_outcome' ORDER BY run, seq";
-
 /// Every `unknown_outcome` row whose columns read, by run and position, through the index of
 /// such rows (`journal_unknown_outcome`); a row whose columns do not read is a hole, which
-/// only a read of its journal reports.
+/// only a read of its journal reports. The SQLite store's statement, which reads alike here.
 pub(crate) fn unknown_outcome_rows(client: &mut Client) -> Result<Vec<EventRow>, StoreError> {
     let rows = client
-        .query_prepared(UNKNOWN_OUTCOME_ROWS, &[])
+        .query_prepared(crate::read::UNKNOWN_OUTCOME_ROWS, &[])
         .map_err(|e| pg(&e))?;
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {

@@ -143,12 +143,12 @@ fn release_notify() -> String {
 /// The writer's session runs every statement with the plan the server makes for any
 /// parameters. Its statements find their rows by a run's id, a value's digest or arrays of
 /// them (a clean's also by ended statuses, which no parameter changes), for which that plan is
-/// the one the server would keep; but left to choose, it plans
-/// `append_many` again for every batch once the store holds many runs, because its plan for
-/// a few runs' arrays looks cheaper than the one for any arrays (which is as fast): about
-/// 180 µs a batch in a store of 50,000 runs, where four sequential runs committing together
-/// took 45 % longer than in an empty store. A setting of this session only: the readers'
-/// claims keep the server's choice, which `claim/tests.rs` checks on a crowded store.
+/// the one the server would keep; but left to choose, it plans `append_many` again for every
+/// batch once the store holds many runs, because its plan for a few runs' arrays looks
+/// cheaper than the one for any arrays (which is as fast): about 180 µs a batch in a store of
+/// 50,000 runs, where four sequential runs committing together took 45 % longer than in an
+/// empty store. A setting of this session only: the readers' claims keep the server's choice,
+/// which `claim/tests.rs` checks on a crowded store.
 const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
 
 /// The statements the writer runs, prepared once per connection.
