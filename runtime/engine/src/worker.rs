@@ -201,13 +201,16 @@ pub async fn work(
                 });
             }
             if worker.until_idle && active.is_empty() && started == 0 {
-                let left: Vec<String> = deps
-                    .store
-                    .list_runs(&reel_store::RunFilter::default())?
-                    .into_iter()
-                    .filter(|r| matches!(r.status, RunStatus::Running | RunStatus::Waiting))
-                    .map(|r| r.id)
-                    .collect();
+                // The runs that have not ended, by their status: a look at each idle poll
+                // reads those, not every run the store keeps.
+                let mut left: Vec<String> = Vec::new();
+                for status in [RunStatus::Running, RunStatus::Waiting] {
+                    let filter = reel_store::RunFilter {
+                        status: Some(status),
+                        ..reel_store::RunFilter::default()
+                    };
+                    left.extend(deps.store.list_runs(&filter)?.into_iter().map(|r| r.id));
+                }
                 if left.iter().all(|id| refused.contains_key(id)) {
                     summary.stuck = left
                         .into_iter()
