@@ -45,6 +45,11 @@ fn status_and_holes(dir: &Path, id: &str) -> (String, Value) {
     )
 }
 
+/// The note `reel runs` writes after its table for run `id` with one hole.
+fn one_hole_noted(id: &str) -> String {
+    format!("note: run {id} has 1 unreadable journal row (holes)")
+}
+
 #[test]
 fn a_hole_is_shown_counted_and_refused() {
     let dir = temp();
@@ -79,13 +84,7 @@ fn a_hole_is_shown_counted_and_refused() {
     assert_eq!(status_and_holes(d, &id), ("waiting".to_string(), 1.into()));
     let r = reel_in(d, &["runs"]);
     assert_eq!(r.status, 0, "{r:?}");
-    assert!(
-        r.stderr.contains(&format!(
-            "note: run {id} has 1 unreadable journal row (holes)"
-        )),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains(&one_hole_noted(&id)), "{}", r.stderr);
 
     // `reel resume` refuses, naming the run and the row; the run stays as it was.
     let r = reel_in(d, &["resume", &id]);
@@ -145,13 +144,7 @@ fn an_ended_runs_holes_are_counted_when_checked() {
     assert_eq!(json(&r)[0]["status"], "succeeded");
     assert_eq!(json(&r)[0]["holes"], 1);
     let r = reel_in(d, &["runs", "--check"]);
-    assert!(
-        r.stderr.contains(&format!(
-            "note: run {id} has 1 unreadable journal row (holes)"
-        )),
-        "{}",
-        r.stderr
-    );
+    assert!(r.stderr.contains(&one_hole_noted(&id)), "{}", r.stderr);
 }
 
 /// A run's row that claims far more events than its journal holds (a damaged count) is
