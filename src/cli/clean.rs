@@ -65,6 +65,7 @@ fn report(args: &Args, cleaned: &Cleaned, ui: &Ui) -> Result<Status, Failure> {
             "blobs": cleaned.blobs,
             "specs": cleaned.specs,
             "bytes": cleaned.bytes,
+            "runs_read": cleaned.runs_read,
             "vacuumed": cleaned.vacuumed,
         });
         print_stdout(&format!("{out}\n"))?;
@@ -130,6 +131,7 @@ mod tests {
             blobs: 0,
             specs: 1,
             bytes: 12_800,
+            runs_read: 3,
             vacuumed: true,
         };
         assert_eq!(

@@ -128,7 +128,7 @@ fn clean_removes_expired_ended_runs_and_what_only_they_used() {
             done.as_object()
                 .unwrap()
                 .iter()
-                .filter(|(k, _)| *k != "dry_run" && *k != "vacuumed")
+                .filter(|(k, _)| !["dry_run", "vacuumed", "runs_read"].contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         ),
@@ -136,10 +136,17 @@ fn clean_removes_expired_ended_runs_and_what_only_they_used() {
             dry.as_object()
                 .unwrap()
                 .iter()
-                .filter(|(k, _)| *k != "dry_run" && *k != "vacuumed")
+                .filter(|(k, _)| !["dry_run", "vacuumed", "runs_read"].contains(&k.as_str()))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         )
+    );
+    // The dry run read the two runs that stay (the waiting one, and the ended one no clean
+    // had read); the clean after it read only the waiting one: what the ended one references
+    // was kept by the dry run.
+    assert_eq!(
+        (&dry["runs_read"], &done["runs_read"]),
+        (&json!(2), &json!(1))
     );
     let mut left = vec![kept.clone(), waiting.clone()];
     left.sort();

@@ -118,7 +118,7 @@ fn runs_recorded_before_short_values_were_named_by_themselves_replay_fork_and_re
     let (fork, reused, live) = fork_to_end(d, "upgrade.reel");
     assert_eq!((live, reused), (0, 4));
     assert_eq!(fork["output"], recorded);
-    assert_eq!(schema_version(d), 6, "migrated by the first write");
+    assert_eq!(schema_version(d), 7, "migrated by the first write");
 
     // A corrected step runs live; the steps before it are reused.
     let fixed = std::fs::read_to_string(d.join("upgrade.reel"))

@@ -513,6 +513,10 @@ pub struct Cleaned {
     pub specs: u64,
     /// The bytes of those values and FlowSpecs.
     pub bytes: u64,
+    /// The remaining runs whose journals were read to know what they reference: those that
+    /// have not ended, and the ended ones no clean had read before (an ended run is read once
+    /// in its life; what it references is kept for the cleans after).
+    pub runs_read: u64,
     /// Whether the database was rewritten to give its free pages back to the file system.
     pub vacuumed: bool,
 }

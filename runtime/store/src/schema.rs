@@ -16,7 +16,7 @@ use crate::private;
 pub(crate) const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -200,6 +200,37 @@ const V6: &str = "
 CREATE INDEX IF NOT EXISTS journal_unknown_outcome ON journal (run, seq)
     WHERE kind = 'unknown_outcome';
 ";
+
+// What a clean needs to know which values and FlowSpecs a remaining run references, kept so
+// that a clean reads the runs it removes and those that ended since the last one, not every
+// journal of the store (`writer::clean`). `refs` holds the digests an ended run references
+// once a clean has read them, and `refs_kept` says they are there: it is 0 for a new run, set
+// to 0 again whenever a run's status is set (so a redriven run is read again once it ends
+// again) or a signal comes for it, and set to 1 only by the clean that reads an ended run; so
+// every run that has not ended is in `runs_refs_unkept`. `runs_flow_digest` answers whether
+// another run was made from a FlowSpec.
+// The column is added by `COLUMNS`, before this runs.
+const V7: &str = "
+CREATE INDEX IF NOT EXISTS runs_refs_unkept ON runs (id) WHERE refs_kept = 0;
+CREATE INDEX IF NOT EXISTS runs_flow_digest ON runs (flow_digest);
+CREATE TABLE IF NOT EXISTS refs (
+    digest TEXT NOT NULL,
+    run TEXT NOT NULL,
+    PRIMARY KEY (digest, run)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS refs_run ON refs (run);
+";
+
+/// Columns a migration adds to a table: the version whose migration adds it, the table, the
+/// column and its definition. Apart from the migrations' SQL because SQLite has no `ADD COLUMN
+/// IF NOT EXISTS`, and a migration must be safe to apply again (a store whose version was
+/// set back, as the tests do, or a copy of its schema by hand).
+const COLUMNS: &[(usize, &str, &str, &str)] = &[(
+    7,
+    "runs",
+    "refs_kept",
+    "INTEGER NOT NULL DEFAULT 0 CHECK (refs_kept IN (0, 1))",
+)];
 
 fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
     StoreError::Open {
@@ -446,10 +477,23 @@ fn migrate(conn: &mut Connection) -> Result<(), Migrate> {
     if version == SCHEMA_VERSION {
         return Ok(());
     }
-    for migration in MIGRATIONS
+    for (at, migration) in MIGRATIONS
         .iter()
+        .enumerate()
         .skip(usize::try_from(version).unwrap_or(0))
     {
+        for (_, table, column, definition) in COLUMNS.iter().filter(|c| c.0 == at + 1) {
+            let there: bool = tx.query_row(
+                "SELECT EXISTS (SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2)",
+                [table, column],
+                |r| r.get(0),
+            )?;
+            if !there {
+                tx.execute_batch(&format!(
+                    "ALTER TABLE {table} ADD COLUMN {column} {definition};"
+                ))?;
+            }
+        }
         tx.execute_batch(migration)?;
     }
     tx.execute(
@@ -520,8 +564,9 @@ mod tests {
                 |r| r.get(0),
             )
             .unwrap();
-        // runs, journal, vals, specs, spec_binaries, signals, logs, meta and the four views.
-        assert_eq!(tables, 12);
+        // runs, journal, vals, specs, spec_binaries, signals, logs, refs, meta and the four
+        // views.
+        assert_eq!(tables, 13);
     }
 
     #[test]

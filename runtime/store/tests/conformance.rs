@@ -1636,6 +1636,105 @@ fn a_clean_removes_ended_runs_and_what_only_they_reference(b: &dyn Backend) {
     assert!(store.get_value(&own).unwrap().is_some());
 }
 
+/// A clean reads each ended run that stays once and keeps what it references for the cleans
+/// after it, which read only what changed since: a run redriven and ended again, a run
+/// signalled. Without reading those again a clean would remove what they came to reference.
+fn a_clean_reads_an_ended_run_once_unless_it_changes(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let value = |name: &str| {
+        store
+            .put_value(&json!({ "v": name, "pad": "p".repeat(64) }))
+            .unwrap()
+    };
+    let end = |lease: &Lease, status: RunStatus| {
+        store
+            .update_run(
+                lease,
+                RunUpdate {
+                    status: Some(status),
+                    ended_at: Some(2_000),
+                    ..RunUpdate::default()
+                },
+            )
+            .unwrap();
+        wait(store.release(lease)).unwrap();
+    };
+    let names = |lease: &Lease, seq: u64, values: &[&String]| {
+        store
+            .append(
+                lease,
+                vec![NewEvent {
+                    data: json!({ "values": values }),
+                    ..event("step_succeeded", seq)
+                }],
+            )
+            .unwrap();
+    };
+    let ended = |id: &str, values: &[&String], status: RunStatus| {
+        let lease = store.create_run(new_run(id), &me(), 60_000).unwrap();
+        names(&lease, 0, values);
+        end(&lease, status);
+    };
+    let (shared, own, later) = (value("shared"), value("own"), value("later"));
+    ended("a", &[&shared, &own], RunStatus::Succeeded);
+    ended("b", &[&shared], RunStatus::Failed);
+    for i in 0..20 {
+        ended(&format!("c{i:02}"), &[], RunStatus::Succeeded);
+    }
+    // The first clean reads every run that stays, and keeps what they reference.
+    let first = store.clean(&CleanScope::Run("a".into()), false).unwrap();
+    assert_eq!((first.values, first.runs_read), (1, 21), "{first:?}");
+    assert_eq!(store.get_value(&own).unwrap(), None);
+    assert!(store.get_value(&shared).unwrap().is_some());
+    // The next reads none of them: `b` still keeps `shared`.
+    ended("d", &[&shared], RunStatus::Succeeded);
+    let next = store.clean(&CleanScope::Run("d".into()), false).unwrap();
+    assert_eq!((next.values, next.runs_read), (0, 0), "{next:?}");
+    assert!(store.get_value(&shared).unwrap().is_some());
+    // `b` is redriven, comes to reference `later`, and ends again: read again, it keeps it.
+    let Claim::Claimed(lease) = store.claim_run("b", &me(), 60_000).unwrap() else {
+        panic!("an ended run is claimed to be redriven")
+    };
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Running),
+                ..RunUpdate::default()
+            },
+        )
+        .unwrap();
+    names(&lease, 1, &[&later]);
+    end(&lease, RunStatus::Succeeded);
+    ended("e", &[&later], RunStatus::Succeeded);
+    let redriven = store.clean(&CleanScope::Run("e".into()), false).unwrap();
+    assert_eq!(
+        (redriven.values, redriven.runs_read),
+        (0, 1),
+        "{redriven:?}"
+    );
+    assert!(store.get_value(&later).unwrap().is_some());
+    // A signal to an ended run is one more value it references: read again, it keeps it.
+    let payload = json!({ "late": "q".repeat(64) });
+    store.send_signal("c00", "late", &payload).unwrap();
+    let signalled = value("signalled");
+    let digest = store.put_value(&payload).unwrap();
+    ended("f", &[&digest, &signalled], RunStatus::Succeeded);
+    let after_signal = store.clean(&CleanScope::Run("f".into()), false).unwrap();
+    assert_eq!(
+        (after_signal.values, after_signal.runs_read),
+        (1, 1),
+        "{after_signal:?}"
+    );
+    assert_eq!(store.get_value(&digest).unwrap(), Some(payload));
+    assert_eq!(store.get_value(&signalled).unwrap(), None);
+    // What a removed run referenced goes from what the cleans keep.
+    let all = store.clean(&CleanScope::AllEnded, false).unwrap();
+    assert_eq!((all.runs.len(), all.runs_read), (21, 0), "{all:?}");
+    assert_eq!(b.raw_count("SELECT count(*) FROM refs"), 0);
+    assert_eq!(store.get_value(&shared).unwrap(), None);
+}
+
 /// A `reel clean` in another process commits between a writer's storing of values (and a
 /// FlowSpec) that only an ended run named and the rows that name them: the rows carry what
 /// they name, so none of it is missing once they commit.
@@ -2118,6 +2217,7 @@ conformance!(
     succeeded_steps_names_each_succeeded_step_once,
     unknown_outcome_rows_are_every_runs_by_run_and_position,
     a_clean_removes_ended_runs_and_what_only_they_reference,
+    a_clean_reads_an_ended_run_once_unless_it_changes,
     a_clean_between_storing_and_naming_leaves_nothing_named_missing,
     cleans_racing_runs_never_remove_what_a_run_names,
     the_sql_views_answer_alike_and_refuse_writes,
@@ -2150,7 +2250,7 @@ mod postgres_schema {
         assert!(leaves_room(&db));
         assert_eq!(
             db.raw_count("SELECT value FROM meta WHERE key = 'schema_version'"),
-            8
+            9
         );
     }
 }

@@ -1,12 +1,14 @@
 //! A clean on PostgreSQL: the same rule as the SQLite store's (see `writer::clean`): ended runs
 //! go with their rows, and the values and FlowSpecs no remaining run references. Every value
-//! lives in the database, so there are no files to remove after the commit.
+//! lives in the database, so there are no files to remove after the commit. As there, what
+//! an ended run references is read by one clean and kept in `refs`; the runs a clean reads
+//! are read many to a statement.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use super::writer::{Batch, Fail};
 use crate::api::{CleanScope, Cleaned, DEFAULT_KEEP_FOR_MS, RunStatus, StoreError};
-use crate::writer::{VALUES_REMOVED, digests_in};
+use crate::writer::{RUNS_A_READ, VALUES_REMOVED, digests_in};
 
 /// The statuses of ended runs, as stored: the only runs a clean may remove.
 const ENDED: &str = "status IN ('succeeded', 'failed', 'canceled')";
@@ -79,22 +81,30 @@ impl Batch<'_, '_> {
             .collect())
     }
 
-    /// Every digest a run references: in its journal, its row and its signals.
-    fn references(&mut self, run: &str, f: &mut dyn FnMut(&str)) -> Result<(), StoreError> {
-        let rows = self
-            .tx
-            .query(
-                "SELECT data FROM journal WHERE run = $1
-                 UNION ALL SELECT json_build_array(output_digest, error)::text
-                    FROM runs WHERE id = $1
-                 UNION ALL SELECT json_build_array(payload_digest)::text
-                    FROM signals WHERE run = $1",
-                &[&run],
-            )
-            .map_err(pg)?;
-        for row in rows {
-            let text: String = row.get(0);
-            digests_in(&text, &mut *f);
+    /// Calls `f` with each run of `runs` and every digest it references: in its journal, its
+    /// row and its signals; [`RUNS_A_READ`] runs to a statement.
+    fn references(
+        &mut self,
+        runs: &[String],
+        f: &mut dyn FnMut(&str, &str),
+    ) -> Result<(), StoreError> {
+        for chunk in runs.chunks(RUNS_A_READ) {
+            let rows = self
+                .tx
+                .query(
+                    "SELECT run, data FROM journal WHERE run = ANY($1)
+                     UNION ALL SELECT id, json_build_array(output_digest, error)::text
+                        FROM runs WHERE id = ANY($1)
+                     UNION ALL SELECT run, json_build_array(payload_digest)::text
+                        FROM signals WHERE run = ANY($1)",
+                    &[&chunk],
+                )
+                .map_err(pg)?;
+            for row in rows {
+                let run: &str = row.get(0);
+                let text: &str = row.get(1);
+                digests_in(text, |d| f(run, d));
+            }
         }
         Ok(())
     }
@@ -105,64 +115,59 @@ impl Batch<'_, '_> {
         runs: Vec<String>,
     ) -> Result<(Cleaned, Vec<String>, Vec<String>), StoreError> {
         let going: HashSet<String> = runs.iter().cloned().collect();
-        let mut values: HashSet<String> = HashSet::new();
+        let mut named: HashSet<String> = HashSet::new();
         let mut specs: HashSet<String> = HashSet::new();
         let mut events = 0u64;
-        for run in &runs {
-            self.references(run, &mut |d| {
-                values.insert(d.to_string());
-            })?;
-            let row = self
+        let mut runs_read = 0;
+        self.references(&runs, &mut |_, d| {
+            named.insert(d.to_string());
+        })?;
+        for chunk in runs.chunks(RUNS_A_READ) {
+            for row in self
                 .tx
-                .query_one(
-                    "SELECT flow_digest, (SELECT COUNT(*) FROM journal WHERE run = $1)
-                     FROM runs WHERE id = $1",
-                    &[run],
+                .query(
+                    "SELECT flow_digest, (SELECT COUNT(*) FROM journal j WHERE j.run = r.id)
+                     FROM runs r WHERE id = ANY($1)",
+                    &[&chunk],
                 )
-                .map_err(pg)?;
-            events += u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
-            specs.insert(row.get(0));
-        }
-        if !values.is_empty() || !specs.is_empty() {
-            let others: Vec<String> = self
-                .ids("SELECT id FROM runs ORDER BY id", &[])?
-                .into_iter()
-                .filter(|id| !going.contains(id))
-                .collect();
-            for run in &others {
-                if values.is_empty() && specs.is_empty() {
-                    break;
-                }
-                self.references(run, &mut |d| {
-                    values.remove(d);
-                })?;
-                let spec: String = self
-                    .tx
-                    .query_one("SELECT flow_digest FROM runs WHERE id = $1", &[run])
-                    .map_err(pg)?
-                    .get(0);
-                specs.remove(&spec);
+                .map_err(pg)?
+            {
+                events += u64::try_from(row.get::<_, i64>(1)).unwrap_or(0);
+                specs.insert(row.get(0));
             }
+        }
+        // Only a stored value can go: the digest-shaped strings that name none (idempotency
+        // keys) are dropped here, before anything is asked about them.
+        let named: Vec<String> = named.into_iter().collect();
+        let mut sizes: HashMap<String, i64> = HashMap::new();
+        for chunk in named.chunks(RUNS_A_READ) {
+            for row in self
+                .tx
+                .query(
+                    "SELECT digest, size FROM vals WHERE digest = ANY($1)",
+                    &[&chunk],
+                )
+                .map_err(pg)?
+            {
+                sizes.insert(row.get(0), row.get(1));
+            }
+        }
+        let mut values: HashSet<String> = sizes.keys().cloned().collect();
+        if !values.is_empty() || !specs.is_empty() {
+            runs_read = self.read_unkept(&going, &mut values)?;
+            self.keep_named_elsewhere(&runs, &mut values, &mut specs)?;
         }
         let mut cleaned = Cleaned {
             runs,
             events,
+            runs_read,
             ..Cleaned::default()
         };
-        let mut plan_values = Vec::new();
-        let mut sorted: Vec<String> = values.into_iter().collect();
-        sorted.sort();
-        for digest in sorted {
-            let size: Option<i64> = self
-                .tx
-                .query_opt("SELECT size FROM vals WHERE digest = $1", &[&digest])
-                .map_err(pg)?
-                .map(|r| r.get(0));
-            if let Some(size) = size {
-                cleaned.values += 1;
-                cleaned.bytes += u64::try_from(size).unwrap_or(0);
-                plan_values.push(digest);
-            }
+        let mut plan_values: Vec<String> = values.into_iter().collect();
+        plan_values.sort();
+        for digest in &plan_values {
+            cleaned.values += 1;
+            cleaned.bytes += u64::try_from(sizes[digest]).unwrap_or(0);
         }
         let mut plan_specs = Vec::new();
         let mut sorted: Vec<String> = specs.into_iter().collect();
@@ -187,30 +192,151 @@ impl Batch<'_, '_> {
         Ok((cleaned, plan_values, plan_specs))
     }
 
+    /// Takes out of `values` each that another ended run references, as `refs` holds it, and
+    /// out of `specs` each another run was made from. Asked as if the `going` runs were gone
+    /// already (removed in a savepoint that is rolled back), so that each question is an
+    /// index's look that stops at the first run it finds, whatever the number of runs going.
+    fn keep_named_elsewhere(
+        &mut self,
+        going: &[String],
+        values: &mut HashSet<String>,
+        specs: &mut HashSet<String>,
+    ) -> Result<(), StoreError> {
+        self.tx.execute("SAVEPOINT clean_plan", &[]).map_err(pg)?;
+        for chunk in going.chunks(RUNS_A_READ) {
+            self.tx
+                .execute("DELETE FROM refs WHERE run = ANY($1)", &[&chunk])
+                .map_err(pg)?;
+            self.tx
+                .execute(
+                    &format!("DELETE FROM runs WHERE id = ANY($1) AND {ENDED}"),
+                    &[&chunk],
+                )
+                .map_err(pg)?;
+        }
+        let asks = [
+            (
+                values,
+                "SELECT c.digest FROM unnest($1::text[]) AS c (digest)
+                 WHERE EXISTS (SELECT 1 FROM refs r WHERE r.digest = c.digest)",
+            ),
+            (
+                specs,
+                "SELECT c.digest FROM unnest($1::text[]) AS c (digest)
+                 WHERE EXISTS (SELECT 1 FROM runs r WHERE r.flow_digest = c.digest)",
+            ),
+        ];
+        for (set, sql) in asks {
+            let asked: Vec<String> = set.iter().cloned().collect();
+            for chunk in asked.chunks(RUNS_A_READ) {
+                for row in self.tx.query(sql, &[&chunk]).map_err(pg)? {
+                    set.remove(row.get::<_, &str>(0));
+                }
+            }
+        }
+        self.tx
+            .execute("ROLLBACK TO SAVEPOINT clean_plan", &[])
+            .map_err(pg)?;
+        Ok(())
+    }
+
+    /// Reads the references of every run not in `going` whose references `refs` does not
+    /// hold, in one snapshot: one that has not ended (it is still writing) takes what it
+    /// references out of `values`, and an ended one has them kept in `refs` (as every other
+    /// ended run has), so each ended run's journal is read by one clean in its life. How many
+    /// runs it read.
+    fn read_unkept(
+        &mut self,
+        going: &HashSet<String>,
+        values: &mut HashSet<String>,
+    ) -> Result<u64, StoreError> {
+        let (mut ended, mut open) = (Vec::new(), Vec::new());
+        let mut seqs = HashMap::new();
+        for row in self
+            .tx
+            .query(
+                &format!("SELECT id, {ENDED}, next_seq FROM runs WHERE NOT refs_kept ORDER BY id"),
+                &[],
+            )
+            .map_err(pg)?
+        {
+            let run: String = row.get(0);
+            if going.contains(&run) {
+                continue;
+            }
+            if row.get(1) {
+                seqs.insert(run.clone(), row.get::<_, i64>(2));
+                ended.push(run);
+            } else {
+                open.push(run);
+            }
+        }
+        self.references(&open, &mut |_, d| {
+            values.remove(d);
+        })?;
+        for chunk in ended.chunks(RUNS_A_READ) {
+            // In the order of the table's key, so that the inserts walk its pages once.
+            let mut pairs = BTreeSet::new();
+            self.references(chunk, &mut |run, d| {
+                pairs.insert((d.to_string(), run.to_string()));
+            })?;
+            let (digests, runs): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
+            // Only stored values: a key that merely looks like a digest is not kept.
+            self.tx
+                .execute(
+                    "INSERT INTO refs (digest, run)
+                     SELECT u.digest, u.run FROM unnest($1::text[], $2::text[]) AS u (digest, run)
+                     WHERE EXISTS (SELECT 1 FROM vals v WHERE v.digest = u.digest)
+                     ON CONFLICT DO NOTHING",
+                    &[&digests, &runs],
+                )
+                .map_err(pg)?;
+            // Marked only if nothing was appended since the run was seen ended: a run
+            // redriven meanwhile by a worker is read again by the next clean. (A signal, the
+            // other way an ended run comes to reference more, waits for this clean's lock.)
+            let seen: Vec<i64> = chunk.iter().map(|run| seqs[run]).collect();
+            self.tx
+                .execute(
+                    &format!(
+                        "UPDATE runs r SET refs_kept = TRUE
+                         FROM unnest($1::text[], $2::bigint[]) AS s (id, seq)
+                         WHERE r.id = s.id AND r.next_seq = s.seq AND r.{ENDED}"
+                    ),
+                    &[&chunk, &seen],
+                )
+                .map_err(pg)?;
+        }
+        Ok((open.len() + ended.len()) as u64)
+    }
+
     fn remove(
         &mut self,
         runs: &[String],
         values: &[String],
         specs: &[String],
     ) -> Result<(), StoreError> {
-        for run in runs {
+        for chunk in runs.chunks(RUNS_A_READ) {
             let gone = self
                 .tx
                 .execute(
-                    &format!("DELETE FROM runs WHERE id = $1 AND {ENDED}"),
-                    &[run],
+                    &format!("DELETE FROM runs WHERE id = ANY($1) AND {ENDED}"),
+                    &[&chunk],
                 )
                 .map_err(pg)?;
-            if gone == 0 {
-                // Another process redrove the run since the plan read it: keeping everything
+            if gone != chunk.len() as u64 {
+                // Another process redrove a run since the plan read it: keeping everything
                 // is the safe answer, so the batch fails.
                 return Err(StoreError::Postgres(format!(
-                    "run {run} changed while it was being cleaned; nothing was removed"
+                    "{} of the runs changed while they were being cleaned; nothing was removed",
+                    chunk.len() as u64 - gone
                 )));
             }
-            for table in ["journal", "signals", "logs"] {
+            for table in ["journal", "signals", "logs", "refs"] {
                 self.tx
-                    .execute(&format!("DELETE FROM {table} WHERE run = $1"), &[run])
+                    .execute(
+                        &format!("DELETE FROM {table} WHERE run = ANY($1)"),
+                        &[&chunk],
+                    )
                     .map_err(pg)?;
             }
         }

@@ -7,7 +7,7 @@ use super::conn::{Connector, SCHEMA, pg};
 use crate::api::StoreError;
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -208,6 +208,21 @@ CREATE TABLE IF NOT EXISTS spec_binaries (
 const V8: &str = r#"
 CREATE INDEX IF NOT EXISTS journal_unknown_outcome ON journal (run, seq)
     WHERE kind = 'unknown_outcome';
+"#;
+
+// What a clean keeps of the references of the ended runs it read, as the SQLite store's
+// version 7 keeps it (see there): a clean reads the runs it removes, the runs that have not
+// ended and the ended runs no clean has read, not every journal of the store.
+const V9: &str = r#"
+ALTER TABLE runs ADD COLUMN IF NOT EXISTS refs_kept BOOLEAN NOT NULL DEFAULT FALSE;
+CREATE INDEX IF NOT EXISTS runs_refs_unkept ON runs (id) WHERE NOT refs_kept;
+CREATE INDEX IF NOT EXISTS runs_flow_digest ON runs (flow_digest);
+CREATE TABLE IF NOT EXISTS refs (
+    digest TEXT COLLATE "C" NOT NULL,
+    run TEXT COLLATE "C" NOT NULL,
+    PRIMARY KEY (digest, run)
+);
+CREATE INDEX IF NOT EXISTS refs_run ON refs (run);
 "#;
 
 fn newer_message(version: i64) -> String {

@@ -105,7 +105,9 @@ fn int(n: u64) -> i64 {
 }
 
 /// What [`RunUpdate`](crate::RunUpdate) sets on a run's row, with the run as `$1`, its lease's
-/// token as `$2` and the update's fields as `$3`–`$10`.
+/// token as `$2` and the update's fields as `$3`–`$10`. A status set also marks the run for
+/// the next clean to read (`refs_kept`, see `clean.rs`): only a run that stays ended keeps
+/// what a clean read of it.
 const UPDATE_SETS: &str = "
     status = COALESCE($3::text, status),
     due_at = CASE WHEN $4 THEN $5::bigint ELSE due_at END,
@@ -119,7 +121,8 @@ const UPDATE_SETS: &str = "
     cancel_requested = CASE
         WHEN $3::text IN ('succeeded', 'failed', 'canceled') THEN FALSE
         WHEN $3::text = 'running' AND status IN ('failed', 'canceled') THEN FALSE
-        ELSE cancel_requested END";
+        ELSE cancel_requested END,
+    refs_kept = CASE WHEN $3::text IS NULL THEN refs_kept ELSE FALSE END";
 
 /// What a release sets: nobody holds the run.
 const RELEASE_SETS: &str = "lease_owner = NULL, lease_pid = NULL, lease_host = NULL,
@@ -304,7 +307,8 @@ impl Statements {
         // the signal's number (NULL when taken), notifications.
         let signal = format!(
             "WITH marked AS (
-                UPDATE runs SET signal_pending = TRUE WHERE id = $1 RETURNING id),
+                UPDATE runs SET signal_pending = TRUE, refs_kept = FALSE
+                WHERE id = $1 RETURNING id),
              sent AS (
                 INSERT INTO signals (run, seq, name, payload_digest, sent_at)
                 SELECT $1, COALESCE((SELECT MAX(seq) + 1 FROM signals WHERE run = $1), 0),

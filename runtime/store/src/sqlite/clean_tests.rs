@@ -206,6 +206,8 @@ fn exactly_the_expired_ended_runs_go_with_what_only_they_reference() {
             // s1 only: s2 is the running run's.
             specs: 1,
             bytes: cleaned.bytes,
+            // r4 (ended, read once) and the two that have not ended.
+            runs_read: 3,
             vacuumed: cleaned.vacuumed,
         }
     );
@@ -289,9 +291,12 @@ fn a_dry_run_removes_nothing_and_says_what_would_go() {
     assert_eq!(held(&dir, &store), before);
     assert!(blob_file(&dir, "big").is_file());
     let wet = store.clean(&CleanScope::Expired, false).unwrap();
+    // The dry run kept what r4, ended, references: the clean after it did not read it again.
+    assert_eq!((dry.runs_read, wet.runs_read), (3, 2));
     assert_eq!(
         Cleaned {
             vacuumed: false,
+            runs_read: dry.runs_read,
             ..wet
         },
         dry
@@ -405,6 +410,11 @@ fn a_large_clean_gives_the_space_back_and_a_small_one_leaves_pages_to_reuse() {
             .unwrap();
         store.release(&lease).0.blocking_recv().unwrap().unwrap();
     }
+    // The first clean keeps what the runs it reads reference (`refs`), which takes pages of
+    // its own; a dry run does that part alone.
+    store
+        .clean(&CleanScope::Run("run000".to_string()), true)
+        .unwrap();
     let (before, _) = store.page_counts().unwrap();
 
     // A small clean: the freed pages stay in the file, free, and new rows use them.

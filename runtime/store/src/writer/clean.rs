@@ -7,8 +7,14 @@
 //! journal's event kinds, so it over-approximates: a string that merely looks like a digest
 //! (an idempotency key) keeps a value that happens to have that digest, and nothing a run
 //! references is ever missed.
+//!
+//! A clean reads the runs it removes, the runs that have not ended, and the ended runs no
+//! clean has read; what an ended run references it keeps in `refs` (schema version 7), so the
+//! next clean asks that table about its candidates instead of reading every journal again. An
+//! ended run's references change only when it is signalled or redriven, and both mark it to be
+//! read again (`refs_kept = 0`, see `schema.rs`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use rusqlite::{OptionalExtension, params};
 
@@ -20,6 +26,11 @@ use crate::blobs::is_digest;
 
 /// The statuses of ended runs, as stored: the only runs a clean may remove.
 const ENDED: &str = "status IN ('succeeded', 'failed', 'canceled')";
+
+/// How many runs' references a clean reads before it writes what it kept of them: enough
+/// that the writes of many runs go in the order of the table's key, few enough that what is
+/// held meanwhile stays small. (The PostgreSQL store reads as many in one statement.)
+pub(crate) const RUNS_A_READ: usize = 256;
 
 /// The meta key counting the cleans that removed values: every writer reads it at the start of
 /// each batch and forgets the digests it remembers as stored when it moved.
@@ -135,6 +146,7 @@ impl Writer {
         let mut values: HashSet<String> = HashSet::new();
         let mut specs: HashSet<String> = HashSet::new();
         let mut events = 0u64;
+        let mut runs_read = 0;
         for run in &runs {
             self.references(run, &mut |d| {
                 values.insert(d.to_string());
@@ -150,38 +162,10 @@ impl Writer {
             events += u64::try_from(count).unwrap_or(0);
             specs.insert(spec);
         }
-        if !values.is_empty() || !specs.is_empty() {
-            // What every other run references keeps its values and specs.
-            let others: Vec<String> = self
-                .ids("SELECT id FROM runs", &[])?
-                .into_iter()
-                .filter(|id| !going.contains(id.as_str()))
-                .collect();
-            for run in &others {
-                if values.is_empty() && specs.is_empty() {
-                    break;
-                }
-                self.references(run, &mut |d| {
-                    values.remove(d);
-                })?;
-                let spec: String = self
-                    .conn
-                    .prepare_cached("SELECT flow_digest FROM runs WHERE id = ?1")
-                    .and_then(|mut s| s.query_row([run], |r| r.get(0)))
-                    .map_err(sqlite)?;
-                specs.remove(&spec);
-            }
-        }
-        let mut cleaned = Cleaned {
-            runs,
-            events,
-            ..Cleaned::default()
-        };
-        let mut plan_values = Vec::new();
-        let mut blob_files = Vec::new();
-        let mut sorted: Vec<String> = values.into_iter().collect();
-        sorted.sort();
-        for digest in sorted {
+        // Only a stored value can go: the digest-shaped strings that name none (idempotency
+        // keys) are dropped here, before anything is asked about them.
+        let mut stored: HashMap<String, (i64, bool)> = HashMap::new();
+        for digest in values {
             let row: Option<(i64, bool)> = self
                 .conn
                 .prepare_cached("SELECT size, external FROM vals WHERE digest = ?1")
@@ -190,15 +174,45 @@ impl Writer {
                         .optional()
                 })
                 .map_err(sqlite)?;
-            if let Some((size, external)) = row {
-                cleaned.values += 1;
-                cleaned.bytes += u64::try_from(size).unwrap_or(0);
-                if external {
-                    cleaned.blobs += 1;
-                    blob_files.push(digest.clone());
-                }
-                plan_values.push(digest);
+            if let Some(row) = row {
+                stored.insert(digest, row);
             }
+        }
+        let mut values: HashSet<String> = stored.keys().cloned().collect();
+        if !values.is_empty() || !specs.is_empty() {
+            runs_read = self.read_unkept(&going, &mut values)?;
+            // What another ended run references keeps it, as `refs` holds it, and a FlowSpec
+            // another run was made from.
+            self.keep_named_elsewhere(
+                &mut values,
+                "SELECT run FROM refs WHERE digest = ?1",
+                &going,
+            )?;
+            self.keep_named_elsewhere(
+                &mut specs,
+                "SELECT id FROM runs WHERE flow_digest = ?1",
+                &going,
+            )?;
+        }
+        let mut cleaned = Cleaned {
+            runs,
+            events,
+            runs_read,
+            ..Cleaned::default()
+        };
+        let mut plan_values = Vec::new();
+        let mut blob_files = Vec::new();
+        let mut sorted: Vec<String> = values.into_iter().collect();
+        sorted.sort();
+        for digest in sorted {
+            let (size, external) = stored[&digest];
+            cleaned.values += 1;
+            cleaned.bytes += u64::try_from(size).unwrap_or(0);
+            if external {
+                cleaned.blobs += 1;
+                blob_files.push(digest.clone());
+            }
+            plan_values.push(digest);
         }
         let mut plan_specs = Vec::new();
         let mut sorted: Vec<String> = specs.into_iter().collect();
@@ -225,6 +239,96 @@ impl Writer {
             specs: plan_specs,
             blob_files,
         })
+    }
+
+    /// Reads the references of every run not in `going` whose references `refs` does not
+    /// hold: one that has not ended (it is still writing) takes what it references out of
+    /// `values`, and one that has ended has them kept in `refs` (as every other ended run
+    /// has), so each ended run's journal is read by one clean in its life, not by every one.
+    /// How many runs it read.
+    fn read_unkept(
+        &self,
+        going: &HashSet<&str>,
+        values: &mut HashSet<String>,
+    ) -> Result<u64, StoreError> {
+        let unkept: Vec<(String, bool)> = self
+            .conn
+            .prepare(&format!(
+                "SELECT id, {ENDED} FROM runs WHERE refs_kept = 0 ORDER BY id"
+            ))
+            .and_then(|mut s| {
+                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                    .and_then(|rows| rows.collect())
+            })
+            .map_err(sqlite)?;
+        let (mut ended, mut read) = (Vec::new(), 0);
+        for (run, is_ended) in unkept {
+            if going.contains(run.as_str()) {
+                continue;
+            }
+            read += 1;
+            if is_ended {
+                ended.push(run);
+            } else {
+                self.references(&run, &mut |d| {
+                    values.remove(d);
+                })?;
+            }
+        }
+        for chunk in ended.chunks(RUNS_A_READ) {
+            // In the order of the table's key, so that the inserts walk its pages once.
+            let mut pairs = BTreeSet::new();
+            for run in chunk {
+                self.references(run, &mut |d| {
+                    pairs.insert((d.to_string(), run.as_str()));
+                })?;
+            }
+            // Only stored values: a key that merely looks like a digest is not kept.
+            let mut insert = self
+                .conn
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO refs (digest, run)
+                     SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM vals WHERE digest = ?1)",
+                )
+                .map_err(sqlite)?;
+            for (digest, run) in &pairs {
+                insert.execute(params![digest, run]).map_err(sqlite)?;
+            }
+            let mut kept = self
+                .conn
+                .prepare_cached("UPDATE runs SET refs_kept = 1 WHERE id = ?1")
+                .map_err(sqlite)?;
+            for run in chunk {
+                kept.execute([run]).map_err(sqlite)?;
+            }
+        }
+        Ok(read)
+    }
+
+    /// Takes out of `digests` each that `sql`, given it, finds named by a run not in `going`;
+    /// for each it stops at the first such run.
+    fn keep_named_elsewhere(
+        &self,
+        digests: &mut HashSet<String>,
+        sql: &str,
+        going: &HashSet<&str>,
+    ) -> Result<(), StoreError> {
+        let mut stmt = self.conn.prepare_cached(sql).map_err(sqlite)?;
+        let mut named = Vec::new();
+        for digest in digests.iter() {
+            let mut rows = stmt.query([digest]).map_err(sqlite)?;
+            while let Some(row) = rows.next().map_err(sqlite)? {
+                let run: String = row.get(0).map_err(sqlite)?;
+                if !going.contains(run.as_str()) {
+                    named.push(digest.clone());
+                    break;
+                }
+            }
+        }
+        for digest in named {
+            digests.remove(&digest);
+        }
+        Ok(())
     }
 
     /// Calls `f` with every digest a run references: in its journal, its row and its signals.
@@ -258,7 +362,7 @@ impl Writer {
                 // did, keeping everything is the safe answer.
                 return Err(rusqlite::Error::QueryReturnedNoRows);
             }
-            for table in ["journal", "signals", "logs"] {
+            for table in ["journal", "signals", "logs", "refs"] {
                 self.conn
                     .prepare_cached(&format!("DELETE FROM {table} WHERE run = ?1"))?
                     .execute([run])?;

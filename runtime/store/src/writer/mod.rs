@@ -49,7 +49,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use crate::api::{Durability, Kept, StoreError};
 
-pub(crate) use clean::{VALUES_REMOVED, digests_in, pages};
+pub(crate) use clean::{RUNS_A_READ, VALUES_REMOVED, digests_in, pages};
 pub(crate) use command::{ClaimOut, Cmd, Reply, Row, Tag, Update, ValueText};
 #[cfg(test)]
 pub(crate) use group_commit::RESTART_EVERY;

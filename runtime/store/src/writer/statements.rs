@@ -439,7 +439,9 @@ impl Writer {
                     cancel_requested = CASE
                         WHEN ?3 IN ('succeeded', 'failed', 'canceled') THEN 0
                         WHEN ?3 = 'running' AND status IN ('failed', 'canceled') THEN 0
-                        ELSE cancel_requested END
+                        ELSE cancel_requested END,
+                    -- Only a run that stays ended keeps what a clean read of it (`refs`).
+                    refs_kept = CASE WHEN ?3 IS NULL THEN refs_kept ELSE 0 END
                  WHERE id = ?1 AND lease_token = ?2",
             )
             .and_then(|mut s| {
@@ -581,7 +583,8 @@ impl Writer {
             .and_then(|mut s| s.execute(params![run, seq, name, digest, self.clock.now_ms()]))
             .map_err(sqlite)?;
         self.conn
-            .prepare_cached("UPDATE runs SET signal_pending = 1 WHERE id = ?1")
+            // A signal's payload is one more value the run references (`writer::clean`).
+            .prepare_cached("UPDATE runs SET signal_pending = 1, refs_kept = 0 WHERE id = ?1")
             .and_then(|mut s| s.execute([run]))
             .map_err(|e| Fail::Batch(sqlite(e)))?;
         Ok(u64::try_from(seq).unwrap_or(0))
