@@ -4,17 +4,23 @@
 //! times it (a process of the release `reel`, a fresh store each time), with steps per second,
 //! peak memory (`/usr/bin/time`'s maximum resident set) and the engine's own share of the run
 //! (the run's record: from its creation to its end). DBOS figures (`bench/dbos/bench.py --out`)
-//! are printed beside the rows of the same shape and size.
+//! are printed beside the rows of the same shape and size. Then `reel clean` in stores of N
+//! ended runs: the first clean, which reads every run once, a clean of one run after it, which
+//! should cost the same whatever N, and `reel clean --all`.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
 use reel_bench::measure::reel_binary;
 use reel_bench::shapes::{foreach_echo, sequential_echo};
-use reel_store::{RunFilter, SqliteStore, StoreRead};
-use serde_json::Value;
+use reel_store::{
+    Durability, ManualClock, NewEvent, NewRun, Owner, RunFilter, RunStatus, RunUpdate, SqliteStore,
+    Store, StoreRead,
+};
+use serde_json::{Value, json};
 
 /// The growth of whole `reel` commands with the flow's size.
 #[derive(Parser)]
@@ -50,6 +56,13 @@ struct Args {
     /// Where the flows and stores go (default: the system's temporary directory).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Sizes of the stores `reel clean` is timed in (N ended runs of 8 events each).
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+    clean_sizes: Vec<usize>,
+    /// Measures one table alone: `growth` (check, build, run and list by the flow's size) or
+    /// `clean` (`reel clean` by the store's size).
+    #[arg(long, value_parser = ["growth", "clean"])]
+    only: Option<String>,
 }
 
 /// The shapes measured.
@@ -116,6 +129,17 @@ fn main() {
     let base = args.dir.clone().unwrap_or_else(std::env::temp_dir);
     let root = base.join(format!("reel-scale-bench-{}", std::process::id()));
     std::fs::create_dir_all(&root).expect("a directory for the flows and stores");
+    if args.only.as_deref() != Some("clean") {
+        growth(&args, &reel, &root);
+    }
+    if args.only.as_deref() != Some("growth") {
+        cleans(&reel, &root, &args.clean_sizes);
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The growth table: check, build, run and list of each shape and size, and the aims.
+fn growth(args: &Args, reel: &Path, root: &Path) {
     let dbos = read_dbos(&args.dbos);
 
     println!(
@@ -155,13 +179,156 @@ fn main() {
     ];
     for (shape, sizes) in shapes {
         for &n in sizes {
-            let row = measure(&args, &reel, &root, shape, n);
+            let row = measure(args, reel, root, shape, n);
             print_row(&row, dbos_figure(&dbos, shape, n));
             rows.push(row);
         }
     }
     print_aims(&rows);
-    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// The events of a run the clean table's stores hold: what a one-step run's journal names (its
+/// inputs and result by digest, an idempotency key, which a clean reads like a digest).
+const CLEAN_EVENTS: u64 = 8;
+
+/// Times `reel clean` in stores of each size in `sizes`: N ended runs of [`CLEAN_EVENTS`]
+/// events, each naming a value of its own and one value every run shares.
+fn cleans(reel: &Path, root: &Path, sizes: &[usize]) {
+    if sizes.is_empty() {
+        return;
+    }
+    println!(
+        "\n== `reel clean` in a store of N ended runs ({CLEAN_EVENTS} events each, a value of \
+         its own and one all share)"
+    );
+    println!(
+        "first = `reel clean RUN --dry-run` in the new store (it reads every run once); after = \
+         `reel clean RUN` of another run then; all = `reel clean --all`"
+    );
+    println!(
+        "{:>9} | {:>8} {:>8} | {:>8} {:>8} | {:>8} {:>8}",
+        "N", "first", "peak MB", "after", "peak MB", "all", "peak MB"
+    );
+    let mut afters = Vec::new();
+    for &n in sizes {
+        let store = root.join(format!("clean-{n}"));
+        ended_runs(&store, n);
+        let first = timed_command(reel, &["clean", &clean_run(0), "--dry-run"], &store);
+        let after = timed_command(reel, &["clean", &clean_run(1)], &store);
+        let all = timed_command(reel, &["clean", "--all"], &store);
+        let mb = |s: Sample| s.peak_kb as f64 / 1024.0;
+        println!(
+            "{n:>9} | {:>8} {:>8.0} | {:>8} {:>8.0} | {:>8} {:>8.0}",
+            secs(first.wall),
+            mb(first),
+            secs(after.wall),
+            mb(after),
+            secs(all.wall),
+            mb(all)
+        );
+        afters.push(after.wall);
+        let _ = std::fs::remove_dir_all(&store);
+    }
+    if let (Some(least), Some(most)) = (afters.iter().min(), afters.iter().max()) {
+        println!(
+            "  a clean of one run after the first: {} to {} (no aim: it should not grow with \
+             the store)",
+            secs(*least),
+            secs(*most)
+        );
+    }
+}
+
+/// The id of the clean table's run `i`.
+fn clean_run(i: usize) -> String {
+    format!("run-{i:07}")
+}
+
+/// Writes `n` ended runs into a new store at `dir` through the store's API, from four threads
+/// so that the writer commits many at once.
+fn ended_runs(dir: &Path, n: usize) {
+    let store = Arc::new(
+        SqliteStore::open(dir, Arc::new(ManualClock::at(1_000_000)))
+            .expect("the clean table's store opens"),
+    );
+    let shared = store
+        .put_value(&json!({ "shared": "by every run", "pad": "s".repeat(64) }))
+        .expect("a value is stored");
+    let threads = 4;
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (store, shared) = (Arc::clone(&store), shared.clone());
+            scope.spawn(move || {
+                for i in (t..n).step_by(threads) {
+                    ended_run(&*store, i, &shared);
+                }
+            });
+        }
+    });
+}
+
+/// One ended run of the clean table: its inputs a value of its own, its output the shared one.
+fn ended_run(store: &dyn Store, i: usize, shared: &str) {
+    let event = |seq: u64, kind: &str, data: Value| NewEvent {
+        at: 1_000_000 + i as i64,
+        kind: kind.to_string(),
+        step: (seq > 0).then(|| "s".to_string()),
+        index: None,
+        attempt: (seq > 0).then_some(1),
+        data,
+    };
+    let own = store
+        .put_value(&json!({ "run": i, "pad": "p".repeat(64) }))
+        .expect("a value is stored");
+    let lease = store
+        .create_run(
+            NewRun {
+                id: clean_run(i),
+                flow: "f".to_string(),
+                flow_digest: "f".repeat(64),
+                source: None,
+                source_abs: None,
+                cwd: "/".to_string(),
+                parent: None,
+                keep_for_ms: None,
+                durability: Durability::Fast,
+                created_at: 1_000_000 + i as i64,
+                first_events: vec![event(0, "run_started", json!({ "inputs": own }))],
+                kept: Vec::new(),
+            },
+            &Owner::this_process(),
+            60_000,
+        )
+        .expect("a run is created");
+    let events = (1..CLEAN_EVENTS)
+        .map(|seq| {
+            let key = format!("{:064x}", i as u64 * CLEAN_EVENTS + seq);
+            event(
+                seq,
+                "effect_recorded",
+                json!({ "key": key, "result": shared }),
+            )
+        })
+        .collect();
+    store
+        .append(&lease, events)
+        .expect("a run's events are appended");
+    store
+        .update_run(
+            &lease,
+            RunUpdate {
+                status: Some(RunStatus::Succeeded),
+                ended_at: Some(1_000_000 + i as i64),
+                ..RunUpdate::default()
+            },
+        )
+        .expect("a run ends");
+    store
+        .release(&lease)
+        .0
+        .blocking_recv()
+        .expect("the writer answers")
+        .expect("a run is let go");
 }
 
 /// Measures `reel check`, `reel build` and `reel run` of `shape` at size `n`.
