@@ -1,10 +1,14 @@
 //! `reel store`: the store itself: bring its schema up to date, or copy every run from one
 //! store to another (SQLite to PostgreSQL and back), every value checked against its digest.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use reel_store::{PgStore, RunExport, SqliteStore, Store, StoreError, is_postgres_url, redact_url};
+use reel_store::{
+    PgImporter, PgStore, RunExport, SqliteImporter, SqliteStore, Store, StoreError,
+    is_postgres_url, redact_url,
+};
 use serde_json::json;
 
 use super::project::Project;
@@ -97,13 +101,32 @@ impl Either {
         }
     }
 
-    fn import_run(&self, run: &RunExport) -> Result<bool, StoreError> {
+    fn importer(&self) -> Result<Importer, StoreError> {
+        Ok(match self {
+            Either::Sqlite(s) => Importer::Sqlite(s.importer()?),
+            Either::Pg(s) => Importer::Pg(s.importer()?),
+        })
+    }
+}
+
+/// The connection a copy writes whole runs through, opened once.
+enum Importer {
+    Sqlite(SqliteImporter),
+    Pg(PgImporter),
+}
+
+impl Importer {
+    fn import_runs(&mut self, runs: &[RunExport]) -> Result<Vec<bool>, StoreError> {
         match self {
-            Either::Sqlite(s) => s.import_run(run),
-            Either::Pg(s) => s.import_run(run),
+            Importer::Sqlite(i) => i.import_runs(runs),
+            Importer::Pg(i) => i.import_runs(runs),
         }
     }
 }
+
+/// How many runs a copy writes to the target in one transaction: a commit (a sync of the
+/// target's disk) for many runs rather than one each.
+const RUNS_A_COMMIT: usize = 100;
 
 fn shown(given: &str) -> String {
     if is_postgres_url(given) {
@@ -122,63 +145,86 @@ fn copy(from: &str, to: &str, as_json: bool, ui: &Ui) -> Result<Status, Failure>
     let source = Either::open(from)?;
     let target = Either::open(to)?;
     let failed = |e: StoreError| Failure::failed(e.to_string());
-    let (mut runs, mut skipped, mut values, mut specs) = (0u64, 0u64, 0u64, 0u64);
-    for id in source.store().find_runs("").map_err(failed)? {
-        let Some(run) = source.export_run(&id).map_err(failed)? else {
-            continue;
-        };
-        if target.store().run(&id).map_err(failed)?.is_some() {
-            skipped += 1;
-            continue;
-        }
-        for digest in run.digests() {
-            // Reading checks the bytes against the digest; storing computes it again.
-            let Some(value) = source.store().get_value(&digest).map_err(failed)? else {
+    let mut importer = target.importer().map_err(failed)?;
+    let (mut runs, mut skipped) = (0u64, 0u64);
+    // What was copied, each once however many runs name it.
+    let (mut values, mut specs) = (HashSet::new(), HashSet::new());
+    let ids = source.store().find_runs("").map_err(failed)?;
+    for chunk in ids.chunks(RUNS_A_COMMIT) {
+        let mut batch = Vec::new();
+        let mut chunk_specs = Vec::new();
+        for id in chunk {
+            let Some(run) = source.export_run(id).map_err(failed)? else {
                 continue;
             };
-            // Stored under its digest as the source has it, even when short (a run recorded
-            // before short values were named by themselves names it so).
-            let text = reel_flowspec::canonical::canonical_json(&value);
-            let stored = reel_flowspec::canonical::sha256_hex(text.as_bytes());
-            if stored != digest {
+            if target.store().run(id).map_err(failed)?.is_some() {
+                skipped += 1;
+                continue;
+            }
+            for digest in run.digests() {
+                if values.contains(&digest) {
+                    continue;
+                }
+                // Reading checks the bytes against the digest; storing computes it again.
+                let Some(value) = source.store().get_value(&digest).map_err(failed)? else {
+                    continue;
+                };
+                // Stored under its digest as the source has it, even when short (a run
+                // recorded before short values were named by themselves names it so).
+                let text = reel_flowspec::canonical::canonical_json(&value);
+                let stored = reel_flowspec::canonical::sha256_hex(text.as_bytes());
+                if stored != digest {
+                    return Err(Failure::failed(format!(
+                        "value {digest} of run {id} reads back as {stored}: not copied"
+                    )));
+                }
+                target
+                    .store()
+                    .put_canonical(&digest, text)
+                    .map_err(failed)?;
+                values.insert(digest);
+            }
+            if !chunk_specs.contains(&run.row.flow_digest) {
+                chunk_specs.push(run.row.flow_digest.clone());
+            }
+            batch.push(run);
+        }
+        for spec in &chunk_specs {
+            if let Some(json) = source.store().get_spec(spec).map_err(failed)? {
+                // Blocking: once it returns, the values queued before it are committed too,
+                // so no run commits naming a value that is not there yet.
+                target.store().put_spec(spec, &json).map_err(failed)?;
+                specs.insert(spec.clone());
+            }
+        }
+        let written = importer.import_runs(&batch).map_err(failed)?;
+        for (run, written) in batch.iter().zip(written) {
+            if !written {
+                skipped += 1;
+                continue;
+            }
+            let back = target.export_run(&run.row.id).map_err(failed)?;
+            if back.as_ref() != Some(run) {
                 return Err(Failure::failed(format!(
-                    "value {digest} of run {id} reads back as {stored}: not copied"
+                    "run {} did not read back the same from {}",
+                    run.row.id,
+                    shown(to)
                 )));
             }
-            target
-                .store()
-                .put_canonical(&digest, text)
-                .map_err(failed)?;
-            values += 1;
+            runs += 1;
         }
-        let spec = &run.row.flow_digest;
-        if let Some(json) = source.store().get_spec(spec).map_err(failed)? {
-            // Blocking: once it returns, the values queued before it are committed too.
-            target.store().put_spec(spec, &json).map_err(failed)?;
-            specs += 1;
-        }
-        if !target.import_run(&run).map_err(failed)? {
-            skipped += 1;
-            continue;
-        }
-        let back = target.export_run(&id).map_err(failed)?;
-        if back.as_ref() != Some(&run) {
-            return Err(Failure::failed(format!(
-                "run {id} did not read back the same from {}",
-                shown(to)
-            )));
-        }
-        runs += 1;
     }
     if as_json {
         print_stdout(&format!(
             "{}\n",
-            json!({ "runs": runs, "skipped": skipped, "values": values, "specs": specs })
+            json!({ "runs": runs, "skipped": skipped, "values": values.len(), "specs": specs.len() })
         ))?;
     } else {
         ui.line(&format!(
-            "copied {runs} runs ({values} values, {specs} flows) from {} to {}; {skipped} \
+            "copied {runs} runs ({} values, {} flows) from {} to {}; {skipped} \
              already there",
+            values.len(),
+            specs.len(),
             shown(from),
             shown(to)
         ));

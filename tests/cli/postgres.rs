@@ -163,6 +163,17 @@ fn a_store_url_password_is_never_shown() {
     assert!(!bad.stderr.contains("hunter2"), "{bad:?}");
 }
 
+/// A flow with `foreach` calls, logs and a wait for a signal, for the copy.
+const MIXED: &str = "flow mixed {
+  step counts = exec {
+    foreach: [\"a\", \"b\"]
+    cmd: [\"sh\", \"-c\", \"echo working on $0 >&2; echo done\", item]
+  }
+  step go = signal { name: \"go\", timeout: 1d, after: [counts] }
+  output go
+}
+";
+
 #[test]
 fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
     let dir = temp();
@@ -174,6 +185,20 @@ fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
     let first = on_sqlite(dir.path(), &["run", "greet.reel", "--json"]);
     assert_eq!(first.status, 0, "{first:?}");
     let id = json(&first)["run"].as_str().unwrap().to_string();
+    // A second run of the same flow: two runs copied, one FlowSpec.
+    let second = on_sqlite(dir.path(), &["run", "greet.reel", "--json"]);
+    assert_eq!(second.status, 0, "{second:?}");
+    // And a run with what the greeting has not: `foreach` calls (by index), logs, and a
+    // signal sent while it waits (not yet consumed).
+    write(dir.path(), "mixed.reel", MIXED);
+    let mixed = on_sqlite(dir.path(), &["run", "mixed.reel", "--json"]);
+    assert_eq!(mixed.status, 0, "{mixed:?}");
+    let mixed = json(&mixed)["run"].as_str().unwrap().to_string();
+    let sent = on_sqlite(
+        dir.path(),
+        &["signal", &mixed, "go", r#"{"by": "the test"}"#],
+    );
+    assert_eq!(sent.status, 0, "{sent:?}");
     let url = database();
     let home = dir.path().join(".reel");
     let back = dir.path().join("back");
@@ -191,7 +216,11 @@ fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
         &[],
     );
     assert_eq!(there.status, 0, "{there:?}");
-    assert_eq!(json(&there)["runs"], 1, "{there:?}");
+    assert_eq!(
+        (&json(&there)["runs"], &json(&there)["specs"]),
+        (&serde_json::json!(3), &serde_json::json!(2)),
+        "{there:?}"
+    );
     let again = reel_env(
         dir.path(),
         &[
@@ -219,7 +248,7 @@ fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
         &[],
     );
     assert_eq!(home_back.status, 0, "{home_back:?}");
-    assert_eq!(json(&home_back)["runs"], 1, "{home_back:?}");
+    assert_eq!(json(&home_back)["runs"], 3, "{home_back:?}");
 
     // The same run, event for event and value for value, in all three stores.
     let events = |env: (&str, &str)| {
@@ -230,6 +259,28 @@ fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
     let original = events(("REEL_HOME", home.to_str().unwrap()));
     assert_eq!(events(("REEL_STORE_URL", &url)), original);
     assert_eq!(events(("REEL_HOME", back.to_str().unwrap())), original);
+    let shown = |args: &[&str], env: (&str, &str)| {
+        let r = reel_env(dir.path(), args, &[env]);
+        assert_eq!(r.status, 0, "{r:?}");
+        (r.stdout, r.stderr)
+    };
+    for args in [
+        &["events", &mixed, "--json", "--full"][..],
+        &["logs", &mixed][..],
+    ] {
+        let original = shown(args, ("REEL_HOME", home.to_str().unwrap()));
+        assert_eq!(shown(args, ("REEL_STORE_URL", &url)), original, "{args:?}");
+        assert_eq!(
+            shown(args, ("REEL_HOME", back.to_str().unwrap())),
+            original,
+            "{args:?}"
+        );
+    }
+    let logs = shown(&["logs", &mixed], ("REEL_STORE_URL", &url));
+    assert!(
+        logs.0.contains("working on b") || logs.1.contains("working on b"),
+        "{logs:?}"
+    );
     let runs = |env: (&str, &str)| reel_env(dir.path(), &["runs", "--json"], &[env]).stdout;
     assert_eq!(
         runs(("REEL_STORE_URL", &url)),
@@ -251,7 +302,16 @@ fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
         ],
         &[],
     );
-    assert_eq!(json(&twice)["skipped"], 1, "{twice:?}");
+    assert_eq!(json(&twice)["skipped"], 3, "{twice:?}");
+    // The signal came with the run, still waiting for it: a worker on PostgreSQL finishes it.
+    let worker = reel_env(
+        dir.path(),
+        &["worker", "--until-idle"],
+        &[("REEL_STORE_URL", &url)],
+    );
+    assert_eq!(worker.status, 0, "{worker:?}");
+    let ended = shown(&["runs", "--json"], ("REEL_STORE_URL", &url)).0;
+    assert!(!ended.contains("\"waiting\""), "{ended}");
 }
 
 #[test]

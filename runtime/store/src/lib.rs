@@ -26,7 +26,7 @@ mod writer;
 
 pub use api::*;
 pub use clock::{BoxFuture, Clock, ManualClock};
-pub use pg::{DueNotice, PgAuth, PgListener, PgStore, is_postgres_url, redact_url};
+pub use pg::{DueNotice, PgAuth, PgImporter, PgListener, PgStore, is_postgres_url, redact_url};
 pub use private::exposure;
 pub use read::parse_value;
-pub use sqlite::{SqliteStore, WriterStats};
+pub use sqlite::{SqliteImporter, SqliteStore, WriterStats};

@@ -729,6 +729,7 @@ impl Store for SqliteStore {
 }
 
 mod copy;
+pub use copy::SqliteImporter;
 
 #[cfg(test)]
 mod tests;

@@ -22,6 +22,8 @@ mod schema;
 mod test_server;
 mod writer;
 
+pub use copy::PgImporter;
+
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;

@@ -39,101 +39,125 @@ impl SqliteStore {
         crate::copy::export_run(self, id, |run| self.all_signals(run))
     }
 
-    /// Writes a run exactly as exported, in one transaction on a connection of its own; false
-    /// (and nothing written) when the store already has a run with its id. Its values and
-    /// FlowSpec must be stored first.
-    pub fn import_run(&self, run: &RunExport) -> Result<bool, StoreError> {
+    /// A connection of its own that writes runs exactly as exported, opened once for a whole
+    /// copy: opening one for each run cost more than writing the run.
+    pub fn importer(&self) -> Result<SqliteImporter, StoreError> {
         if self.is_read_only() {
             return Err(StoreError::ReadOnly);
         }
-        let mut conn = schema::open_writer(&self.dir.join("reel.db"))?;
-        let tx = conn
+        Ok(SqliteImporter {
+            conn: schema::open_writer(&self.dir.join("reel.db"))?,
+        })
+    }
+}
+
+/// Writes whole runs into a SQLite store, for `reel store copy` ([`SqliteStore::importer`]).
+pub struct SqliteImporter {
+    conn: rusqlite::Connection,
+}
+
+impl SqliteImporter {
+    /// Writes runs exactly as exported, all in one transaction (a commit for many runs, not
+    /// one each); for each, false (and nothing written) when the store already has a run with
+    /// its id. Their values and FlowSpecs must be stored first.
+    pub fn import_runs(&mut self, runs: &[RunExport]) -> Result<Vec<bool>, StoreError> {
+        let tx = self
+            .conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(sqlite)?;
-        let r = &run.row;
-        let owner = r.lease_owner.as_ref();
-        let inserted = tx
-            .execute(
-                "INSERT OR IGNORE INTO runs (id, flow, flow_digest, source, source_abs, cwd,
-                    parent, status, created_at, ended_at, due_at, waiting_on, signal_pending,
-                    lease_owner, lease_pid, lease_host, lease_started, lease_expires_at,
-                    lease_token, cancel_requested, output_digest, error, keep_for_ms,
-                    durability, next_seq)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-                    ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
-                params![
-                    r.id,
-                    r.flow,
-                    r.flow_digest,
-                    r.source,
-                    r.source_abs,
-                    r.cwd,
-                    r.parent,
-                    r.status.as_str(),
-                    r.created_at,
-                    r.ended_at,
-                    r.due_at,
-                    serde_json::to_string(&r.waiting_on).unwrap_or_else(|_| "[]".into()),
-                    r.signal_pending,
-                    owner.map(|o| o.id.clone()),
-                    owner.map(|o| o.pid),
-                    owner.map(|o| o.host.clone()),
-                    owner.map(|o| int(o.started)).transpose()?,
-                    r.lease_expires_at,
-                    int(r.lease_token)?,
-                    r.cancel_requested,
-                    r.output_digest,
-                    r.error.as_ref().map(|e| e.to_string()),
-                    r.keep_for_ms.map(int).transpose()?,
-                    durability_str(r.durability),
-                    int(r.next_seq)?,
-                ],
-            )
-            .map_err(sqlite)?;
-        if inserted == 0 {
-            return Ok(false);
-        }
-        for e in &run.events {
-            tx.execute(
-                "INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![
-                    r.id,
-                    int(e.seq)?,
-                    e.at,
-                    e.kind,
-                    e.step,
-                    e.index,
-                    e.attempt,
-                    e.data.to_string()
-                ],
-            )
-            .map_err(sqlite)?;
-        }
-        for s in &run.signals {
-            tx.execute(
-                "INSERT INTO signals (run, seq, name, payload_digest, sent_at, consumed_by)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![
-                    r.id,
-                    int(s.seq)?,
-                    s.name,
-                    s.payload_digest,
-                    s.sent_at,
-                    s.consumed_by.map(int).transpose()?
-                ],
-            )
-            .map_err(sqlite)?;
-        }
-        for l in &run.logs {
-            tx.execute(
-                "INSERT INTO logs (run, step, idx, attempt, at, text)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-                params![r.id, l.step, l.index, l.attempt, l.at, l.text],
-            )
-            .map_err(sqlite)?;
-        }
+        let written = runs
+            .iter()
+            .map(|run| import_run(&tx, run))
+            .collect::<Result<Vec<bool>, StoreError>>()?;
         tx.commit().map_err(sqlite)?;
-        Ok(true)
+        Ok(written)
     }
+}
+
+/// Writes one run exactly as exported in `tx`; false when the store already has its id.
+fn import_run(tx: &rusqlite::Transaction<'_>, run: &RunExport) -> Result<bool, StoreError> {
+    let r = &run.row;
+    let owner = r.lease_owner.as_ref();
+    let inserted = tx
+        .execute(
+            "INSERT OR IGNORE INTO runs (id, flow, flow_digest, source, source_abs, cwd,
+                parent, status, created_at, ended_at, due_at, waiting_on, signal_pending,
+                lease_owner, lease_pid, lease_host, lease_started, lease_expires_at,
+                lease_token, cancel_requested, output_digest, error, keep_for_ms,
+                durability, next_seq)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
+                ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)",
+            params![
+                r.id,
+                r.flow,
+                r.flow_digest,
+                r.source,
+                r.source_abs,
+                r.cwd,
+                r.parent,
+                r.status.as_str(),
+                r.created_at,
+                r.ended_at,
+                r.due_at,
+                serde_json::to_string(&r.waiting_on).unwrap_or_else(|_| "[]".into()),
+                r.signal_pending,
+                owner.map(|o| o.id.clone()),
+                owner.map(|o| o.pid),
+                owner.map(|o| o.host.clone()),
+                owner.map(|o| int(o.started)).transpose()?,
+                r.lease_expires_at,
+                int(r.lease_token)?,
+                r.cancel_requested,
+                r.output_digest,
+                r.error.as_ref().map(|e| e.to_string()),
+                r.keep_for_ms.map(int).transpose()?,
+                durability_str(r.durability),
+                int(r.next_seq)?,
+            ],
+        )
+        .map_err(sqlite)?;
+    if inserted == 0 {
+        return Ok(false);
+    }
+    for e in &run.events {
+        tx.execute(
+            "INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                r.id,
+                int(e.seq)?,
+                e.at,
+                e.kind,
+                e.step,
+                e.index,
+                e.attempt,
+                e.data.to_string()
+            ],
+        )
+        .map_err(sqlite)?;
+    }
+    for s in &run.signals {
+        tx.execute(
+            "INSERT INTO signals (run, seq, name, payload_digest, sent_at, consumed_by)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![
+                r.id,
+                int(s.seq)?,
+                s.name,
+                s.payload_digest,
+                s.sent_at,
+                s.consumed_by.map(int).transpose()?
+            ],
+        )
+        .map_err(sqlite)?;
+    }
+    for l in &run.logs {
+        tx.execute(
+            "INSERT INTO logs (run, step, idx, attempt, at, text)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            params![r.id, l.step, l.index, l.attempt, l.at, l.text],
+        )
+        .map_err(sqlite)?;
+    }
+    Ok(true)
 }
