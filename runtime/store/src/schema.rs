@@ -202,17 +202,18 @@ CREATE INDEX IF NOT EXISTS journal_unknown_outcome ON journal (run, seq)
 ";
 
 // What a clean needs to know which values and FlowSpecs a remaining run references, kept so
-// that a clean reads the runs it removes and those that ended since the last one, not every
-// journal of the store (`writer::clean`). `refs` holds the digests an ended run references
-// once a clean has read them, and `refs_kept` says they are there: it is 0 for a new run, set
-// to 0 again whenever a run's status is set (so a redriven run is read again once it ends
-// again) or a signal comes for it, and set to 1 only by the clean that reads an ended run; so
-// every run that has not ended is in `runs_refs_unkept`. `runs_flow_digest` answers whether
-// another run was made from a FlowSpec.
+// that a clean reads the runs it removes, the runs that have not ended and those that ended
+// since the last one, not every journal of the store (`writer::clean`). `refs` holds the
+// digests an ended run references (its stored values and its FlowSpec) once a clean has read
+// it, and `refs_kept` says they are there: it is 0 for a new run, set to 0 again whenever a
+// run's status is set (so a redriven run is read again once it ends again) or a signal comes
+// for it, and set to 1 only by the clean that reads an ended run. The index holds the ended
+// runs no clean has read, and only those: a run's entry is written when it ends and goes at
+// the next clean, so the writes of runs that have not ended pay nothing for it.
 // The column is added by `COLUMNS`, before this runs.
 const V7: &str = "
-CREATE INDEX IF NOT EXISTS runs_refs_unkept ON runs (id) WHERE refs_kept = 0;
-CREATE INDEX IF NOT EXISTS runs_flow_digest ON runs (flow_digest);
+CREATE INDEX IF NOT EXISTS runs_refs_unkept ON runs (id)
+    WHERE refs_kept = 0 AND status IN ('succeeded', 'failed', 'canceled');
 CREATE TABLE IF NOT EXISTS refs (
     digest TEXT NOT NULL,
     run TEXT NOT NULL,

@@ -1676,6 +1676,9 @@ fn a_clean_reads_an_ended_run_once_unless_it_changes(b: &dyn Backend) {
         end(&lease, status);
     };
     let (shared, own, later) = (value("shared"), value("own"), value("later"));
+    // Every run is made from one FlowSpec, which goes with the last of them.
+    let spec = new_run("any").flow_digest;
+    store.put_spec(&spec, r#"{"flow":"shared"}"#).unwrap();
     ended("a", &[&shared, &own], RunStatus::Succeeded);
     ended("b", &[&shared], RunStatus::Failed);
     for i in 0..20 {
@@ -1683,7 +1686,11 @@ fn a_clean_reads_an_ended_run_once_unless_it_changes(b: &dyn Backend) {
     }
     // The first clean reads every run that stays, and keeps what they reference.
     let first = store.clean(&CleanScope::Run("a".into()), false).unwrap();
-    assert_eq!((first.values, first.runs_read), (1, 21), "{first:?}");
+    assert_eq!(
+        (first.values, first.specs, first.runs_read),
+        (1, 0, 21),
+        "{first:?}"
+    );
     assert_eq!(store.get_value(&own).unwrap(), None);
     assert!(store.get_value(&shared).unwrap().is_some());
     // The next reads none of them: `b` still keeps `shared`.
@@ -1730,9 +1737,14 @@ fn a_clean_reads_an_ended_run_once_unless_it_changes(b: &dyn Backend) {
     assert_eq!(store.get_value(&signalled).unwrap(), None);
     // What a removed run referenced goes from what the cleans keep.
     let all = store.clean(&CleanScope::AllEnded, false).unwrap();
-    assert_eq!((all.runs.len(), all.runs_read), (21, 0), "{all:?}");
+    assert_eq!(
+        (all.runs.len(), all.specs, all.runs_read),
+        (21, 1, 0),
+        "{all:?}"
+    );
     assert_eq!(b.raw_count("SELECT count(*) FROM refs"), 0);
     assert_eq!(store.get_value(&shared).unwrap(), None);
+    assert_eq!(store.get_spec(&spec).unwrap(), None);
 }
 
 /// A `reel clean` in another process commits between a writer's storing of values (and a

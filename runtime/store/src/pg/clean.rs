@@ -154,7 +154,7 @@ impl Batch<'_, '_> {
         }
         let mut values: HashSet<String> = sizes.keys().cloned().collect();
         if !values.is_empty() || !specs.is_empty() {
-            runs_read = self.read_unkept(&going, &mut values)?;
+            runs_read = self.read_unkept(&going, &mut values, &mut specs)?;
             self.keep_named_elsewhere(&runs, &mut values, &mut specs)?;
         }
         let mut cleaned = Cleaned {
@@ -192,10 +192,11 @@ impl Batch<'_, '_> {
         Ok((cleaned, plan_values, plan_specs))
     }
 
-    /// Takes out of `values` each that another ended run references, as `refs` holds it, and
-    /// out of `specs` each another run was made from. Asked as if the `going` runs were gone
-    /// already (removed in a savepoint that is rolled back), so that each question is an
-    /// index's look that stops at the first run it finds, whatever the number of runs going.
+    /// Takes out of `values` and `specs` each that another ended run references, as `refs`
+    /// holds it (a value, or the FlowSpec it was made from). Asked as if the `going` runs were
+    /// gone already (their rows of `refs` deleted in a savepoint that is rolled back), so that
+    /// each question is an index's look that stops at the first run it finds, whatever the
+    /// number of runs going.
     fn keep_named_elsewhere(
         &mut self,
         going: &[String],
@@ -207,29 +208,19 @@ impl Batch<'_, '_> {
             self.tx
                 .execute("DELETE FROM refs WHERE run = ANY($1)", &[&chunk])
                 .map_err(pg)?;
-            self.tx
-                .execute(
-                    &format!("DELETE FROM runs WHERE id = ANY($1) AND {ENDED}"),
-                    &[&chunk],
-                )
-                .map_err(pg)?;
         }
-        let asks = [
-            (
-                values,
-                "SELECT c.digest FROM unnest($1::text[]) AS c (digest)
-                 WHERE EXISTS (SELECT 1 FROM refs r WHERE r.digest = c.digest)",
-            ),
-            (
-                specs,
-                "SELECT c.digest FROM unnest($1::text[]) AS c (digest)
-                 WHERE EXISTS (SELECT 1 FROM runs r WHERE r.flow_digest = c.digest)",
-            ),
-        ];
-        for (set, sql) in asks {
+        for set in [values, specs] {
             let asked: Vec<String> = set.iter().cloned().collect();
             for chunk in asked.chunks(RUNS_A_READ) {
-                for row in self.tx.query(sql, &[&chunk]).map_err(pg)? {
+                for row in self
+                    .tx
+                    .query(
+                        "SELECT c.digest FROM unnest($1::text[]) AS c (digest)
+                         WHERE EXISTS (SELECT 1 FROM refs r WHERE r.digest = c.digest)",
+                        &[&chunk],
+                    )
+                    .map_err(pg)?
+                {
                     set.remove(row.get::<_, &str>(0));
                 }
             }
@@ -241,33 +232,43 @@ impl Batch<'_, '_> {
     }
 
     /// Reads the references of every run not in `going` whose references `refs` does not
-    /// hold, in one snapshot: one that has not ended (it is still writing) takes what it
-    /// references out of `values`, and an ended one has them kept in `refs` (as every other
-    /// ended run has), so each ended run's journal is read by one clean in its life. How many
-    /// runs it read.
+    /// hold, found in one snapshot (a run that ends meanwhile is in one list or the other):
+    /// one that has not ended (it is still writing) takes what it references out of `values`
+    /// and its FlowSpec out of `specs`, and an ended one has them kept in `refs` (as every
+    /// other ended run has), so each ended run's journal is read by one clean in its life. How
+    /// many runs it read.
     fn read_unkept(
         &mut self,
         going: &HashSet<String>,
         values: &mut HashSet<String>,
+        specs: &mut HashSet<String>,
     ) -> Result<u64, StoreError> {
         let (mut ended, mut open) = (Vec::new(), Vec::new());
-        let mut seqs = HashMap::new();
+        let mut seen = HashMap::new();
+        // Each arm through a partial index: the unread ended runs, and each status of a run
+        // that has not ended.
         for row in self
             .tx
             .query(
-                &format!("SELECT id, {ENDED}, next_seq FROM runs WHERE NOT refs_kept ORDER BY id"),
+                &format!(
+                    "SELECT id, {ENDED}, next_seq, flow_digest FROM runs
+                     WHERE (NOT refs_kept AND {ENDED}) OR status = 'running'
+                        OR status = 'waiting' OR status = 'quarantined'
+                     ORDER BY id"
+                ),
                 &[],
             )
             .map_err(pg)?
         {
             let run: String = row.get(0);
-            if going.contains(&run) {
-                continue;
-            }
+            let spec: String = row.get(3);
             if row.get(1) {
-                seqs.insert(run.clone(), row.get::<_, i64>(2));
-                ended.push(run);
+                if !going.contains(&run) {
+                    seen.insert(run.clone(), (row.get::<_, i64>(2), spec));
+                    ended.push(run);
+                }
             } else {
+                specs.remove(&spec);
                 open.push(run);
             }
         }
@@ -280,7 +281,7 @@ impl Batch<'_, '_> {
             self.references(chunk, &mut |run, d| {
                 pairs.insert((d.to_string(), run.to_string()));
             })?;
-            let (digests, runs): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
+            let (mut digests, mut runs): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
             // Only stored values: a key that merely looks like a digest is not kept.
             self.tx
                 .execute(
@@ -291,10 +292,24 @@ impl Batch<'_, '_> {
                     &[&digests, &runs],
                 )
                 .map_err(pg)?;
+            // And the FlowSpec each was made from.
+            digests.clear();
+            runs.clear();
+            for run in chunk {
+                digests.push(seen[run].1.clone());
+                runs.push(run.clone());
+            }
+            self.tx
+                .execute(
+                    "INSERT INTO refs (digest, run) SELECT * FROM unnest($1::text[], $2::text[])
+                     ON CONFLICT DO NOTHING",
+                    &[&digests, &runs],
+                )
+                .map_err(pg)?;
             // Marked only if nothing was appended since the run was seen ended: a run
             // redriven meanwhile by a worker is read again by the next clean. (A signal, the
             // other way an ended run comes to reference more, waits for this clean's lock.)
-            let seen: Vec<i64> = chunk.iter().map(|run| seqs[run]).collect();
+            let seqs: Vec<i64> = chunk.iter().map(|run| seen[run].0).collect();
             self.tx
                 .execute(
                     &format!(
@@ -302,7 +317,7 @@ impl Batch<'_, '_> {
                          FROM unnest($1::text[], $2::bigint[]) AS s (id, seq)
                          WHERE r.id = s.id AND r.next_seq = s.seq AND r.{ENDED}"
                     ),
-                    &[&chunk, &seen],
+                    &[&chunk, &seqs],
                 )
                 .map_err(pg)?;
         }

@@ -212,11 +212,14 @@ CREATE INDEX IF NOT EXISTS journal_unknown_outcome ON journal (run, seq)
 
 // What a clean keeps of the references of the ended runs it read, as the SQLite store's
 // version 7 keeps it (see there): a clean reads the runs it removes, the runs that have not
-// ended and the ended runs no clean has read, not every journal of the store.
+// ended and the ended runs no clean has read, not every journal of the store. It finds the
+// runs that have not ended through the partial indexes of each such status (quarantined runs
+// had none), which no other run's writes touch.
 const V9: &str = r#"
 ALTER TABLE runs ADD COLUMN IF NOT EXISTS refs_kept BOOLEAN NOT NULL DEFAULT FALSE;
-CREATE INDEX IF NOT EXISTS runs_refs_unkept ON runs (id) WHERE NOT refs_kept;
-CREATE INDEX IF NOT EXISTS runs_flow_digest ON runs (flow_digest);
+CREATE INDEX IF NOT EXISTS runs_refs_unkept ON runs (id)
+    WHERE NOT refs_kept AND status IN ('succeeded', 'failed', 'canceled');
+CREATE INDEX IF NOT EXISTS runs_quarantined ON runs (id) WHERE status = 'quarantined';
 CREATE TABLE IF NOT EXISTS refs (
     digest TEXT COLLATE "C" NOT NULL,
     run TEXT COLLATE "C" NOT NULL,

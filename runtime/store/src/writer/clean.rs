@@ -9,10 +9,11 @@
 //! references is ever missed.
 //!
 //! A clean reads the runs it removes, the runs that have not ended, and the ended runs no
-//! clean has read; what an ended run references it keeps in `refs` (schema version 7), so the
-//! next clean asks that table about its candidates instead of reading every journal again. An
-//! ended run's references change only when it is signalled or redriven, and both mark it to be
-//! read again (`refs_kept = 0`, see `schema.rs`).
+//! clean has read; what an ended run references (its stored values and its FlowSpec) it keeps
+//! in `refs` (schema version 7), so the next clean asks that table about its candidates
+//! instead of reading every journal again. An ended run's references change only when it is
+//! signalled or redriven, and both mark it to be read again (`refs_kept = 0`, see
+//! `schema.rs`).
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -26,6 +27,9 @@ use crate::blobs::is_digest;
 
 /// The statuses of ended runs, as stored: the only runs a clean may remove.
 const ENDED: &str = "status IN ('succeeded', 'failed', 'canceled')";
+
+/// The statuses of the runs that have not ended, whose references a clean reads each time.
+const NOT_ENDED: &str = "status IN ('running', 'waiting', 'quarantined')";
 
 /// How many runs' references a clean reads before it writes what it kept of them: enough
 /// that the writes of many runs go in the order of the table's key, few enough that what is
@@ -53,6 +57,21 @@ pub(crate) fn digests_in(text: &str, mut f: impl FnMut(&str)) {
             at = start;
         }
     }
+}
+
+/// The runs that have not ended, through `runs_status_due`, in no order: ordered by id,
+/// SQLite would walk every run.
+fn open_runs() -> String {
+    format!("SELECT id, flow_digest FROM runs WHERE {NOT_ENDED}")
+}
+
+/// The ended runs no clean has read, through their index, named: left to choose, SQLite took
+/// `runs_status_due` and walked every ended run.
+fn unread_ended_runs() -> String {
+    format!(
+        "SELECT id, flow_digest FROM runs INDEXED BY runs_refs_unkept
+         WHERE refs_kept = 0 AND {ENDED} ORDER BY id"
+    )
 }
 
 /// What a clean found to remove, before anything is removed.
@@ -165,6 +184,10 @@ impl Writer {
         // Only a stored value can go: the digest-shaped strings that name none (idempotency
         // keys) are dropped here, before anything is asked about them.
         let mut stored: HashMap<String, (i64, bool)> = HashMap::new();
+        // In the order of the tables' keys, here and below, so that the look-ups walk their
+        // pages once rather than at random.
+        let mut values: Vec<String> = values.into_iter().collect();
+        values.sort();
         for digest in values {
             let row: Option<(i64, bool)> = self
                 .conn
@@ -180,19 +203,11 @@ impl Writer {
         }
         let mut values: HashSet<String> = stored.keys().cloned().collect();
         if !values.is_empty() || !specs.is_empty() {
-            runs_read = self.read_unkept(&going, &mut values)?;
-            // What another ended run references keeps it, as `refs` holds it, and a FlowSpec
-            // another run was made from.
-            self.keep_named_elsewhere(
-                &mut values,
-                "SELECT run FROM refs WHERE digest = ?1",
-                &going,
-            )?;
-            self.keep_named_elsewhere(
-                &mut specs,
-                "SELECT id FROM runs WHERE flow_digest = ?1",
-                &going,
-            )?;
+            runs_read = self.read_unkept(&going, &mut values, &mut specs)?;
+            // What another ended run references keeps it, as `refs` holds it: a value, or
+            // the FlowSpec it was made from.
+            self.keep_named_elsewhere(&mut values, &going)?;
+            self.keep_named_elsewhere(&mut specs, &going)?;
         }
         let mut cleaned = Cleaned {
             runs,
@@ -243,42 +258,39 @@ impl Writer {
 
     /// Reads the references of every run not in `going` whose references `refs` does not
     /// hold: one that has not ended (it is still writing) takes what it references out of
-    /// `values`, and one that has ended has them kept in `refs` (as every other ended run
-    /// has), so each ended run's journal is read by one clean in its life, not by every one.
-    /// How many runs it read.
+    /// `values` and its FlowSpec out of `specs`, and one that has ended has them kept in
+    /// `refs` (as every other ended run has), so each ended run's journal is read by one clean
+    /// in its life, not by every one. How many runs it read.
     fn read_unkept(
         &self,
         going: &HashSet<&str>,
         values: &mut HashSet<String>,
+        specs: &mut HashSet<String>,
     ) -> Result<u64, StoreError> {
-        let unkept: Vec<(String, bool)> = self
-            .conn
-            .prepare(&format!(
-                "SELECT id, {ENDED} FROM runs WHERE refs_kept = 0 ORDER BY id"
-            ))
-            .and_then(|mut s| {
-                s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                    .and_then(|rows| rows.collect())
-            })
-            .map_err(sqlite)?;
-        let (mut ended, mut read) = (Vec::new(), 0);
-        for (run, is_ended) in unkept {
-            if going.contains(run.as_str()) {
-                continue;
-            }
-            read += 1;
-            if is_ended {
-                ended.push(run);
-            } else {
-                self.references(&run, &mut |d| {
-                    values.remove(d);
-                })?;
-            }
+        let runs = |sql: &str| -> Result<Vec<(String, String)>, StoreError> {
+            self.conn
+                .prepare(sql)
+                .and_then(|mut s| {
+                    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+                        .and_then(|rows| rows.collect())
+                })
+                .map_err(sqlite)
+        };
+        let open = runs(&open_runs())?;
+        let ended: Vec<(String, String)> = runs(&unread_ended_runs())?
+            .into_iter()
+            .filter(|(run, _)| !going.contains(run.as_str()))
+            .collect();
+        for (run, spec) in &open {
+            self.references(run, &mut |d| {
+                values.remove(d);
+            })?;
+            specs.remove(spec);
         }
         for chunk in ended.chunks(RUNS_A_READ) {
             // In the order of the table's key, so that the inserts walk its pages once.
             let mut pairs = BTreeSet::new();
-            for run in chunk {
+            for (run, _) in chunk {
                 self.references(run, &mut |d| {
                     pairs.insert((d.to_string(), run.as_str()));
                 })?;
@@ -294,28 +306,37 @@ impl Writer {
             for (digest, run) in &pairs {
                 insert.execute(params![digest, run]).map_err(sqlite)?;
             }
+            let mut spec = self
+                .conn
+                .prepare_cached("INSERT OR IGNORE INTO refs (digest, run) VALUES (?1, ?2)")
+                .map_err(sqlite)?;
             let mut kept = self
                 .conn
                 .prepare_cached("UPDATE runs SET refs_kept = 1 WHERE id = ?1")
                 .map_err(sqlite)?;
-            for run in chunk {
+            for (run, flow) in chunk {
+                spec.execute([flow, run]).map_err(sqlite)?;
                 kept.execute([run]).map_err(sqlite)?;
             }
         }
-        Ok(read)
+        Ok((open.len() + ended.len()) as u64)
     }
 
-    /// Takes out of `digests` each that `sql`, given it, finds named by a run not in `going`;
-    /// for each it stops at the first such run.
+    /// Takes out of `digests` each that `refs` holds for a run not in `going`; for each it
+    /// stops at the first such run.
     fn keep_named_elsewhere(
         &self,
         digests: &mut HashSet<String>,
-        sql: &str,
         going: &HashSet<&str>,
     ) -> Result<(), StoreError> {
-        let mut stmt = self.conn.prepare_cached(sql).map_err(sqlite)?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT run FROM refs WHERE digest = ?1")
+            .map_err(sqlite)?;
         let mut named = Vec::new();
-        for digest in digests.iter() {
+        let mut asked: Vec<&String> = digests.iter().collect();
+        asked.sort();
+        for digest in asked {
             let mut rows = stmt.query([digest]).map_err(sqlite)?;
             while let Some(row) = rows.next().map_err(sqlite)? {
                 let run: String = row.get(0).map_err(sqlite)?;
@@ -431,6 +452,40 @@ mod tests {
         let mut out = HashMap::new();
         digests_in(text, |d| *out.entry(d.to_string()).or_insert(0) += 1);
         out
+    }
+
+    /// The runs a clean reads are found through indexes of those runs alone, however many
+    /// ended runs the store keeps (the plan of a store with 2,000 rows in `runs`).
+    #[test]
+    fn the_runs_a_clean_reads_are_found_through_their_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = crate::schema::open_writer(&dir.path().join("reel.db")).unwrap();
+        conn.execute_batch(
+            "WITH RECURSIVE g(n) AS (SELECT 0 UNION ALL SELECT n + 1 FROM g WHERE n < 1999)
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, durability)
+             SELECT 'run-' || n, 'f', 'd', '/', CASE WHEN n % 100 = 0 THEN 'waiting'
+                 ELSE 'succeeded' END, n, 'fast' FROM g;
+             UPDATE runs SET refs_kept = 1 WHERE status = 'succeeded' AND id > 'run-1';
+             ANALYZE;",
+        )
+        .unwrap();
+        for (sql, index) in [
+            (open_runs(), "runs_status_due"),
+            (unread_ended_runs(), "runs_refs_unkept"),
+        ] {
+            let plan: Vec<String> = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap()
+                .query_map([], |r| r.get::<_, String>(3))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(
+                plan.iter().any(|step| step.contains(index)),
+                "{sql}: {plan:?}"
+            );
+            assert!(!plan.iter().any(|s| s.contains("TEMP B-TREE")), "{plan:?}");
+        }
     }
 
     #[test]
