@@ -93,7 +93,7 @@ impl Batch<'_, '_> {
                 .tx
                 .query(
                     "SELECT run, data FROM journal WHERE run = ANY($1)
-                     UNION ALL SELECT id, json_build_array(output_digest, error)::text
+                     UNION ALL SELECT id, json_build_array(flow_digest, output_digest, error)::text
                         FROM runs WHERE id = ANY($1)
                      UNION ALL SELECT run, json_build_array(payload_digest)::text
                         FROM signals WHERE run = ANY($1)",
@@ -244,14 +244,14 @@ impl Batch<'_, '_> {
         specs: &mut HashSet<String>,
     ) -> Result<u64, StoreError> {
         let (mut ended, mut open) = (Vec::new(), Vec::new());
-        let mut seen = HashMap::new();
+        let mut seqs = HashMap::new();
         // Each arm through a partial index: the unread ended runs, and each status of a run
         // that has not ended.
         for row in self
             .tx
             .query(
                 &format!(
-                    "SELECT id, {ENDED}, next_seq, flow_digest FROM runs
+                    "SELECT id, {ENDED}, next_seq FROM runs
                      WHERE (NOT refs_kept AND {ENDED}) OR status = 'running'
                         OR status = 'waiting' OR status = 'quarantined'
                      ORDER BY id"
@@ -261,19 +261,18 @@ impl Batch<'_, '_> {
             .map_err(pg)?
         {
             let run: String = row.get(0);
-            let spec: String = row.get(3);
             if row.get(1) {
                 if !going.contains(&run) {
-                    seen.insert(run.clone(), (row.get::<_, i64>(2), spec));
+                    seqs.insert(run.clone(), row.get::<_, i64>(2));
                     ended.push(run);
                 }
             } else {
-                specs.remove(&spec);
                 open.push(run);
             }
         }
         self.references(&open, &mut |_, d| {
             values.remove(d);
+            specs.remove(d);
         })?;
         for chunk in ended.chunks(RUNS_A_READ) {
             // In the order of the table's key, so that the inserts walk its pages once.
@@ -281,27 +280,15 @@ impl Batch<'_, '_> {
             self.references(chunk, &mut |run, d| {
                 pairs.insert((d.to_string(), run.to_string()));
             })?;
-            let (mut digests, mut runs): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
-            // Only stored values: a key that merely looks like a digest is not kept.
+            let (digests, runs): (Vec<String>, Vec<String>) = pairs.into_iter().unzip();
+            // Only stored values and FlowSpecs: a key that merely looks like a digest is not
+            // kept.
             self.tx
                 .execute(
                     "INSERT INTO refs (digest, run)
                      SELECT u.digest, u.run FROM unnest($1::text[], $2::text[]) AS u (digest, run)
                      WHERE EXISTS (SELECT 1 FROM vals v WHERE v.digest = u.digest)
-                     ON CONFLICT DO NOTHING",
-                    &[&digests, &runs],
-                )
-                .map_err(pg)?;
-            // And the FlowSpec each was made from.
-            digests.clear();
-            runs.clear();
-            for run in chunk {
-                digests.push(seen[run].1.clone());
-                runs.push(run.clone());
-            }
-            self.tx
-                .execute(
-                    "INSERT INTO refs (digest, run) SELECT * FROM unnest($1::text[], $2::text[])
+                        OR EXISTS (SELECT 1 FROM specs s WHERE s.digest = u.digest)
                      ON CONFLICT DO NOTHING",
                     &[&digests, &runs],
                 )
@@ -309,7 +296,7 @@ impl Batch<'_, '_> {
             // Marked only if nothing was appended since the run was seen ended: a run
             // redriven meanwhile by a worker is read again by the next clean. (A signal, the
             // other way an ended run comes to reference more, waits for this clean's lock.)
-            let seqs: Vec<i64> = chunk.iter().map(|run| seen[run].0).collect();
+            let seen: Vec<i64> = chunk.iter().map(|run| seqs[run]).collect();
             self.tx
                 .execute(
                     &format!(
@@ -317,7 +304,7 @@ impl Batch<'_, '_> {
                          FROM unnest($1::text[], $2::bigint[]) AS s (id, seq)
                          WHERE r.id = s.id AND r.next_seq = s.seq AND r.{ENDED}"
                     ),
-                    &[&chunk, &seqs],
+                    &[&chunk, &seen],
                 )
                 .map_err(pg)?;
         }

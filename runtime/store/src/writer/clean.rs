@@ -62,15 +62,15 @@ pub(crate) fn digests_in(text: &str, mut f: impl FnMut(&str)) {
 /// The runs that have not ended, through `runs_status_due`, in no order: ordered by id,
 /// SQLite would walk every run.
 fn open_runs() -> String {
-    format!("SELECT id, flow_digest FROM runs WHERE {NOT_ENDED}")
+    format!("SELECT id FROM runs WHERE {NOT_ENDED}")
 }
 
 /// The ended runs no clean has read, through their index, named: left to choose, SQLite took
 /// `runs_status_due` and walked every ended run.
 fn unread_ended_runs() -> String {
     format!(
-        "SELECT id, flow_digest FROM runs INDEXED BY runs_refs_unkept
-         WHERE refs_kept = 0 AND {ENDED} ORDER BY id"
+        "SELECT id FROM runs INDEXED BY runs_refs_unkept WHERE refs_kept = 0 AND {ENDED}
+         ORDER BY id"
     )
 }
 
@@ -267,55 +267,50 @@ impl Writer {
         values: &mut HashSet<String>,
         specs: &mut HashSet<String>,
     ) -> Result<u64, StoreError> {
-        let runs = |sql: &str| -> Result<Vec<(String, String)>, StoreError> {
+        // Not `ids`: its order by id would walk every run for the runs that have not ended.
+        let runs = |sql: &str| -> Result<Vec<String>, StoreError> {
             self.conn
                 .prepare(sql)
-                .and_then(|mut s| {
-                    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-                        .and_then(|rows| rows.collect())
-                })
+                .and_then(|mut s| s.query_map([], |r| r.get(0))?.collect())
                 .map_err(sqlite)
         };
         let open = runs(&open_runs())?;
-        let ended: Vec<(String, String)> = runs(&unread_ended_runs())?
+        let ended: Vec<String> = runs(&unread_ended_runs())?
             .into_iter()
-            .filter(|(run, _)| !going.contains(run.as_str()))
+            .filter(|run| !going.contains(run.as_str()))
             .collect();
-        for (run, spec) in &open {
+        for run in &open {
             self.references(run, &mut |d| {
                 values.remove(d);
+                specs.remove(d);
             })?;
-            specs.remove(spec);
         }
         for chunk in ended.chunks(RUNS_A_READ) {
             // In the order of the table's key, so that the inserts walk its pages once.
             let mut pairs = BTreeSet::new();
-            for (run, _) in chunk {
+            for run in chunk {
                 self.references(run, &mut |d| {
                     pairs.insert((d.to_string(), run.as_str()));
                 })?;
             }
-            // Only stored values: a key that merely looks like a digest is not kept.
+            // Only stored values and FlowSpecs: a key that merely looks like a digest is not
+            // kept.
             let mut insert = self
                 .conn
                 .prepare_cached(
                     "INSERT OR IGNORE INTO refs (digest, run)
-                     SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM vals WHERE digest = ?1)",
+                     SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM vals WHERE digest = ?1)
+                        OR EXISTS (SELECT 1 FROM specs WHERE digest = ?1)",
                 )
                 .map_err(sqlite)?;
             for (digest, run) in &pairs {
                 insert.execute(params![digest, run]).map_err(sqlite)?;
             }
-            let mut spec = self
-                .conn
-                .prepare_cached("INSERT OR IGNORE INTO refs (digest, run) VALUES (?1, ?2)")
-                .map_err(sqlite)?;
             let mut kept = self
                 .conn
                 .prepare_cached("UPDATE runs SET refs_kept = 1 WHERE id = ?1")
                 .map_err(sqlite)?;
-            for (run, flow) in chunk {
-                spec.execute([flow, run]).map_err(sqlite)?;
+            for run in chunk {
                 kept.execute([run]).map_err(sqlite)?;
             }
         }
@@ -358,7 +353,8 @@ impl Writer {
             .conn
             .prepare_cached(
                 "SELECT data FROM journal WHERE run = ?1
-                 UNION ALL SELECT json_array(output_digest, json(error)) FROM runs WHERE id = ?1
+                 UNION ALL SELECT json_array(flow_digest, output_digest, json(error))
+                    FROM runs WHERE id = ?1
                  UNION ALL SELECT json_array(payload_digest) FROM signals WHERE run = ?1",
             )
             .map_err(sqlite)?;
