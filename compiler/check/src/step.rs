@@ -244,7 +244,9 @@ fn check_call(
     );
 
     // The tool's own parameters.
-    let mut lowered_args = fs::Args::new();
+    // Collected at the end rather than inserted one by one: `Args` then holds exactly its
+    // entries (an insert leaves room for four, and every step's check is kept).
+    let mut lowered_args: Vec<(String, fs::Expr)> = Vec::new();
     let mut value_type: Option<Type> = None;
     for f in &args {
         if META_ARGUMENTS.contains(&f.key.name.as_str()) {
@@ -294,7 +296,7 @@ fn check_call(
         {
             value_type = Some(lowered.ty.clone());
         }
-        lowered_args.insert(f.key.name.clone(), lowered);
+        lowered_args.push((f.key.name.clone(), lowered));
     }
 
     if let Some(contract) = contract.as_ref().filter(|_| !call.recovered) {
@@ -318,7 +320,7 @@ fn check_call(
     let lowered = LoweredStep {
         tool: Some(call.tool.name.clone()),
         kind,
-        args: lowered_args,
+        args: lowered_args.into_iter().collect(),
         value: None,
         when,
         foreach: foreach.map(|(e, _)| e),

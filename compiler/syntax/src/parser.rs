@@ -333,6 +333,14 @@ fn sp(s: Sp) -> Span {
     Span::new(s.start, s.end)
 }
 
+/// `v` holding exactly its elements. A collected vector keeps room for four or more, and the
+/// syntax of a big flow is kept whole (each group's parse is memoized): most lists hold one
+/// element (a step's one argument), so the room was a third of a 100,000-step flow's syntax.
+fn exact<T>(mut v: Vec<T>) -> Vec<T> {
+    v.shrink_to_fit();
+    v
+}
+
 const OPENERS: [Token; 5] = [
     Token::LBrace,
     Token::LBracket,
@@ -582,7 +590,7 @@ where
             .repeated()
             .collect::<Vec<_>>()
             .delimited_by(just(Token::StrStart), just(Token::StrEnd))
-            .map(ExprKind::Str);
+            .map(|parts| ExprKind::Str(exact(parts)));
 
         let field = with_trailing(
             key()
@@ -603,7 +611,7 @@ where
             .allow_trailing()
             .collect::<Vec<Option<Field>>>()
             .delimited_by(just(Token::LBrace), just(Token::RBrace))
-            .map(|fields| ExprKind::Record(fields.into_iter().flatten().collect()))
+            .map(|fields| ExprKind::Record(exact(fields.into_iter().flatten().collect())))
             .labelled("a record");
 
         let comprehension = kw(Keyword::For)
@@ -624,7 +632,7 @@ where
             .separated_by(just(Token::Comma))
             .allow_trailing()
             .collect::<Vec<_>>()
-            .map(ExprKind::List);
+            .map(|items| ExprKind::List(exact(items)));
         let list = just(Token::LBracket)
             .ignore_then(comprehension.or(items))
             .then(closer(Token::RBracket))
@@ -658,7 +666,7 @@ where
                 if made_up {
                     vec![error_expr(e.span())]
                 } else {
-                    args
+                    exact(args)
                 }
             })
             .recover_with(via_parser(nested_delimiters(
@@ -942,7 +950,7 @@ where
         .map_with(|fields: Vec<Option<Field>>, e| {
             let recovered = fields.iter().any(Option::is_none);
             (
-                fields.into_iter().flatten().collect::<Vec<_>>(),
+                exact(fields.into_iter().flatten().collect()),
                 sp(e.span()),
                 recovered,
             )
@@ -1045,6 +1053,7 @@ where
         .allow_leading()
         .allow_trailing()
         .collect::<Vec<_>>()
+        .map(exact)
 }
 
 /// One group of chunks of a flow body: its members, then the flow's `}` when it ends the body.
