@@ -67,6 +67,11 @@ pub fn sha256_hex_parts(parts: &[&[u8]]) -> String {
     for part in parts {
         hasher.update(part);
     }
+    sha256_hex_of(hasher)
+}
+
+/// Lowercase hex of what `hasher` has been given (64 characters).
+pub(crate) fn sha256_hex_of(hasher: Sha256) -> String {
     // Into a fixed buffer at once: `hex::encode` pushes one char at a time, and a run digests
     // every value it stores.
     let mut text = [0u8; 64];

@@ -10,9 +10,10 @@
 use std::ops::ControlFlow;
 
 use serde::Serialize;
+use sha2::{Digest as _, Sha256};
 
 use crate::args::Args;
-use crate::canonical::{canonical_without, sha256_hex, sha256_hex_parts, to_canonical_string};
+use crate::canonical::{canonical_without, sha256_hex, sha256_hex_of, to_canonical_string};
 use crate::document::{Mark, scan_json};
 use crate::spec::{
     Duration, Expr, FORMAT_VERSION, FlowSpec, OLDEST_VERSION, Repeat, RetrySpec, StepSpec,
@@ -38,34 +39,69 @@ fn steps_list(text: &str) -> Option<usize> {
     })
 }
 
-/// `each` of `items` whole, or of its two halves joined in order. A big flow's steps are done in
-/// two halves at once (`split` cuts them), one on a thread of its own: digesting and writing
-/// the steps were most of sealing, and sealing most of lowering a checked flow, and each step's
-/// part is independent of the others. The result is the same either way; only when the work is done
-/// changes. `each` sets up what its thread needs (how the spec's version writes) itself.
-fn in_two_halves<S, R>(
+/// SHA-256 (hex) of a spec's canonical text given that text without its steps (`shell`, whose
+/// top-level `steps` member is empty) and a writer of its steps' texts: `write` gives each
+/// step's canonical text, in order, to the sink it is handed.
+///
+/// The steps are most of the text (megabytes for a big flow), so the text is never assembled:
+/// the hash takes the shell up to its empty list, each step's text as it is written, and the
+/// rest of the shell. An object's canonical text does not depend on where it sits, so this is
+/// the digest of the whole text (a test holds it to that).
+///
+/// A big flow's steps are written in two halves at once (`split` cuts them), one on a thread of
+/// its own: digesting and writing the steps were most of sealing, and sealing most of lowering
+/// a checked flow, and each step's part is independent of the others. The first half goes into
+/// the hash as it is written; the second, which the hash reaches only after the first, is kept
+/// as one text until then. The digest is the same either way; only when the work is done
+/// changes. `write` sets up what its thread needs (how the spec's version writes) itself.
+fn digest_of_steps<S>(
+    shell: &str,
     items: S,
     split: impl FnOnce(S) -> (S, S),
-    each: impl Fn(S) -> Vec<R> + Sync,
-) -> Vec<R>
+    write: impl Fn(S, &mut dyn FnMut(&str)) + Sync,
+) -> String
 where
     S: Send + std::ops::Deref<Target = [StepSpec]>,
-    R: Send,
 {
-    if items.len() < PARALLEL_STEPS_FROM {
-        return each(items);
-    }
-    let (first, second) = split(items);
-    std::thread::scope(|scope| {
-        let other = scope.spawn(|| each(second));
-        let mut out = each(first);
-        // A panic there is one here, as it would have been without the thread.
-        match other.join() {
-            Ok(rest) => out.extend(rest),
-            Err(panic) => std::panic::resume_unwind(panic),
+    let at = steps_list(shell).expect("a spec's canonical text has its `steps` member");
+    let mut hasher = Sha256::new();
+    hasher.update(&shell.as_bytes()[..at]);
+    // A step's text is a JSON object, never empty: the first one written has no comma before it.
+    let mut any = false;
+    let mut feed = |text: &str| {
+        if any {
+            hasher.update(b",");
         }
-        out
-    })
+        any = true;
+        hasher.update(text.as_bytes());
+    };
+    if items.len() < PARALLEL_STEPS_FROM {
+        write(items, &mut feed);
+    } else {
+        let (first, second) = split(items);
+        let rest = std::thread::scope(|scope| {
+            let other = scope.spawn(|| {
+                let mut kept = String::new();
+                write(second, &mut |text| {
+                    if !kept.is_empty() {
+                        kept.push(',');
+                    }
+                    kept.push_str(text);
+                });
+                kept
+            });
+            write(first, &mut feed);
+            // A panic there is one here, as it would have been without the thread.
+            other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+        });
+        if !rest.is_empty() {
+            feed(&rest);
+        }
+    }
+    hasher.update(&shell.as_bytes()[at..]);
+    sha256_hex_of(hasher)
 }
 
 /// What a step's semantic digest covers; field names are part of the digest, so never rename.
@@ -182,35 +218,24 @@ impl FlowSpec {
         };
         // Each step's digest and then its canonical text (which includes the digest) in one
         // pass: one pair of threads rather than two, and each step read once.
+        let shell = self.shell_text();
         let implied = self.version >= 2;
         let tools = &self.tools;
         let steps = &mut self.steps[..];
-        let texts = in_two_halves(
+        self.digest = digest_of_steps(
+            &shell,
             steps,
             |s| s.split_at_mut(s.len() / 2),
-            |half| {
+            |half, sink| {
                 writing_implied_types(implied, || {
-                    half.iter_mut()
-                        .map(|step| {
-                            let tool = step.tool.as_deref().and_then(|name| tools.get(name));
-                            step.semantic_digest = step_semantic_digest(step, tool);
-                            canonical(&*step)
-                        })
-                        .collect()
+                    for step in half.iter_mut() {
+                        let tool = step.tool.as_deref().and_then(|name| tools.get(name));
+                        step.semantic_digest = step_semantic_digest(step, tool);
+                        sink(&canonical(&*step));
+                    }
                 })
             },
         );
-        self.digest = self.digest_with_steps(&texts);
-    }
-
-    /// `f` of every step, in order, written as this spec's version writes (see
-    /// [`in_two_halves`]).
-    fn map_steps<R: Send>(&self, f: impl Fn(&StepSpec) -> R + Sync) -> Vec<R> {
-        in_two_halves(
-            &self.steps[..],
-            |s| s.split_at(s.len() / 2),
-            |half| self.written(|| half.iter().map(&f).collect()),
-        )
     }
 
     /// Every top-level expression of the spec: arguments, values, conditions, the output.
@@ -235,16 +260,23 @@ impl FlowSpec {
 
     /// SHA-256 of the canonical JSON of this spec without its `digest` member.
     pub fn compute_digest(&self) -> String {
-        self.digest_with_steps(&self.map_steps(canonical))
+        digest_of_steps(
+            &self.shell_text(),
+            &self.steps[..],
+            |s| s.split_at(s.len() / 2),
+            |half, sink| {
+                self.written(|| {
+                    for step in half {
+                        sink(&canonical(step));
+                    }
+                })
+            },
+        )
     }
 
-    /// [`Self::compute_digest`] given each step's canonical text, in order.
-    ///
-    /// The steps are most of that text (megabytes for a big flow), so it is never assembled:
-    /// the spec is written without its steps, and the hash takes the steps' texts in place of
-    /// the empty list. An object's canonical text does not depend on where it sits, so this is
-    /// the digest of the whole text (a test holds it to that).
-    fn digest_with_steps(&self, steps: &[String]) -> String {
+    /// The canonical text of this spec without its `digest` member and with no steps: what
+    /// [`digest_of_steps`] puts the steps' texts into.
+    fn shell_text(&self) -> String {
         // Every field named, none copied by `..`: a field added to the spec is a compile error
         // here rather than a digest that leaves it out.
         let FlowSpec {
@@ -276,20 +308,8 @@ impl FlowSpec {
             digest: String::new(),
         };
         // Same invariant as `canonical`.
-        let text = self
-            .written(|| canonical_without(&shell, "digest"))
-            .expect("FlowSpec data always has a canonical form");
-        let at = steps_list(&text).expect("a spec's canonical text has its `steps` member");
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(2 * steps.len() + 2);
-        parts.push(&text.as_bytes()[..at]);
-        for (i, step) in steps.iter().enumerate() {
-            if i > 0 {
-                parts.push(b",");
-            }
-            parts.push(step.as_bytes());
-        }
-        parts.push(&text.as_bytes()[at..]);
-        sha256_hex_parts(&parts)
+        self.written(|| canonical_without(&shell, "digest"))
+            .expect("FlowSpec data always has a canonical form")
     }
 
     /// Whether `digest` and every step's `semantic_digest` match the spec's content.
