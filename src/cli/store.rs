@@ -94,10 +94,10 @@ impl Either {
         }
     }
 
-    fn export_run(&self, id: &str) -> Result<Option<RunExport>, StoreError> {
+    fn export_runs(&self, ids: &[String]) -> Result<Vec<RunExport>, StoreError> {
         match self {
-            Either::Sqlite(s) => s.export_run(id),
-            Either::Pg(s) => s.export_run(id),
+            Either::Sqlite(s) => s.export_runs(ids),
+            Either::Pg(s) => s.export_runs(ids),
         }
     }
 
@@ -120,6 +120,13 @@ impl Importer {
         match self {
             Importer::Sqlite(i) => i.import_runs(runs),
             Importer::Pg(i) => i.import_runs(runs),
+        }
+    }
+
+    fn existing(&mut self, ids: &[String]) -> Result<HashSet<String>, StoreError> {
+        match self {
+            Importer::Sqlite(i) => i.existing(ids),
+            Importer::Pg(i) => i.existing(ids),
         }
     }
 }
@@ -150,44 +157,50 @@ fn copy(from: &str, to: &str, as_json: bool, ui: &Ui) -> Result<Status, Failure>
     // What was copied, each once however many runs name it.
     let (mut values, mut specs) = (HashSet::new(), HashSet::new());
     let ids = source.store().find_runs("").map_err(failed)?;
+    // A hundred runs at a time, each step a statement or a few for them all: read from the
+    // source, which the target already has, their values, their FlowSpecs, written in one
+    // transaction, read back.
     for chunk in ids.chunks(RUNS_A_COMMIT) {
-        let mut batch = Vec::new();
+        let there = importer.existing(chunk).map_err(failed)?;
+        let wanted: Vec<String> = chunk
+            .iter()
+            .filter(|id| !there.contains(*id))
+            .cloned()
+            .collect();
+        skipped += (chunk.len() - wanted.len()) as u64;
+        let batch = source.export_runs(&wanted).map_err(failed)?;
+        let mut digests: HashSet<String> = HashSet::new();
         let mut chunk_specs = Vec::new();
-        for id in chunk {
-            let Some(run) = source.export_run(id).map_err(failed)? else {
-                continue;
-            };
-            if target.store().run(id).map_err(failed)?.is_some() {
-                skipped += 1;
-                continue;
-            }
-            for digest in run.digests() {
-                if values.contains(&digest) {
-                    continue;
-                }
-                // Reading checks the bytes against the digest; storing computes it again.
-                let Some(value) = source.store().get_value(&digest).map_err(failed)? else {
-                    continue;
-                };
-                // Stored under its digest as the source has it, even when short (a run
-                // recorded before short values were named by themselves names it so).
-                let text = reel_flowspec::canonical::canonical_json(&value);
-                let stored = reel_flowspec::canonical::sha256_hex(text.as_bytes());
-                if stored != digest {
-                    return Err(Failure::failed(format!(
-                        "value {digest} of run {id} reads back as {stored}: not copied"
-                    )));
-                }
-                target
-                    .store()
-                    .put_canonical(&digest, text)
-                    .map_err(failed)?;
-                values.insert(digest);
-            }
+        for run in &batch {
+            digests.extend(run.digests().into_iter().filter(|d| !values.contains(d)));
             if !chunk_specs.contains(&run.row.flow_digest) {
                 chunk_specs.push(run.row.flow_digest.clone());
             }
-            batch.push(run);
+        }
+        let digests: Vec<String> = digests.into_iter().collect();
+        let names: Vec<&str> = digests.iter().map(String::as_str).collect();
+        // Reading checks the bytes against the digest; storing computes it again.
+        let read = source.store().get_values(&names).map_err(failed)?;
+        for (digest, value) in digests.into_iter().zip(read) {
+            let Some(value) = value else {
+                continue;
+            };
+            // Stored under its digest as the source has it, even when short (a run recorded
+            // before short values were named by themselves names it so).
+            let text = reel_flowspec::canonical::canonical_json(&value);
+            let stored = reel_flowspec::canonical::sha256_hex(text.as_bytes());
+            if stored != digest {
+                let run = batch.iter().find(|r| r.digests().contains(&digest));
+                return Err(Failure::failed(format!(
+                    "value {digest} of run {} reads back as {stored}: not copied",
+                    run.map_or("?", |r| r.row.id.as_str())
+                )));
+            }
+            target
+                .store()
+                .put_canonical(&digest, text)
+                .map_err(failed)?;
+            values.insert(digest);
         }
         for spec in &chunk_specs {
             if let Some(json) = source.store().get_spec(spec).map_err(failed)? {
@@ -198,13 +211,18 @@ fn copy(from: &str, to: &str, as_json: bool, ui: &Ui) -> Result<Status, Failure>
             }
         }
         let written = importer.import_runs(&batch).map_err(failed)?;
+        let mut copied: Vec<&RunExport> = Vec::with_capacity(batch.len());
         for (run, written) in batch.iter().zip(written) {
-            if !written {
+            if written {
+                copied.push(run);
+            } else {
                 skipped += 1;
-                continue;
             }
-            let back = target.export_run(&run.row.id).map_err(failed)?;
-            if back.as_ref() != Some(run) {
+        }
+        let ids: Vec<String> = copied.iter().map(|r| r.row.id.clone()).collect();
+        let back = target.export_runs(&ids).map_err(failed)?;
+        for run in &copied {
+            if back.iter().find(|b| b.row.id == run.row.id) != Some(*run) {
                 return Err(Failure::failed(format!(
                     "run {} did not read back the same from {}",
                     run.row.id,

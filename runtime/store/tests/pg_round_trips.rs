@@ -538,3 +538,88 @@ fn returned(n: u64) -> NewEvent {
         data: json!({ "n": n }),
     }
 }
+
+/// A run of `steps` durable steps, two log lines and a signal, as a copy finds it.
+fn exported_run(store: &PgStore, id: &str, steps: u64) {
+    let lease = store
+        .create_run(new_run(id), &Owner::this_process(), 60_000)
+        .unwrap();
+    let events: Vec<NewEvent> = (0..steps).map(returned).collect();
+    store.append(&lease, events).unwrap();
+    for n in 0..2 {
+        let log = reel_store::LogRow {
+            run: id.to_string(),
+            step: "s0".to_string(),
+            index: None,
+            attempt: 1,
+            at: 5_000 + n,
+            text: format!("line {n} of {id}"),
+        };
+        store.append_log(&lease, log).unwrap();
+    }
+    store.sync(&lease).0.blocking_recv().unwrap().unwrap();
+    store.send_signal(id, "go", &json!({ "to": id })).unwrap();
+}
+
+#[test]
+fn runs_exported_together_are_four_statements_however_many() {
+    let url = test_server::fresh_database("reel_trips");
+    let store = open_at(&url);
+    let ids: Vec<String> = (0..20).map(|n| format!("r{n:02}")).collect();
+    for (n, id) in ids.iter().enumerate() {
+        exported_run(&store, id, 3 + n as u64);
+    }
+    let statements = |ids: &[String]| {
+        let start = store.round_trips();
+        let runs = store.export_runs(ids).unwrap();
+        (runs, store.round_trips() - start)
+    };
+    let (one, for_one) = statements(&ids[..1]);
+    let wanted = [ids[3].clone(), "nosuch".to_string(), ids[0].clone()];
+    let (some, for_some) = statements(&wanted);
+    let (all, for_all) = statements(&ids);
+    // Four a read, and the preparing of each once on a reader connection that had not yet
+    // read (which reader a read takes is not fixed). A run at a time was four a run.
+    for (runs, sent) in [(1, for_one), (2, for_some), (20, for_all)] {
+        assert!(
+            (4..=8).contains(&sent),
+            "{sent} statements to export {runs} runs"
+        );
+    }
+    // What they read: the runs there, in the order asked, each whole.
+    assert_eq!(one.len(), 1);
+    let order: Vec<&str> = some.iter().map(|r| r.row.id.as_str()).collect();
+    assert_eq!(order, ["r03", "r00"]);
+    assert_eq!(all.len(), 20);
+    for (n, run) in all.iter().enumerate() {
+        assert_eq!(run.row.id, ids[n]);
+        let seqs: Vec<u64> = run.events.iter().map(|e| e.seq).collect();
+        assert_eq!(
+            seqs,
+            (0..3 + n as u64).collect::<Vec<_>>(),
+            "{}",
+            run.row.id
+        );
+        assert!(run.events.iter().all(|e| e.run == run.row.id));
+        let logs: Vec<&str> = run.logs.iter().map(|l| l.text.as_str()).collect();
+        assert_eq!(
+            logs,
+            [
+                format!("line 0 of {}", ids[n]),
+                format!("line 1 of {}", ids[n])
+            ]
+        );
+        assert_eq!(run.signals.len(), 1);
+        assert_eq!(run.signals[0].run, run.row.id);
+    }
+    // A journal with a hole is not exported: the copy would not be the run.
+    let mut raw = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
+    raw.batch_execute("DELETE FROM reel.journal WHERE run = 'r05' AND seq = 2")
+        .unwrap();
+    match store.export_runs(&ids) {
+        Err(reel_store::StoreError::Hole { run, seq, .. }) => {
+            assert_eq!((run.as_str(), seq), ("r05", 2))
+        }
+        other => panic!("a hole exported: {other:?}"),
+    }
+}

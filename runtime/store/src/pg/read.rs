@@ -267,7 +267,7 @@ pub(crate) const RUN_COLUMNS: &str = "id, flow, flow_digest, source, source_abs,
     error, keep_for_ms, durability, next_seq";
 
 /// A column, or a store error naming it when it does not read as `T`.
-fn get<'a, T: FromSql<'a>>(row: &'a Row, at: usize) -> Result<T, StoreError> {
+pub(crate) fn get<'a, T: FromSql<'a>>(row: &'a Row, at: usize) -> Result<T, StoreError> {
     row.try_get(at).map_err(|e| {
         StoreError::Postgres(format!(
             "column {} does not read: {e}",
@@ -570,19 +570,20 @@ pub(crate) fn logs(client: &mut Client, run: &str) -> Result<Vec<LogRow>, StoreE
             &[&run],
         )
         .map_err(|e| pg(&e))?;
+    rows.iter().map(log_from).collect()
+}
+
+/// The log line of a row of `run, step, idx, attempt, at, text`.
+pub(crate) fn log_from(r: &Row) -> Result<LogRow, StoreError> {
     let small = |n: i64| u32::try_from(n).map_err(|e| StoreError::Postgres(e.to_string()));
-    rows.iter()
-        .map(|r| {
-            Ok(LogRow {
-                run: get(r, 0)?,
-                step: get(r, 1)?,
-                index: get::<Option<i64>>(r, 2)?.map(small).transpose()?,
-                attempt: small(get(r, 3)?)?,
-                at: get(r, 4)?,
-                text: get(r, 5)?,
-            })
-        })
-        .collect()
+    Ok(LogRow {
+        run: get(r, 0)?,
+        step: get(r, 1)?,
+        index: get::<Option<i64>>(r, 2)?.map(small).transpose()?,
+        attempt: small(get(r, 3)?)?,
+        at: get(r, 4)?,
+        text: get(r, 5)?,
+    })
 }
 
 /// A run's unconsumed signals in the order sent.

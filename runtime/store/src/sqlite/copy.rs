@@ -1,5 +1,7 @@
 //! Moving whole runs in and out of the SQLite store, for `reel store copy`.
 
+use std::collections::HashSet;
+
 use rusqlite::params;
 
 use super::SqliteStore;
@@ -34,9 +36,17 @@ impl SqliteStore {
         })
     }
 
-    /// A run with its journal, signals and logs; `None` when there is no such run.
-    pub fn export_run(&self, id: &str) -> Result<Option<RunExport>, StoreError> {
-        crate::copy::export_run(self, id, |run| self.all_signals(run))
+    /// The runs of `ids` that the store has, in that order, each with its journal, signals and
+    /// logs (a run at a time: each read is a call into SQLite, not a round trip). A journal with
+    /// a hole cannot be exported (the copy would not be the run).
+    pub fn export_runs(&self, ids: &[String]) -> Result<Vec<RunExport>, StoreError> {
+        let mut runs = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(run) = crate::copy::export_run(self, id, |run| self.all_signals(run))? {
+                runs.push(run);
+            }
+        }
+        Ok(runs)
     }
 
     /// A connection of its own that writes runs exactly as exported, opened once for a whole
@@ -57,6 +67,21 @@ pub struct SqliteImporter {
 }
 
 impl SqliteImporter {
+    /// Which of `ids` the store has runs of.
+    pub fn existing(&mut self, ids: &[String]) -> Result<HashSet<String>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT 1 FROM runs WHERE id = ?1")
+            .map_err(sqlite)?;
+        let mut found = HashSet::new();
+        for id in ids {
+            if stmt.exists([id]).map_err(sqlite)? {
+                found.insert(id.clone());
+            }
+        }
+        Ok(found)
+    }
+
     /// Writes runs exactly as exported, all in one transaction (a commit for many runs, not
     /// one each); for each, false (and nothing written) when the store already has a run with
     /// its id. Their values and FlowSpecs must be stored first.
