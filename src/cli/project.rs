@@ -75,10 +75,16 @@ impl Project {
     /// set, else SQLite under the store directory.
     pub fn open_store(&self) -> Result<Arc<dyn Store>, Failure> {
         let clock = Arc::new(super::capabilities::SystemClock);
+        // A test's crash point (debug builds only), in the writer of either store and in the
+        // driver, before the store is opened.
+        arm_crash_point()?;
         match &self.store_url {
-            Some(url) => PgStore::open_with(url, &super::capabilities::store_auth(), clock)
-                .map(|s| Arc::new(s) as Arc<dyn Store>)
-                .map_err(|e| Failure::failed(e.to_string())),
+            Some(url) => {
+                refuse_store_fault()?;
+                PgStore::open_with(url, &super::capabilities::store_auth(), clock)
+                    .map(|s| Arc::new(s) as Arc<dyn Store>)
+                    .map_err(|e| Failure::failed(e.to_string()))
+            }
             None => {
                 let store = SqliteStore::open(&self.store_dir, clock)
                     .map_err(|e| Failure::failed(e.to_string()))?;
@@ -192,22 +198,50 @@ pub fn resolve_run(store: &dyn StoreRead, given: &str) -> Result<String, Failure
 }
 
 /// The write fault a test asks the store for (`REEL_STORE_FAULT=WHAT@WHEN[*N]`, such as
-/// `full@effect_recorded`), and the crash point it arms (`REEL_CRASH_AT=POINT[:N]`, see
-/// `reel_store::crash`): only in debug builds, read here at the edge and handed in.
+/// `full@effect_recorded`): only in debug builds, read here at the edge and handed in.
 // edge: a test's fault injection, read where the program starts; absent from release builds.
 #[allow(clippy::disallowed_methods)]
 fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
     #[cfg(debug_assertions)]
-    if let Some(fault) = std::env::var("REEL_STORE_FAULT")
-        .ok()
-        .filter(|f| !f.is_empty())
-    {
+    if let Some(fault) = store_fault() {
         store
             .inject_fault(&fault)
             .map_err(|e| Failure::usage(format!("REEL_STORE_FAULT: {e}")))?;
     }
     #[cfg(not(debug_assertions))]
     let _ = store;
+    Ok(())
+}
+
+/// A write fault asked of the PostgreSQL store, which has none to inject: refused rather than
+/// ignored, so a test cannot pass without the fault it meant.
+fn refuse_store_fault() -> Result<(), Failure> {
+    #[cfg(debug_assertions)]
+    if store_fault().is_some() {
+        return Err(Failure::usage(
+            "REEL_STORE_FAULT: only the SQLite store's writer injects faults; unset it or \
+             use a store directory"
+                .to_string(),
+        ));
+    }
+    Ok(())
+}
+
+/// `REEL_STORE_FAULT`, when set and not empty.
+// edge: a test's fault injection, read where the program starts.
+#[allow(clippy::disallowed_methods)]
+#[cfg(debug_assertions)]
+fn store_fault() -> Option<String> {
+    std::env::var("REEL_STORE_FAULT")
+        .ok()
+        .filter(|f| !f.is_empty())
+}
+
+/// Arms the crash point a test asks for (`REEL_CRASH_AT=POINT[:N]`, see `reel_store::crash`):
+/// only in debug builds, read here at the edge.
+// edge: a test's crash point, read where the program starts; absent from release builds.
+#[allow(clippy::disallowed_methods)]
+fn arm_crash_point() -> Result<(), Failure> {
     #[cfg(debug_assertions)]
     if let Some(point) = std::env::var("REEL_CRASH_AT")
         .ok()

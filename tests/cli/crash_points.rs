@@ -65,6 +65,40 @@ struct Scenario {
     output: fn() -> Value,
 }
 
+/// Which store a drive's processes share.
+#[derive(Clone, Copy, Debug)]
+enum Store {
+    /// SQLite under the drive's directory.
+    Sqlite,
+    /// A fresh database on the test server (`REEL_TEST_POSTGRES_URL`).
+    Postgres,
+}
+
+/// A drive's store, as the environment variable each of its processes is given.
+struct Home {
+    var: &'static str,
+    value: String,
+}
+
+impl Home {
+    fn new(store: Store, dir: &Path) -> Home {
+        match store {
+            Store::Sqlite => Home {
+                var: "REEL_HOME",
+                value: dir.join(".reel").to_str().unwrap().to_string(),
+            },
+            Store::Postgres => Home {
+                var: "REEL_STORE_URL",
+                value: crate::postgres::database(),
+            },
+        }
+    }
+
+    fn env(&self) -> (&str, &str) {
+        (self.var, &self.value)
+    }
+}
+
 /// Four effects in a row, each using the one before.
 const SEQ: &str = r#"flow seq {
   step a = exec {
@@ -253,8 +287,8 @@ struct Journal {
     repeated: BTreeMap<CallId, BTreeSet<String>>,
 }
 
-fn read_journal(dir: &Path, home: &str, run: &str) -> Journal {
-    let r = reel_env(dir, &["events", run, "--json"], &[("REEL_HOME", home)]);
+fn read_journal(dir: &Path, home: &Home, run: &str) -> Journal {
+    let r = reel_env(dir, &["events", run, "--json"], &[home.env()]);
     assert_eq!(r.status, 0, "{r:?}");
     let mut j = Journal::default();
     for e in json(&r).as_array().unwrap() {
@@ -320,7 +354,7 @@ struct Strike {
 }
 
 /// Runs one stage with `crash` armed (if any); true when it was stopped by the crash point.
-fn stage(dir: &Path, home: &str, mode: &str, which: Stage, crash: Option<&str>) -> bool {
+fn stage(dir: &Path, home: &Home, mode: &str, which: Stage, crash: Option<&str>) -> bool {
     let worker = vec!["worker", "--until-idle", "--poll-ms", "20"];
     let (args, racing) = match which {
         Stage::Run => (
@@ -334,13 +368,13 @@ fn stage(dir: &Path, home: &str, mode: &str, which: Stage, crash: Option<&str>) 
     let other = racing.then(|| {
         let mut command = reel(dir, &args);
         command
-            .env("REEL_HOME", home)
+            .env(home.var, &home.value)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         command.spawn().unwrap()
     });
     let mut command = reel(dir, &args);
-    command.env("REEL_HOME", home);
+    command.env(home.var, &home.value);
     if let Some(crash) = crash {
         command.env("REEL_CRASH_AT", crash);
     }
@@ -374,8 +408,8 @@ fn stage(dir: &Path, home: &str, mode: &str, which: Stage, crash: Option<&str>) 
 }
 
 /// The store's one run and its status, once it exists.
-fn the_run(dir: &Path, home: &str) -> Option<(String, String)> {
-    let r = reel_env(dir, &["runs", "--json"], &[("REEL_HOME", home)]);
+fn the_run(dir: &Path, home: &Home) -> Option<(String, String)> {
+    let r = reel_env(dir, &["runs", "--json"], &[home.env()]);
     assert_eq!(r.status, 0, "{r:?}");
     let runs = json(&r);
     let row = runs.as_array().unwrap().first()?;
@@ -390,6 +424,7 @@ fn the_run(dir: &Path, home: &str) -> Option<(String, String)> {
 /// the strike's passage was not reached.
 fn drive(
     s: &Scenario,
+    store: Store,
     mode: &str,
     point: &str,
     strike: Option<Strike>,
@@ -399,9 +434,9 @@ fn drive(
     let dir = temp();
     let dir = dir.path();
     write(dir, "flow.reel", s.flow);
-    let home = dir.join(".reel");
-    let home = home.to_str().unwrap();
-    let ctx = format!("{}, {point} {strike:?}, {mode}", s.name);
+    let home = Home::new(store, dir);
+    let home = &home;
+    let ctx = format!("{}, {point} {strike:?}, {mode}, {store:?}", s.name);
     let mut crashed = false;
     let mut signaled = false;
     let mut second_crashes = 0;
@@ -416,11 +451,7 @@ fn drive(
             None => (None, ""),
         };
         if status == "succeeded" {
-            let r = reel_env(
-                dir,
-                &["resume", run.unwrap(), "--json"],
-                &[("REEL_HOME", home)],
-            );
+            let r = reel_env(dir, &["resume", run.unwrap(), "--json"], &[home.env()]);
             break json(&r)["output"].clone();
         }
         assert!(
@@ -431,7 +462,7 @@ fn drive(
             let r = reel_env(
                 dir,
                 &["signal", run, "go", &payload.to_string()],
-                &[("REEL_HOME", home)],
+                &[home.env()],
             );
             assert_eq!(r.status, 0, "{ctx}: {r:?}");
             signaled = true;
@@ -567,12 +598,12 @@ fn hits() -> u64 {
 
 /// Strikes `point` at every passage up to the bound of every process of every drive that
 /// passes it, and prints the point's row of the table.
-fn strike_point(point: &str) {
+fn strike_point(point: &str, store: Store) {
     let seed: u64 = std::env::var("REEL_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
-    eprintln!("{point}: seed {seed} (REEL_CRASH_SEED={seed} repeats it)");
+    eprintln!("{point} on {store:?}: seed {seed} (REEL_CRASH_SEED={seed} repeats it)");
     let mut rng = StdRng::seed_from_u64(seed);
     let both = std::env::var("REEL_CRASH_MODES").is_ok_and(|m| m == "both");
     let mut tallies: BTreeMap<&str, Tally> = BTreeMap::new();
@@ -594,7 +625,7 @@ fn strike_point(point: &str) {
                 for mode in modes {
                     let tally = tallies.entry(mode).or_default();
                     let strike = Some(Strike { stage, hit });
-                    reached |= drive(&s, mode, point, strike, &mut rng, tally).is_some();
+                    reached |= drive(&s, store, mode, point, strike, &mut rng, tally).is_some();
                 }
                 if !reached {
                     break;
@@ -606,7 +637,7 @@ fn strike_point(point: &str) {
     assert!(runs > 0, "{point}: never reached");
     for (mode, t) in &tallies {
         eprintln!(
-            "| `{point}` | {mode} | {} | {} | {} | {} | {} | {} | {} |",
+            "| `{point}` | {store:?} | {mode} | {} | {} | {} | {} | {} | {} | {} |",
             t.runs,
             t.not_reached,
             t.resumes,
@@ -618,14 +649,13 @@ fn strike_point(point: &str) {
     }
 }
 
-#[cfg(unix)]
-#[test]
-fn uninterrupted_drives_give_the_outputs_the_strikes_are_compared_with() {
+/// Every flow driven to its end without a crash, in both modes, on `store`.
+fn uninterrupted(store: Store) {
     let mut rng = StdRng::seed_from_u64(0);
     for s in scenarios() {
         for mode in ["durable", "fast"] {
             let mut tally = Tally::default();
-            drive(&s, mode, "none", None, &mut rng, &mut tally);
+            drive(&s, store, mode, "none", None, &mut rng, &mut tally);
             assert_eq!(tally.resumes + tally.repeated + tally.runs, 0, "{}", s.name);
         }
     }
@@ -633,44 +663,98 @@ fn uninterrupted_drives_give_the_outputs_the_strikes_are_compared_with() {
 
 #[cfg(unix)]
 #[test]
+fn uninterrupted_drives_give_the_outputs_the_strikes_are_compared_with() {
+    uninterrupted(Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn uninterrupted_drives_on_postgres_give_the_same_outputs() {
+    uninterrupted(Store::Postgres);
+}
+
+#[cfg(unix)]
+#[test]
 fn crash_before_commit() {
-    strike_point("before-commit");
+    strike_point("before-commit", Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn crash_before_commit_on_postgres() {
+    strike_point("before-commit", Store::Postgres);
 }
 
 #[cfg(unix)]
 #[test]
 fn crash_after_commit() {
-    strike_point("after-commit");
+    strike_point("after-commit", Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn crash_after_commit_on_postgres() {
+    strike_point("after-commit", Store::Postgres);
 }
 
 #[cfg(unix)]
 #[test]
 fn crash_between_an_effect_and_its_record() {
-    strike_point("effect-returned");
+    strike_point("effect-returned", Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn crash_between_an_effect_and_its_record_on_postgres() {
+    strike_point("effect-returned", Store::Postgres);
 }
 
 #[cfg(unix)]
 #[test]
 fn crash_during_a_fan_out() {
-    strike_point("fan-out");
+    strike_point("fan-out", Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn crash_during_a_fan_out_on_postgres() {
+    strike_point("fan-out", Store::Postgres);
 }
 
 #[cfg(unix)]
 #[test]
 fn crash_in_a_retrys_backoff() {
-    strike_point("backoff");
+    strike_point("backoff", Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn crash_in_a_retrys_backoff_on_postgres() {
+    strike_point("backoff", Store::Postgres);
 }
 
 #[cfg(unix)]
 #[test]
 fn crash_parking_on_a_timer_or_signal() {
-    strike_point("park");
+    strike_point("park", Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn crash_parking_on_a_timer_or_signal_on_postgres() {
+    strike_point("park", Store::Postgres);
 }
 
 #[cfg(unix)]
 #[test]
 fn crash_as_a_worker_takes_a_run_over() {
-    strike_point("takeover");
+    strike_point("takeover", Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn crash_as_a_worker_takes_a_run_over_on_postgres() {
+    strike_point("takeover", Store::Postgres);
 }
 
 #[test]

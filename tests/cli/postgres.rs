@@ -704,3 +704,37 @@ fn an_idle_worker_takes_up_a_timer_when_it_is_due_not_at_its_next_poll() {
         "took {took:?}"
     );
 }
+
+#[test]
+fn a_write_fault_asked_of_postgres_is_refused_not_ignored() {
+    // Only SQLite's writer injects faults (debug builds): a test that asked PostgreSQL for one
+    // must not pass without it.
+    let dir = temp();
+    write(
+        dir.path(),
+        "greet.reel",
+        include_str!("../../examples/greet.reel"),
+    );
+    let url = database();
+    let r = reel_env(
+        dir.path(),
+        &["run", "greet.reel"],
+        &[
+            ("REEL_STORE_URL", &url),
+            ("REEL_STORE_FAULT", "full@commit"),
+        ],
+    );
+    assert_eq!(r.status, 2, "{r:?}");
+    assert!(
+        r.stderr.contains("REEL_STORE_FAULT") && r.stderr.contains("SQLite"),
+        "{r:?}"
+    );
+    // A crash point is armed on either store; one that does not exist is refused on both.
+    let r = reel_env(
+        dir.path(),
+        &["run", "greet.reel"],
+        &[("REEL_STORE_URL", &url), ("REEL_CRASH_AT", "nowhere")],
+    );
+    assert_eq!(r.status, 2, "{r:?}");
+    assert!(r.stderr.contains("before-commit"), "{r:?}");
+}

@@ -472,6 +472,9 @@ impl Writer {
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         match outcome {
             Ok(()) => {
+                if cfg!(debug_assertions) && batch.iter().any(Cmd::journals) {
+                    crate::crash::reached(crate::crash::CrashPoint::AfterCommit);
+                }
                 {
                     let mut pending = lock(&self.shared.pending);
                     for cmd in batch.iter() {
@@ -577,6 +580,16 @@ impl Writer {
         } else {
             None
         };
+        // Only when the first stretch is the whole batch: what a later stretch writes must go
+        // in the same transaction, before the `COMMIT`.
+        let commit_at_once = guard.is_some() && first == batch.len();
+        // The crash point before a commit: the journal rows written and not committed, which
+        // the server rolls back when the connection goes; where the first round trip carries
+        // the `COMMIT` too, nothing has reached the server yet.
+        let journals = cfg!(debug_assertions) && batch.iter().any(Cmd::journals);
+        if journals && commit_at_once {
+            crate::crash::reached(crate::crash::CrashPoint::BeforeCommit);
+        }
         let (tx, removed, appended) = {
             let values = batch_values(batch)?;
             let stretch: Vec<&Cmd> = batch[..first]
@@ -590,9 +603,7 @@ impl Writer {
                 cleaning,
                 values: (!values.digests.is_empty()).then(|| values.params()),
                 appends: (!appends.runs.is_empty()).then_some(appends),
-                // Only when the first stretch is the whole batch: what a later stretch
-                // writes must go in the same transaction, before the `COMMIT`.
-                commit: guard.is_some() && first == batch.len(),
+                commit: commit_at_once,
             };
             Tx::begin(conn, statements, &trip).map_err(|e| lost(&e))?
         };
@@ -632,6 +643,9 @@ impl Writer {
                 }
             }
             values_removed = run.removed;
+            if journals && run.tx.open {
+                crate::crash::reached(crate::crash::CrashPoint::BeforeCommit);
+            }
             let sent = run.tx.commit().map_err(|e| lost(&e))?;
             shared_trips.fetch_add(sent, Ordering::Relaxed);
         }
