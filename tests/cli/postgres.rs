@@ -249,6 +249,18 @@ fn store_copy_moves_every_run_to_postgres_and_back_unchanged() {
     );
     assert_eq!(home_back.status, 0, "{home_back:?}");
     assert_eq!(json(&home_back)["runs"], 3, "{home_back:?}");
+    // Each FlowSpec comes with its binary form, which replays read, on both targets.
+    let mut there_db = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let binaries: i64 = there_db
+        .query_one("SELECT count(*) FROM reel.spec_binaries", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(binaries, 2);
+    let back_db = rusqlite::Connection::open(back.join("reel.db")).unwrap();
+    let binaries: i64 = back_db
+        .query_row("SELECT count(*) FROM spec_binaries", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(binaries, 2);
 
     // The same run, event for event and value for value, in all three stores.
     let events = |env: (&str, &str)| {
