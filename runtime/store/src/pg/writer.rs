@@ -366,13 +366,11 @@ pub(crate) fn spawn(
     clock: Arc<dyn Clock>,
     trips: Arc<AtomicU64>,
 ) -> Result<JoinHandle<()>, StoreError> {
-    let client = connector.connect_pipelined()?;
-    let statements = Statements::prepare(&client).map_err(|e| connector.error(&e))?;
     std::thread::Builder::new()
         .name("reel-store-pg-writer".to_string())
         .spawn(move || {
             Writer {
-                conn: Some((client, statements)),
+                conn: None,
                 connector,
                 rx,
                 shared,
@@ -412,6 +410,9 @@ pub(super) struct Writer {
 
 impl Writer {
     fn run(mut self) {
+        // Connected here rather than by the opening: the command goes on with its reads
+        // meanwhile. A failure is the first batch's to report (it connects again).
+        let _ = self.connection();
         let mut batch = Vec::new();
         while let Ok(first) = self.rx.recv() {
             self.gather(first, &mut batch);
