@@ -1,5 +1,6 @@
 //! The crash test: `reel run` of a 50-step flow killed with SIGKILL at random moments, in both
-//! write modes, and resumed (from the run's directory and from another one) until it ends.
+//! write modes, and resumed (from the run's directory and from another one) until it ends; on
+//! SQLite and on PostgreSQL (a fresh database on the test server for each run).
 //!
 //! Every tool call of the flow appends `TAG KEY` to `calls.log` in the run's directory (`TAG` is
 //! the step, `step#index` in a `foreach`; `KEY` its `REEL_IDEMPOTENCY_KEY`), so the test sees
@@ -183,13 +184,13 @@ impl Journal {
 }
 
 /// The command `reel ARGS` in `dir` against the store `home`.
-fn reel_cmd(dir: &Path, home: &Path, args: &[&str]) -> Command {
+fn reel_cmd(dir: &Path, home: &Home, args: &[&str]) -> Command {
     let mut command = reel(dir, args);
-    command.env("REEL_HOME", home);
+    command.env(home.var, &home.value);
     command
 }
 
-fn read_journal(dir: &Path, home: &Path, run_id: &str) -> Journal {
+fn read_journal(dir: &Path, home: &Home, run_id: &str) -> Journal {
     let r = run(reel_cmd(dir, home, &["events", run_id, "--json"]));
     assert_eq!(r.status, 0, "{r:?}");
     let events: Value = serde_json::from_str(&r.stdout).expect("events --json is JSON");
@@ -227,7 +228,7 @@ fn read_journal(dir: &Path, home: &Path, run_id: &str) -> Journal {
 }
 
 /// The newest run of the store, if any was recorded.
-fn newest_run(dir: &Path, home: &Path) -> Option<String> {
+fn newest_run(dir: &Path, home: &Home) -> Option<String> {
     let r = run(reel_cmd(dir, home, &["runs", "--json"]));
     assert_eq!(r.status, 0, "{r:?}");
     let runs: Value = serde_json::from_str(&r.stdout).expect("runs --json is JSON");
@@ -283,10 +284,10 @@ fn outcome(child: &mut Child, stdout: &Path) -> Value {
 }
 
 /// One uninterrupted run: its output, the calls it logged and how long it took.
-fn reference() -> (Value, Vec<(CallId, String)>, Duration) {
+fn reference(store: Store) -> (Value, Vec<(CallId, String)>, Duration) {
     let dir = temp();
     setup(dir.path());
-    let home = dir.path().join(".reel");
+    let home = Home::new(store, dir.path());
     let began = Instant::now();
     let (mut child, stdout) = spawn(
         reel_cmd(dir.path(), &home, &["run", "flow.reel", "--json"]),
@@ -319,6 +320,7 @@ impl Trace {
 
 /// One run killed and resumed until it ends; checks every promise against the log and journal.
 fn crashed_run(
+    store: Store,
     mode: &str,
     rng: &mut StdRng,
     reference: &(Value, Vec<(CallId, String)>, Duration),
@@ -329,7 +331,7 @@ fn crashed_run(
     let elsewhere = temp();
     let out = temp();
     setup(dir.path());
-    let home = dir.path().join(".reel");
+    let home = Home::new(store, dir.path());
 
     // The first attempt, killed; started again while it was killed before recording anything.
     let mut attempt = 0;
@@ -528,13 +530,13 @@ fn check_resume(
     }
 }
 
-fn crash_mode(mode: &str) {
+fn crash_mode(store: Store, mode: &str) {
     let seed: u64 = std::env::var("REEL_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
     let mut rng = StdRng::seed_from_u64(seed);
-    let reference = reference();
+    let reference = reference(store);
     assert!(
         reference.1.len() > 30,
         "the flow makes its calls: {:?}",
@@ -547,24 +549,24 @@ fn crash_mode(mode: &str) {
     for i in 0..RUNS_PER_MODE {
         let mut trace = Trace {
             lines: vec![format!(
-                "mode {mode}, seed {seed} (REEL_CRASH_SEED={seed} repeats it), run {i}"
+                "{store:?}, mode {mode}, seed {seed} (REEL_CRASH_SEED={seed} repeats it), run {i}"
             )],
             resumed_mid_run: 0,
             repeated: 0,
         };
-        crashed_run(mode, &mut rng, &reference, &mut span, &mut trace);
+        crashed_run(store, mode, &mut rng, &reference, &mut span, &mut trace);
         eprintln!("{}", trace.text());
         resumed += trace.resumed_mid_run;
         repeated += trace.repeated;
     }
     eprintln!(
-        "{mode}: seed {seed}, reference run {:?}, kills drawn within {span} ms at the end, {resumed} resumes of interrupted runs, {repeated} invocations repeated",
+        "{store:?}, {mode}: seed {seed}, reference run {:?}, kills drawn within {span} ms at the end, {resumed} resumes of interrupted runs, {repeated} invocations repeated",
         reference.2
     );
     // The kills must land inside runs, or this test tests nothing.
     assert!(
         resumed >= RUNS_PER_MODE / 2,
-        "{mode}: only {resumed} resumes of interrupted runs (seed {seed})"
+        "{store:?}, {mode}: only {resumed} resumes of interrupted runs (seed {seed})"
     );
 }
 
@@ -579,12 +581,22 @@ fn the_generated_flow_checks_clean() {
 
 #[test]
 fn killed_fast_runs_resume_to_the_same_output_without_repeating_recorded_effects() {
-    crash_mode("fast");
+    crash_mode(Store::Sqlite, "fast");
 }
 
 #[test]
 fn killed_durable_runs_repeat_only_the_calls_in_flight() {
-    crash_mode("durable");
+    crash_mode(Store::Sqlite, "durable");
+}
+
+#[test]
+fn killed_fast_runs_on_postgres_resume_to_the_same_output() {
+    crash_mode(Store::Postgres, "fast");
+}
+
+#[test]
+fn killed_durable_runs_on_postgres_repeat_only_the_calls_in_flight() {
+    crash_mode(Store::Postgres, "durable");
 }
 
 /// True while `pid` names a live process (a zombie waiting for its reaper counts as dead).

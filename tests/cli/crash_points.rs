@@ -65,40 +65,6 @@ struct Scenario {
     output: fn() -> Value,
 }
 
-/// Which store a drive's processes share.
-#[derive(Clone, Copy, Debug)]
-enum Store {
-    /// SQLite under the drive's directory.
-    Sqlite,
-    /// A fresh database on the test server (`REEL_TEST_POSTGRES_URL`).
-    Postgres,
-}
-
-/// A drive's store, as the environment variable each of its processes is given.
-struct Home {
-    var: &'static str,
-    value: String,
-}
-
-impl Home {
-    fn new(store: Store, dir: &Path) -> Home {
-        match store {
-            Store::Sqlite => Home {
-                var: "REEL_HOME",
-                value: dir.join(".reel").to_str().unwrap().to_string(),
-            },
-            Store::Postgres => Home {
-                var: "REEL_STORE_URL",
-                value: crate::postgres::database(),
-            },
-        }
-    }
-
-    fn env(&self) -> (&str, &str) {
-        (self.var, &self.value)
-    }
-}
-
 /// Four effects in a row, each using the one before.
 const SEQ: &str = r#"flow seq {
   step a = exec {

@@ -260,3 +260,41 @@ echo "$REEL_IDEMPOTENCY_KEY" >> calls.log
 if [ ! -e fired ]; then touch fired; kill -9 $PPID; exit 1; fi
 echo '{"paid": 5}'
 "#;
+
+/// Which store a test's processes share.
+#[derive(Clone, Copy, Debug)]
+pub enum Store {
+    /// SQLite under the test's directory.
+    Sqlite,
+    /// A fresh database on the test server (`REEL_TEST_POSTGRES_URL`).
+    Postgres,
+}
+
+/// A store, as the environment variable each process that uses it is given.
+pub struct Home {
+    /// `REEL_HOME` or `REEL_STORE_URL`.
+    pub var: &'static str,
+    /// The store's directory or URL.
+    pub value: String,
+}
+
+impl Home {
+    /// The store of kind `store` for a test in `dir`: `.reel` there, or a fresh database.
+    pub fn new(store: Store, dir: &Path) -> Home {
+        match store {
+            Store::Sqlite => Home {
+                var: "REEL_HOME",
+                value: dir.join(".reel").to_str().unwrap().to_string(),
+            },
+            Store::Postgres => Home {
+                var: "REEL_STORE_URL",
+                value: crate::postgres::database(),
+            },
+        }
+    }
+
+    /// The variable and its value, for [`reel_env`].
+    pub fn env(&self) -> (&str, &str) {
+        (self.var, &self.value)
+    }
+}
