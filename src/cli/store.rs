@@ -94,10 +94,14 @@ impl Either {
         }
     }
 
-    fn export_runs(&self, ids: &[String]) -> Result<Vec<RunExport>, StoreError> {
+    fn export_runs(
+        &self,
+        ids: &[String],
+        max_events: u64,
+    ) -> Result<(Vec<RunExport>, usize), StoreError> {
         match self {
-            Either::Sqlite(s) => s.export_runs(ids),
-            Either::Pg(s) => s.export_runs(ids),
+            Either::Sqlite(s) => s.export_runs(ids, max_events),
+            Either::Pg(s) => s.export_runs(ids, max_events),
         }
     }
 
@@ -135,6 +139,109 @@ impl Importer {
 /// target's disk) for many runs rather than one each.
 const RUNS_A_COMMIT: usize = 100;
 
+/// At most how many journal events those runs hold, unless one run alone holds more: what a
+/// copy keeps in memory at once (twice, with the runs read back) stays bounded however long
+/// the runs are.
+const EVENTS_A_COMMIT: u64 = 20_000;
+
+/// What a copy has done so far.
+#[derive(Default)]
+struct Copied {
+    runs: u64,
+    skipped: u64,
+    /// The values and FlowSpecs copied, each once however many runs name it.
+    values: HashSet<String>,
+    specs: HashSet<String>,
+}
+
+/// Copies `batch` (runs the target did not have when asked): their values and FlowSpecs,
+/// then the runs in one transaction, each read back and compared.
+fn copy_batch(
+    source: &Either,
+    target: &Either,
+    importer: &mut Importer,
+    batch: &[RunExport],
+    to: &str,
+    done: &mut Copied,
+) -> Result<(), Failure> {
+    let failed = |e: StoreError| Failure::failed(e.to_string());
+    let mut digests: HashSet<String> = HashSet::new();
+    let mut batch_specs = Vec::new();
+    for run in batch {
+        digests.extend(
+            run.digests()
+                .into_iter()
+                .filter(|d| !done.values.contains(d)),
+        );
+        if !batch_specs.contains(&run.row.flow_digest) {
+            batch_specs.push(run.row.flow_digest.clone());
+        }
+    }
+    let digests: Vec<String> = digests.into_iter().collect();
+    let names: Vec<&str> = digests.iter().map(String::as_str).collect();
+    // Reading checks the bytes against the digest; storing computes it again.
+    let read = source.store().get_values(&names).map_err(failed)?;
+    for (digest, value) in digests.into_iter().zip(read) {
+        let Some(value) = value else {
+            continue;
+        };
+        // Stored under its digest as the source has it, even when short (a run recorded
+        // before short values were named by themselves names it so).
+        let text = reel_flowspec::canonical::canonical_json(&value);
+        let stored = reel_flowspec::canonical::sha256_hex(text.as_bytes());
+        if stored != digest {
+            let run = batch.iter().find(|r| r.digests().contains(&digest));
+            return Err(Failure::failed(format!(
+                "value {digest} of run {} reads back as {stored}: not copied",
+                run.map_or("?", |r| r.row.id.as_str())
+            )));
+        }
+        target
+            .store()
+            .put_canonical(&digest, text)
+            .map_err(failed)?;
+        done.values.insert(digest);
+    }
+    for spec in &batch_specs {
+        if let Some(json) = source.store().get_spec(spec).map_err(failed)? {
+            // Blocking: once it returns, the values queued before it are committed too, so
+            // no run commits naming a value that is not there yet.
+            target.store().put_spec(spec, &json).map_err(failed)?;
+            // And, the first time, its binary form, which a replay reads several times faster
+            // than the JSON: else the copied runs' replays read the JSON until the flow runs
+            // again.
+            if done.specs.insert(spec.clone())
+                && let Ok(parsed) = reel_flowspec::FlowSpec::from_json(&json)
+                && parsed.digest == *spec
+            {
+                target.store().keep_spec_binary(&parsed).map_err(failed)?;
+            }
+        }
+    }
+    let written = importer.import_runs(batch).map_err(failed)?;
+    let mut copied: Vec<&RunExport> = Vec::with_capacity(batch.len());
+    for (run, written) in batch.iter().zip(written) {
+        if written {
+            copied.push(run);
+        } else {
+            done.skipped += 1;
+        }
+    }
+    let ids: Vec<String> = copied.iter().map(|r| r.row.id.clone()).collect();
+    let (back, _) = target.export_runs(&ids, u64::MAX).map_err(failed)?;
+    for run in &copied {
+        if back.iter().find(|b| b.row.id == run.row.id) != Some(*run) {
+            return Err(Failure::failed(format!(
+                "run {} did not read back the same from {}",
+                run.row.id,
+                shown(to)
+            )));
+        }
+        done.runs += 1;
+    }
+    Ok(())
+}
+
 fn shown(given: &str) -> String {
     if is_postgres_url(given) {
         redact_url(given)
@@ -153,13 +260,11 @@ fn copy(from: &str, to: &str, as_json: bool, ui: &Ui) -> Result<Status, Failure>
     let target = Either::open(to)?;
     let failed = |e: StoreError| Failure::failed(e.to_string());
     let mut importer = target.importer().map_err(failed)?;
-    let (mut runs, mut skipped) = (0u64, 0u64);
-    // What was copied, each once however many runs name it.
-    let (mut values, mut specs) = (HashSet::new(), HashSet::new());
+    let mut done = Copied::default();
     let ids = source.store().find_runs("").map_err(failed)?;
-    // A hundred runs at a time, each step a statement or a few for them all: read from the
-    // source, which the target already has, their values, their FlowSpecs, written in one
-    // transaction, read back.
+    // A hundred runs at a time (fewer when their journals are long), each step a statement or
+    // a few for them all: which the target already has, the others read from the source,
+    // their values and FlowSpecs, the runs written in one transaction and read back.
     for chunk in ids.chunks(RUNS_A_COMMIT) {
         let there = importer.existing(chunk).map_err(failed)?;
         let wanted: Vec<String> = chunk
@@ -167,78 +272,20 @@ fn copy(from: &str, to: &str, as_json: bool, ui: &Ui) -> Result<Status, Failure>
             .filter(|id| !there.contains(*id))
             .cloned()
             .collect();
-        skipped += (chunk.len() - wanted.len()) as u64;
-        let batch = source.export_runs(&wanted).map_err(failed)?;
-        let mut digests: HashSet<String> = HashSet::new();
-        let mut chunk_specs = Vec::new();
-        for run in &batch {
-            digests.extend(run.digests().into_iter().filter(|d| !values.contains(d)));
-            if !chunk_specs.contains(&run.row.flow_digest) {
-                chunk_specs.push(run.row.flow_digest.clone());
-            }
-        }
-        let digests: Vec<String> = digests.into_iter().collect();
-        let names: Vec<&str> = digests.iter().map(String::as_str).collect();
-        // Reading checks the bytes against the digest; storing computes it again.
-        let read = source.store().get_values(&names).map_err(failed)?;
-        for (digest, value) in digests.into_iter().zip(read) {
-            let Some(value) = value else {
-                continue;
-            };
-            // Stored under its digest as the source has it, even when short (a run recorded
-            // before short values were named by themselves names it so).
-            let text = reel_flowspec::canonical::canonical_json(&value);
-            let stored = reel_flowspec::canonical::sha256_hex(text.as_bytes());
-            if stored != digest {
-                let run = batch.iter().find(|r| r.digests().contains(&digest));
-                return Err(Failure::failed(format!(
-                    "value {digest} of run {} reads back as {stored}: not copied",
-                    run.map_or("?", |r| r.row.id.as_str())
-                )));
-            }
-            target
-                .store()
-                .put_canonical(&digest, text)
-                .map_err(failed)?;
-            values.insert(digest);
-        }
-        for spec in &chunk_specs {
-            if let Some(json) = source.store().get_spec(spec).map_err(failed)? {
-                // Blocking: once it returns, the values queued before it are committed too,
-                // so no run commits naming a value that is not there yet.
-                target.store().put_spec(spec, &json).map_err(failed)?;
-                // And its binary form, which a replay reads several times faster than the
-                // JSON: else the copied runs' replays read the JSON until the flow runs again.
-                if let Ok(parsed) = reel_flowspec::FlowSpec::from_json(&json)
-                    && parsed.digest == *spec
-                {
-                    target.store().keep_spec_binary(&parsed).map_err(failed)?;
-                }
-                specs.insert(spec.clone());
-            }
-        }
-        let written = importer.import_runs(&batch).map_err(failed)?;
-        let mut copied: Vec<&RunExport> = Vec::with_capacity(batch.len());
-        for (run, written) in batch.iter().zip(written) {
-            if written {
-                copied.push(run);
-            } else {
-                skipped += 1;
-            }
-        }
-        let ids: Vec<String> = copied.iter().map(|r| r.row.id.clone()).collect();
-        let back = target.export_runs(&ids).map_err(failed)?;
-        for run in &copied {
-            if back.iter().find(|b| b.row.id == run.row.id) != Some(*run) {
-                return Err(Failure::failed(format!(
-                    "run {} did not read back the same from {}",
-                    run.row.id,
-                    shown(to)
-                )));
-            }
-            runs += 1;
+        done.skipped += (chunk.len() - wanted.len()) as u64;
+        let mut left = &wanted[..];
+        while !left.is_empty() {
+            let (batch, taken) = source.export_runs(left, EVENTS_A_COMMIT).map_err(failed)?;
+            left = &left[taken..];
+            copy_batch(&source, &target, &mut importer, &batch, to, &mut done)?;
         }
     }
+    let Copied {
+        runs,
+        skipped,
+        values,
+        specs,
+    } = done;
     if as_json {
         print_stdout(&format!(
             "{}\n",

@@ -571,7 +571,8 @@ fn runs_exported_together_are_four_statements_however_many() {
     }
     let statements = |ids: &[String]| {
         let start = store.round_trips();
-        let runs = store.export_runs(ids).unwrap();
+        let (runs, taken) = store.export_runs(ids, u64::MAX).unwrap();
+        assert_eq!(taken, ids.len(), "every run asked for, within no bound");
         (runs, store.round_trips() - start)
     };
     let (one, for_one) = statements(&ids[..1]);
@@ -612,11 +613,25 @@ fn runs_exported_together_are_four_statements_however_many() {
         assert_eq!(run.signals.len(), 1);
         assert_eq!(run.signals[0].run, run.row.id);
     }
+    // Within a bound of events: the first runs that fit, at least one, and how many of the
+    // ids asked for that took (a missing one among them).
+    let bounded = |ids: &[String], max: u64| {
+        let (runs, taken) = store.export_runs(ids, max).unwrap();
+        let got: Vec<String> = runs.into_iter().map(|r| r.row.id).collect();
+        (got, taken)
+    };
+    // r00, r01 and r02 hold 3, 4 and 5 events.
+    assert_eq!(bounded(&ids, 12), (ids[..3].to_vec(), 3));
+    assert_eq!(bounded(&ids, 11), (ids[..2].to_vec(), 2));
+    assert_eq!(bounded(&ids, 1), (ids[..1].to_vec(), 1));
+    let with_missing = [ids[0].clone(), "nosuch".to_string(), ids[1].clone()];
+    assert_eq!(bounded(&with_missing, 7), (ids[..2].to_vec(), 3));
+    assert_eq!(bounded(&with_missing, 3), (ids[..1].to_vec(), 2));
     // A journal with a hole is not exported: the copy would not be the run.
     let mut raw = ::postgres::Client::connect(&url, ::postgres::NoTls).unwrap();
     raw.batch_execute("DELETE FROM reel.journal WHERE run = 'r05' AND seq = 2")
         .unwrap();
-    match store.export_runs(&ids) {
+    match store.export_runs(&ids, u64::MAX) {
         Err(reel_store::StoreError::Hole { run, seq, .. }) => {
             assert_eq!((run.as_str(), seq), ("r05", 2))
         }

@@ -18,14 +18,19 @@ fn int(n: u64) -> i64 {
 }
 
 impl PgStore {
-    /// The runs of `ids` that the store has, in that order, each with its journal, signals
-    /// and logs: four statements for them all, where a run at a time cost four round trips a
-    /// run. A journal is read up to the length its run's row gave (rows appended after are
-    /// not missing ones); a journal with a hole cannot be exported (the copy would not be the
-    /// run).
-    pub fn export_runs(&self, ids: &[String]) -> Result<Vec<RunExport>, StoreError> {
+    /// The first runs of `ids` that the store has, in that order, each with its journal,
+    /// signals and logs, as many as hold at most `max_events` events between them (at least
+    /// one run), and how many of `ids` that took (those not in the store among them): four
+    /// statements for them all, where a run at a time cost four round trips a run. A journal
+    /// is read up to the length its run's row gave (rows appended after are not missing
+    /// ones); a journal with a hole cannot be exported (the copy would not be the run).
+    pub fn export_runs(
+        &self,
+        ids: &[String],
+        max_events: u64,
+    ) -> Result<(Vec<RunExport>, usize), StoreError> {
         let ids = ids.to_vec();
-        self.readers.with(move |c| export_runs(c, &ids))
+        self.readers.with(move |c| export_runs(c, &ids, max_events))
     }
 
     /// A connection of its own that writes runs exactly as exported, opened once for a whole
@@ -41,25 +46,45 @@ impl PgStore {
 }
 
 /// [`PgStore::export_runs`] on a reader's connection.
-fn export_runs(client: &mut Client, ids: &[String]) -> Result<Vec<RunExport>, StoreError> {
+fn export_runs(
+    client: &mut Client,
+    ids: &[String],
+    max_events: u64,
+) -> Result<(Vec<RunExport>, usize), StoreError> {
     let rows = client
         .query_prepared(
             &format!("SELECT {RUN_COLUMNS} FROM runs WHERE id = ANY($1)"),
             &[&ids],
         )
         .map_err(|e| pg(&e))?;
-    let mut runs: HashMap<String, RunExport> = HashMap::with_capacity(rows.len());
-    for row in &rows {
-        let row = run_from(row)?;
-        runs.insert(
-            row.id.clone(),
-            RunExport {
+    let mut rows: HashMap<String, RunRow> = rows
+        .iter()
+        .map(|r| run_from(r).map(|row| (row.id.clone(), row)))
+        .collect::<Result<_, _>>()?;
+    // The first runs, in order, within the budget of events.
+    let (mut order, mut events, mut taken) = (Vec::new(), 0u64, ids.len());
+    for (at, id) in ids.iter().enumerate() {
+        let Some(length) = rows.get(id).map(|r| r.next_seq) else {
+            continue;
+        };
+        if !order.is_empty() && events.saturating_add(length) > max_events {
+            taken = at;
+            break;
+        }
+        events = events.saturating_add(length);
+        order.push(id.clone());
+    }
+    let mut runs: HashMap<String, RunExport> = HashMap::with_capacity(order.len());
+    for id in &order {
+        if let Some(row) = rows.remove(id) {
+            let export = RunExport {
                 row,
                 events: Vec::new(),
                 signals: Vec::new(),
                 logs: Vec::new(),
-            },
-        );
+            };
+            runs.insert(id.clone(), export);
+        }
     }
     let (found, lengths): (Vec<String>, Vec<i64>) = runs
         .values()
@@ -80,7 +105,10 @@ fn export_runs(client: &mut Client, ids: &[String]) -> Result<Vec<RunExport>, St
         let event = event_from(row, 0, &run, seq);
         pages.entry(run).or_default().push((seq, event));
     }
-    for (id, run) in &mut runs {
+    for id in &order {
+        let Some(run) = runs.get_mut(id) else {
+            continue;
+        };
         let mut hole = None;
         let mut expected = 0;
         let mut take = |row: JournalRow| match row {
@@ -134,7 +162,8 @@ fn export_runs(client: &mut Client, ids: &[String]) -> Result<Vec<RunExport>, St
             run.logs.push(log);
         }
     }
-    Ok(ids.iter().filter_map(|id| runs.remove(id)).collect())
+    let exported = order.iter().filter_map(|id| runs.remove(id)).collect();
+    Ok((exported, taken))
 }
 
 /// Writes whole runs into a PostgreSQL store, for `reel store copy` ([`PgStore::importer`]).

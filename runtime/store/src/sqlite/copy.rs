@@ -5,7 +5,7 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use super::SqliteStore;
-use crate::api::{RunExport, SignalRow, StoreError};
+use crate::api::{RunExport, SignalRow, StoreError, StoreRead};
 use crate::schema;
 use crate::writer::{durability_str, int, sqlite};
 
@@ -36,17 +36,31 @@ impl SqliteStore {
         })
     }
 
-    /// The runs of `ids` that the store has, in that order, each with its journal, signals and
-    /// logs (a run at a time: each read is a call into SQLite, not a round trip). A journal with
-    /// a hole cannot be exported (the copy would not be the run).
-    pub fn export_runs(&self, ids: &[String]) -> Result<Vec<RunExport>, StoreError> {
-        let mut runs = Vec::with_capacity(ids.len());
-        for id in ids {
+    /// The first runs of `ids` that the store has, in that order, each with its journal,
+    /// signals and logs, as many as hold at most `max_events` events between them (at least
+    /// one run), and how many of `ids` that took (those not in the store among them). A run at
+    /// a time: each read is a call into SQLite, not a round trip. A journal with a hole cannot
+    /// be exported (the copy would not be the run).
+    pub fn export_runs(
+        &self,
+        ids: &[String],
+        max_events: u64,
+    ) -> Result<(Vec<RunExport>, usize), StoreError> {
+        let mut runs = Vec::new();
+        let mut events = 0u64;
+        for (taken, id) in ids.iter().enumerate() {
+            let Some(row) = self.run(id)? else {
+                continue;
+            };
+            if !runs.is_empty() && events.saturating_add(row.next_seq) > max_events {
+                return Ok((runs, taken));
+            }
+            events = events.saturating_add(row.next_seq);
             if let Some(run) = crate::copy::export_run(self, id, |run| self.all_signals(run))? {
                 runs.push(run);
             }
         }
-        Ok(runs)
+        Ok((runs, ids.len()))
     }
 
     /// A connection of its own that writes runs exactly as exported, opened once for a whole

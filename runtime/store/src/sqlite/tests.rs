@@ -692,3 +692,35 @@ fn unknown_outcome_rows_step_only_over_themselves() {
     drop(stmt);
     assert_eq!(store.unknown_outcome_rows().unwrap().len(), found);
 }
+
+#[test]
+fn runs_are_exported_in_order_within_a_bound_of_events() {
+    let (_dir, store) = store();
+    // r0, r1 and r2 hold 3, 4 and 5 events.
+    for (n, id) in ["r0", "r1", "r2"].into_iter().enumerate() {
+        let lease = store.create_run(new_run(id), &me(), 60_000).unwrap();
+        let events = (0..3 + n as u64)
+            .map(|k| event("call_returned", k))
+            .collect();
+        store.append(&lease, events).unwrap();
+        wait(store.sync(&lease)).unwrap();
+    }
+    let ids = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+    let bounded = |names: &[&str], max: u64| {
+        let (runs, taken) = store.export_runs(&ids(names), max).unwrap();
+        let got: Vec<String> = runs.iter().map(|r| r.row.id.clone()).collect();
+        let lengths: Vec<usize> = runs.iter().map(|r| r.events.len()).collect();
+        (got, lengths, taken)
+    };
+    let all = ["r0", "r1", "r2"];
+    assert_eq!(bounded(&all, u64::MAX), (ids(&all), vec![3, 4, 5], 3));
+    assert_eq!(bounded(&all, 7), (ids(&["r0", "r1"]), vec![3, 4], 2));
+    // At least one run, however long.
+    assert_eq!(bounded(&all, 1), (ids(&["r0"]), vec![3], 1));
+    // A run the store does not have is taken and left out.
+    assert_eq!(
+        bounded(&["r0", "nosuch", "r1"], 3),
+        (ids(&["r0"]), vec![3], 2)
+    );
+    assert_eq!(bounded(&["nosuch"], 3), (Vec::new(), Vec::new(), 1));
+}
