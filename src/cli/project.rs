@@ -198,9 +198,8 @@ pub fn resolve_run(store: &dyn StoreRead, given: &str) -> Result<String, Failure
 }
 
 /// The write fault a test asks the store for (`REEL_STORE_FAULT=WHAT@WHEN[*N]`, such as
-/// `full@effect_recorded`): only in debug builds, read here at the edge and handed in.
-// edge: a test's fault injection, read where the program starts; absent from release builds.
-#[allow(clippy::disallowed_methods)]
+/// `full@effect_recorded`): only in debug builds, read at the edge ([`store_fault`]) and
+/// handed in.
 fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
     #[cfg(debug_assertions)]
     if let Some(fault) = store_fault() {
