@@ -1,30 +1,8 @@
-//! What both stores share for `reel store copy`: reading a run whole.
+//! What both stores share for `reel store copy`: the digests a run names. Each store reads
+//! runs whole its own way (`sqlite/copy.rs` a run at a time, `pg/copy.rs` a batch in four
+//! statements).
 
-use crate::api::{EventRow, Flow, LogRow, RunExport, SignalRow, StoreError, StoreRead};
-
-/// A run with its journal, signals and logs, read through `store`; `None` when there is no
-/// such run. A journal with a hole cannot be exported (the copy would not be the run).
-pub(crate) fn export_run(
-    store: &dyn StoreRead,
-    id: &str,
-    signals: impl FnOnce(&str) -> Result<Vec<SignalRow>, StoreError>,
-) -> Result<Option<RunExport>, StoreError> {
-    let Some(row) = store.run(id)? else {
-        return Ok(None);
-    };
-    let mut events: Vec<EventRow> = Vec::new();
-    store.read_journal(id, 0, &mut |e| {
-        events.push(e);
-        Flow::Continue
-    })?;
-    let logs: Vec<LogRow> = store.logs(id)?;
-    Ok(Some(RunExport {
-        row,
-        events,
-        signals: signals(id)?,
-        logs,
-    }))
-}
+use crate::api::RunExport;
 
 impl RunExport {
     /// The digests the run names (its journal, output, error and signals), which its values

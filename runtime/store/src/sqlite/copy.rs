@@ -5,13 +5,13 @@ use std::collections::HashSet;
 use rusqlite::params;
 
 use super::SqliteStore;
-use crate::api::{RunExport, SignalRow, StoreError, StoreRead};
+use crate::api::{EventRow, Flow, RunExport, RunRow, SignalRow, StoreError, StoreRead};
 use crate::schema;
 use crate::writer::{durability_str, int, sqlite};
 
 impl SqliteStore {
     /// Every signal of a run, consumed or not, in order.
-    pub fn all_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
+    fn all_signals(&self, run: &str) -> Result<Vec<SignalRow>, StoreError> {
         self.readers.with(|c| {
             let mut stmt = c
                 .prepare_cached(
@@ -56,11 +56,24 @@ impl SqliteStore {
                 return Ok((runs, taken));
             }
             events = events.saturating_add(row.next_seq);
-            if let Some(run) = crate::copy::export_run(self, id, |run| self.all_signals(run))? {
-                runs.push(run);
-            }
+            runs.push(self.export_run(row)?);
         }
         Ok((runs, ids.len()))
+    }
+
+    /// The run of `row` with its journal, signals and logs.
+    fn export_run(&self, row: RunRow) -> Result<RunExport, StoreError> {
+        let mut events: Vec<EventRow> = Vec::new();
+        self.read_journal(&row.id, 0, &mut |e| {
+            events.push(e);
+            Flow::Continue
+        })?;
+        Ok(RunExport {
+            logs: self.logs(&row.id)?,
+            signals: self.all_signals(&row.id)?,
+            events,
+            row,
+        })
     }
 
     /// A connection of its own that writes runs exactly as exported, opened once for a whole
