@@ -2,7 +2,7 @@
 # The long form of the crash harness, for the figures of docs/reliability.md: every crash point
 # struck at passages 1..HITS of every process of every flow that passes it, in both write
 # modes, on both stores (SQLite, and PostgreSQL on the private test server it starts), with second crashes during the repair drawn from a seed; then the many-process test
-# with SIGKILLs, ROUNDS times with fresh seeds (REEL_KILL_WORKERS=N kills N workers a round). Prints the per-point table rows and each
+# with SIGKILLs on both stores, ROUNDS times with fresh seeds (REEL_KILL_WORKERS=N kills N workers a round). Prints the per-point table rows and each
 # round's summary. Needs a debug build (crash points are compiled out of release builds).
 #   scripts/crash-points.sh [HITS [ROUNDS [REPEATS]]]   (defaults: 6, 3 and 1)
 # REPEATS runs the crash points again with fresh seeds: a point a process passes once (`park`,

@@ -1,5 +1,6 @@
-//! Many processes on one SQLite store: eight `reel run` loops and two `reel worker`s, with
-//! timers, signals sent while runs wait, and cancels, a few hundred runs in all.
+//! Many processes on one store, SQLite and PostgreSQL each: eight `reel run` loops and two
+//! `reel worker`s, with timers, signals sent while runs wait, and cancels, a few hundred runs
+//! in all.
 //!
 //! Every effect call of every flow appends `STEP KEY MS` to `calls.log` (`MS`: when it began;
 //! the runs share one directory), so the test sees every invocation. Afterwards it checks,
@@ -14,6 +15,10 @@
 //! place, and the workers finish every run. An effect
 //! may then be made twice, but only one in flight at a kill, never after its result or its
 //! step's success was recorded.
+//!
+//! On PostgreSQL the processes share one machine as they share the store, so a worker takes
+//! up a run whose holder died as soon as it sees the process gone, as on SQLite, rather than
+//! when the lease runs out (the lease is for holders on other machines).
 
 // edge: the test drives real processes and bounds its waits with the real clock.
 #![allow(clippy::disallowed_methods)]
@@ -123,9 +128,9 @@ struct Expected {
 type Stderrs = Mutex<Vec<(String, String)>>;
 
 /// Runs `reel ARGS` against the store `home`, keeping its stderr for the final check.
-fn reel_kept(dir: &Path, home: &Path, args: &[&str], stderrs: &Stderrs) -> Run {
+fn reel_kept(dir: &Path, home: &Home, args: &[&str], stderrs: &Stderrs) -> Run {
     let mut command = reel(dir, args);
-    command.env("REEL_HOME", home);
+    command.env(home.var, &home.value);
     let r = run(command);
     stderrs
         .lock()
@@ -135,7 +140,7 @@ fn reel_kept(dir: &Path, home: &Path, args: &[&str], stderrs: &Stderrs) -> Run {
 }
 
 /// One runner: starts its runs one after the other, and signals or cancels each that waits.
-fn runner(dir: &Path, home: &Path, which: usize, stderrs: &Stderrs) -> Vec<(String, Expected)> {
+fn runner(dir: &Path, home: &Home, which: usize, stderrs: &Stderrs) -> Vec<(String, Expected)> {
     let mut started = Vec::new();
     for i in 0..RUNS_PER_RUNNER {
         let n = (which * RUNS_PER_RUNNER + i) as i64;
@@ -197,10 +202,10 @@ fn runner(dir: &Path, home: &Path, which: usize, stderrs: &Stderrs) -> Vec<(Stri
 }
 
 /// Starts a `reel worker` polling often, its stderr to `err`.
-fn start_worker(dir: &Path, home: &Path, err: &Path) -> Child {
+fn start_worker(dir: &Path, home: &Home, err: &Path) -> Child {
     let mut command = reel(dir, &["worker", "--poll-ms", "20"]);
     command
-        .env("REEL_HOME", home)
+        .env(home.var, &home.value)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(fs::File::create(err).unwrap());
@@ -208,11 +213,11 @@ fn start_worker(dir: &Path, home: &Path, err: &Path) -> Child {
 }
 
 /// The statuses of every run of the store, by id, each journal read for holes.
-fn statuses(dir: &Path, home: &Path) -> BTreeMap<String, Value> {
+fn statuses(dir: &Path, home: &Home) -> BTreeMap<String, Value> {
     let r = reel_env(
         dir,
         &["runs", "--json", "--check", "--limit", "100000"],
-        &[("REEL_HOME", home.to_str().unwrap())],
+        &[home.env()],
     );
     assert_eq!(r.status, 0, "{r:?}");
     json(&r)
@@ -227,7 +232,7 @@ fn statuses(dir: &Path, home: &Path) -> BTreeMap<String, Value> {
 /// runs still open and the first one's journal, for the caller's report.
 fn wait_all_ended(
     dir: &Path,
-    home: &Path,
+    home: &Home,
     limit: Duration,
 ) -> Result<BTreeMap<String, Value>, (Vec<Value>, String)> {
     let deadline = Instant::now() + limit;
@@ -248,11 +253,7 @@ fn wait_all_ended(
         }
         if Instant::now() >= deadline {
             let id = open[0]["run"].as_str().unwrap();
-            let events = reel_env(
-                dir,
-                &["events", id],
-                &[("REEL_HOME", home.to_str().unwrap())],
-            );
+            let events = reel_env(dir, &["events", id], &[home.env()]);
             return Err((open, events.stdout));
         }
         std::thread::sleep(Duration::from_millis(100));
@@ -262,8 +263,19 @@ fn wait_all_ended(
 #[cfg(unix)]
 #[test]
 fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anything() {
+    share_one_store(Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn eight_runners_and_two_workers_share_one_postgres_store_without_losing_or_doubling_anything() {
+    share_one_store(Store::Postgres);
+}
+
+/// Eight runners and two workers on one store of kind `store`, then the checks.
+fn share_one_store(store: Store) {
     let dir = temp();
-    let home = dir.path().join(".reel");
+    let home = Home::new(store, dir.path());
     for (file, text) in FLOWS {
         write(dir.path(), file, text);
     }
@@ -283,7 +295,7 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
     let started: Vec<(String, Expected)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..RUNNERS)
             .map(|k| {
-                let (d, h, e) = (dir.path(), home.as_path(), &stderrs);
+                let (d, h, e) = (dir.path(), &home, &stderrs);
                 s.spawn(move || runner(d, h, k, e))
             })
             .collect();
@@ -359,11 +371,7 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
     let mut resumed_by: BTreeMap<String, usize> = BTreeMap::new();
     let mut spurious = 0;
     for (id, e) in &expected {
-        let r = reel_env(
-            dir.path(),
-            &["events", id, "--json"],
-            &[("REEL_HOME", home.to_str().unwrap())],
-        );
+        let r = reel_env(dir.path(), &["events", id, "--json"], &[home.env()]);
         assert_eq!(r.status, 0, "{r:?}");
         let events = json(&r);
         let events = events.as_array().unwrap();
@@ -415,11 +423,7 @@ fn eight_runners_and_two_workers_share_one_store_without_losing_or_doubling_anyt
             let resumes = kinds.iter().filter(|k| **k == "run_resumed").count();
             assert!(resumes >= 1, "{id}: {kinds:?}");
             spurious += resumes - 1;
-            let shown = reel_env(
-                dir.path(),
-                &["resume", id, "--json"],
-                &[("REEL_HOME", home.to_str().unwrap())],
-            );
+            let shown = reel_env(dir.path(), &["resume", id, "--json"], &[home.env()]);
             assert_eq!(json(&shown)["output"], e.output, "{id}");
         }
     }
@@ -504,7 +508,7 @@ enum Started {
 /// three at a random moment; signals or cancels each that returned.
 fn killing_runner(
     dir: &Path,
-    home: &Path,
+    home: &Home,
     which: usize,
     seed: u64,
     stderrs: &Stderrs,
@@ -531,7 +535,7 @@ fn killing_runner(
         let err = dir.join(format!("run-{which}-{i}.err"));
         let mut command = reel(dir, &args);
         command
-            .env("REEL_HOME", home)
+            .env(home.var, &home.value)
             .stdin(Stdio::null())
             .stdout(fs::File::create(&out).unwrap())
             .stderr(fs::File::create(&err).unwrap());
@@ -625,6 +629,17 @@ fn kill9(child: &mut Child) {
 #[cfg(unix)]
 #[test]
 fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
+    kill_at_random(Store::Sqlite);
+}
+
+#[cfg(unix)]
+#[test]
+fn runs_and_a_worker_killed_at_random_moments_on_postgres_lose_and_double_nothing() {
+    kill_at_random(Store::Postgres);
+}
+
+/// The SIGKILL test on one store of kind `store`.
+fn kill_at_random(store: Store) {
     let seed: u64 = std::env::var("REEL_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -632,8 +647,7 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
     eprintln!("seed {seed} (REEL_CRASH_SEED={seed} repeats it)");
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = temp();
-    let home = dir.path().join(".reel");
-    let h = home.to_str().unwrap();
+    let home = Home::new(store, dir.path());
     for (file, text) in FLOWS {
         write(dir.path(), file, text);
     }
@@ -667,7 +681,7 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
     let started: Vec<Started> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..KILL_RUNNERS)
             .map(|k| {
-                let (d, h, e, n) = (dir.path(), home.as_path(), &stderrs, &done);
+                let (d, h, e, n) = (dir.path(), &home, &stderrs, &done);
                 s.spawn(move || killing_runner(d, h, k, seed, e, n))
             })
             .collect();
@@ -777,7 +791,7 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
         let flow = row["flow"].as_str().unwrap();
         assert_eq!(row["holes"], 0, "{id}: {row}");
         let killed = !returned.contains(id);
-        let r = reel_env(dir.path(), &["events", id, "--json"], &[("REEL_HOME", h)]);
+        let r = reel_env(dir.path(), &["events", id, "--json"], &[home.env()]);
         assert_eq!(r.status, 0, "{r:?}");
         let events = json(&r);
         let events = events.as_array().unwrap();
@@ -919,7 +933,7 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
                 let out = json(&reel_env(
                     dir.path(),
                     &["resume", id, "--json"],
-                    &[("REEL_HOME", h)],
+                    &[home.env()],
                 ));
                 let n = out["output"]["n"].as_i64().unwrap();
                 assert_eq!(out["output"]["b"], json!([n, 2 * n]), "{ctx}");
@@ -930,7 +944,7 @@ fn runs_and_a_worker_killed_at_random_moments_lose_and_double_nothing() {
                 let out = json(&reel_env(
                     dir.path(),
                     &["resume", id, "--json"],
-                    &[("REEL_HOME", h)],
+                    &[home.env()],
                 ));
                 let n = out["output"]["n"].as_i64().unwrap();
                 let v = if killed { 0 } else { n * 10 };
