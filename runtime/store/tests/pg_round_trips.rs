@@ -100,11 +100,52 @@ fn a_read_is_one_statement_once_prepared() {
         assert!(store.run("r").unwrap().is_some());
     }
     let sent = store.round_trips() - start;
-    // One statement a read, and at most one preparing on each of the six reader connections.
-    assert!(
-        (100..=106).contains(&sent),
-        "{sent} statements for 100 reads"
-    );
+    // One statement a read: reads one after another keep to the connection that prepared it.
+    assert_eq!(sent, 100, "{sent} statements for 100 reads");
+}
+
+/// The server processes serving the store's database, but the asker's own.
+fn connections(url: &str) -> i64 {
+    let mut admin = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    admin
+        .query_one(
+            "SELECT count(*) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            &[],
+        )
+        .unwrap()
+        .get(0)
+}
+
+#[test]
+fn a_command_that_only_reads_holds_one_connection() {
+    // Each connection is a server process forked and authenticated, milliseconds of a short
+    // command: reads one after another keep to the opening's, and the writer connects when
+    // there is something to write.
+    let url = test_server::fresh_database("reel_conns");
+    let store = open_at(&url);
+    for _ in 0..20 {
+        assert!(store.run("none").unwrap().is_none());
+        store.list_runs(&reel_store::RunFilter::default()).unwrap();
+    }
+    assert_eq!(connections(&url), 1, "a store that has only read");
+    store
+        .create_run(new_run("r"), &Owner::this_process(), 60_000)
+        .unwrap();
+    assert!(store.run("r").unwrap().is_some());
+    assert_eq!(connections(&url), 2, "with the writer's");
+    // Reads at once from several threads have connections of their own.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..50 {
+                    assert!(store.run("r").unwrap().is_some());
+                }
+            });
+        }
+    });
+    let many = connections(&url);
+    assert!((2..=8).contains(&many), "{many} connections");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -23,50 +23,77 @@ use crate::api::{
 };
 use crate::writer::{lock, parse_durability};
 
-/// How many reader threads (and so connections, opened on first use) a store keeps: a worker
-/// resuming many runs at once reads each run's row, flow, journal and values, one round trip
-/// each, and more connections keep more of those in flight.
+/// How many reader threads (and so connections) a store may keep: a worker resuming many runs
+/// at once reads each run's row, flow, journal and values, one round trip each, and more
+/// connections keep more of those in flight.
 const READERS: usize = 6;
 /// How many journal rows one page of a read holds.
 pub(crate) const PAGE: i64 = 1000;
 
 type Job = Box<dyn FnOnce(&mut Option<Client>, &Connector) + Send>;
 
-/// The reader threads and the queue of reads they take from.
+/// The reader threads and the queue of reads they take from. A thread, and its connection, is
+/// started only when a read finds none idle: a command that reads one thing after another
+/// (`reel events`, `reel runs`) keeps to the opening's connection, where each thread it
+/// started would cost a connection (a server process forked and authenticated, 2-3 ms).
 pub(crate) struct Readers {
     jobs: Mutex<Option<Sender<Job>>>,
+    /// What a new thread needs; the threads started so far.
+    started: Mutex<Started>,
+    /// Threads waiting for a job.
+    idle: Arc<AtomicUsize>,
+}
+
+/// The reader threads started, and what starts another.
+struct Started {
+    rx: Arc<Mutex<Receiver<Job>>>,
+    connector: Connector,
+    sent: Arc<AtomicU64>,
     threads: Vec<JoinHandle<()>>,
 }
 
 impl Readers {
-    /// Starts the reader threads; `first` is a connection already open, for the first of them.
+    /// Starts the first reader thread, on `first`, a connection already open.
     pub(crate) fn start(
         connector: &Connector,
         first: Client,
         sent: &Arc<AtomicU64>,
     ) -> Result<Readers, StoreError> {
         let (tx, rx) = mpsc::channel::<Job>();
-        let rx = Arc::new(Mutex::new(rx));
-        let mut threads = Vec::new();
-        let mut first = Some(first);
-        for i in 0..READERS {
-            let rx = Arc::clone(&rx);
-            let connector = connector.clone();
-            let client = first.take();
-            let sent = Arc::clone(sent);
-            let thread = std::thread::Builder::new()
-                .name(format!("reel-store-pg-reader-{i}"))
-                .spawn(move || serve(&rx, client, &connector, sent))
-                .map_err(|e| StoreError::Io {
+        let readers = Readers {
+            jobs: Mutex::new(Some(tx)),
+            started: Mutex::new(Started {
+                rx: Arc::new(Mutex::new(rx)),
+                connector: connector.clone(),
+                sent: Arc::clone(sent),
+                threads: Vec::new(),
+            }),
+            idle: Arc::new(AtomicUsize::new(0)),
+        };
+        readers.spawn(&mut lock(&readers.started), Some(first))?;
+        Ok(readers)
+    }
+
+    /// Starts one more reader thread, with `client` or connecting on its first job.
+    fn spawn(&self, started: &mut Started, client: Option<Client>) -> Result<(), StoreError> {
+        let rx = Arc::clone(&started.rx);
+        let connector = started.connector.clone();
+        let sent = Arc::clone(&started.sent);
+        let idle = Arc::clone(&self.idle);
+        // Counted idle from the start, so that the next read does not start another.
+        idle.fetch_add(1, Ordering::SeqCst);
+        let thread = std::thread::Builder::new()
+            .name(format!("reel-store-pg-reader-{}", started.threads.len()))
+            .spawn(move || serve(&rx, client, &connector, sent, &idle))
+            .map_err(|e| {
+                self.idle.fetch_sub(1, Ordering::SeqCst);
+                StoreError::Io {
                     path: "reel-store-pg-reader".to_string(),
                     message: e.to_string(),
-                })?;
-            threads.push(thread);
-        }
-        Ok(Readers {
-            jobs: Mutex::new(Some(tx)),
-            threads,
-        })
+                }
+            })?;
+        started.threads.push(thread);
+        Ok(())
     }
 
     /// Runs the read `f` on a reader's connection and waits for its answer. A read that
@@ -105,9 +132,20 @@ impl Readers {
         job: impl FnOnce(&mut Option<Client>, &Connector) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
         let (reply, answer) = mpsc::sync_channel(1);
+        let idle = Arc::clone(&self.idle);
         let job: Job = Box::new(move |client, connector| {
-            let _ = reply.send(job(client, connector));
+            let result = job(client, connector);
+            // Idle again before the caller hears: its next read finds this thread free.
+            idle.fetch_add(1, Ordering::SeqCst);
+            let _ = reply.send(result);
         });
+        if self.idle.load(Ordering::SeqCst) == 0 {
+            let mut started = lock(&self.started);
+            // A thread that fails to start leaves the read to those there are.
+            if started.threads.len() < READERS {
+                let _ = self.spawn(&mut started, None);
+            }
+        }
         lock(&self.jobs)
             .as_ref()
             .ok_or(StoreError::Closed)?
@@ -116,10 +154,17 @@ impl Readers {
         answer.recv().unwrap_or(Err(StoreError::Closed))
     }
 
+    /// Lets the reader threads end (each closing its connection) once they finish what they
+    /// are doing, without waiting for them: the store's writer is stopped meanwhile.
+    pub(crate) fn let_go(&self) {
+        lock(&self.jobs).take();
+    }
+
     /// Stops the reader threads once they finish what they are doing.
     pub(crate) fn stop(&mut self) {
-        lock(&self.jobs).take();
-        for thread in self.threads.drain(..) {
+        self.let_go();
+        let threads = std::mem::take(&mut lock(&self.started).threads);
+        for thread in threads {
             let _ = thread.join();
         }
     }
@@ -152,6 +197,7 @@ fn serve(
     mut client: Option<Client>,
     connector: &Connector,
     sent: Arc<AtomicU64>,
+    idle: &AtomicUsize,
 ) {
     STATEMENTS.with(|s| *s.borrow_mut() = Some(HashMap::new()));
     SENT.with(|s| *s.borrow_mut() = Some(sent));
@@ -160,6 +206,8 @@ fn serve(
             Ok(job) => job,
             Err(_) => return,
         };
+        // The job counts the thread idle again once it has its answer.
+        idle.fetch_sub(1, Ordering::SeqCst);
         job(&mut client, connector);
     }
 }

@@ -410,9 +410,8 @@ pub(super) struct Writer {
 
 impl Writer {
     fn run(mut self) {
-        // Connected here rather than by the opening: the command goes on with its reads
-        // meanwhile. A failure is the first batch's to report (it connects again).
-        let _ = self.connection();
+        // Connected by the first batch, not by the opening: a command that only reads
+        // (`reel events`, `reel runs`) never pays for a connection and its prepared statements.
         let mut batch = Vec::new();
         while let Ok(first) = self.rx.recv() {
             self.gather(first, &mut batch);
