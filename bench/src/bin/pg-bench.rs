@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use reel_bench::measure::{processes_cpu, reel_binary};
+use reel_bench::measure::{Stats, processes_cpu, reel_binary, show};
 use reel_store::{Flow, PgStore, RunStatus, Store};
 use serde_json::Value;
 
@@ -81,6 +81,14 @@ struct Args {
     /// workers and in the server's processes (Linux's `/proc`), steadier than its wall time.
     #[arg(long)]
     statements: bool,
+    /// Only one part: `commands` (the whole commands) or `workloads` (the workers' table
+    /// beside DBOS, and the ceiling).
+    #[arg(long, value_parser = ["commands", "workloads"])]
+    only: Option<String>,
+    /// Samples of each whole command a user types (`reel run` of one step, `reel events`,
+    /// `reel runs`), on PostgreSQL and on SQLite, the median shown; 0 leaves them out.
+    #[arg(long, default_value_t = 20)]
+    command_reps: usize,
 }
 
 /// A count of one or more: none of workers, steps, runs or samples leaves nothing to measure
@@ -117,6 +125,12 @@ fn main() {
             "Reel's database holds {} runs parked on a signal that never comes",
             args.parked
         );
+    }
+    if args.command_reps > 0 && args.only.as_deref() != Some("workloads") {
+        whole_commands(&reel, work.path(), &args.url, args.command_reps);
+    }
+    if args.only.as_deref() == Some("commands") {
+        return;
     }
     let saved = args.dbos.as_ref().map(|file| {
         let text = std::fs::read_to_string(file)
@@ -183,6 +197,79 @@ fn main() {
                 100.0 * 20.0 * d.sequential / ceiling
             );
         }
+    }
+}
+
+/// What a user pays for the commands typed most, whole processes on a fresh store of each
+/// kind: `reel run` of a one-step flow (in its default mode), `reel events RUN --json` of
+/// such a run and `reel runs --limit 1`; the median of `reps` after one untimed, alternating
+/// the stores sample by sample so that a slow moment of the machine meets both.
+fn whole_commands(reel: &Path, work: &Path, url: &str, reps: usize) {
+    let dir = work.join("commands");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("one.reel"),
+        "flow one {\n  step a = echo { value: \"hi\" }\n  output a\n}\n",
+    )
+    .unwrap();
+    let stores = [
+        ("REEL_STORE_URL", database(url, "commands")),
+        ("REEL_HOME", dir.join(".reel").display().to_string()),
+    ];
+    let command = |(var, value): &(&str, String), args: &[&str]| {
+        let began = Instant::now();
+        let out = Command::new(reel)
+            .args(args)
+            .current_dir(&dir)
+            .env(var, value)
+            .output()
+            .expect("reel starts");
+        let took = began.elapsed();
+        assert!(
+            out.status.success(),
+            "reel {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.stdout, took)
+    };
+    let runs: Vec<String> = stores
+        .iter()
+        .map(|store| {
+            let (out, _) = command(store, &["run", "one.reel", "--json"]);
+            let v: Value = serde_json::from_slice(&out).expect("`reel run --json` answers JSON");
+            v["run"].as_str().expect("a run id").to_string()
+        })
+        .collect();
+    println!("whole commands, the median of {reps} processes each:");
+    println!("| command | PostgreSQL | SQLite | PostgreSQL / SQLite |");
+    println!("|---|---:|---:|---:|");
+    let shown: [(&str, Vec<&str>); 3] = [
+        ("`reel run` of one `echo` step", vec!["run", "one.reel"]),
+        ("`reel events RUN --json`", vec!["events", "RUN", "--json"]),
+        ("`reel runs --limit 1`", vec!["runs", "--limit", "1"]),
+    ];
+    for (name, args) in shown {
+        let mut samples = [Vec::new(), Vec::new()];
+        for rep in 0..=reps {
+            for (i, store) in stores.iter().enumerate() {
+                let args: Vec<&str> = args
+                    .iter()
+                    .map(|a| if *a == "RUN" { runs[i].as_str() } else { a })
+                    .collect();
+                let (_, took) = command(store, &args);
+                if rep > 0 {
+                    samples[i].push(took);
+                }
+            }
+        }
+        let [pg, sqlite] = samples.map(|s| Stats::of(&s).median);
+        println!(
+            "| {name} | {} | {} | {:.1}× |",
+            show(pg),
+            show(sqlite),
+            pg.as_secs_f64() / sqlite.as_secs_f64()
+        );
     }
 }
 
