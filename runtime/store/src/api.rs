@@ -538,6 +538,12 @@ pub enum StoreError {
     /// PostgreSQL failed (the message never holds the store URL's password).
     #[error("the store's database failed: {0}")]
     Postgres(String),
+    /// The store's server cannot be reached now, or ended the connection (it restarts, an
+    /// administrator or an idle timeout ended the session): nothing says the store is wrong,
+    /// and a later try, on a new connection, may succeed. The message says which, and never
+    /// holds the URL's password.
+    #[error("{0}")]
+    Unreachable(String),
     /// The disk holding the store is full: nothing more can be written until space is freed.
     #[error(
         "the store's disk is full: {0}; free some space, then continue the run with `reel resume`"
@@ -636,6 +642,7 @@ impl StoreError {
             StoreError::Open { .. } => "store.open",
             StoreError::Sqlite(_) => "store.sqlite",
             StoreError::Postgres(_) => "store.postgres",
+            StoreError::Unreachable(_) => "store.unreachable",
             StoreError::DiskFull(_) => "store.disk-full",
             StoreError::Unwritable(_) => "store.unwritable",
             StoreError::LeaseLost { .. } => "store.lease-lost",
@@ -652,6 +659,12 @@ impl StoreError {
             StoreError::Continuity { .. } => "store.continuity",
             StoreError::Io { .. } => "store.io",
         }
+    }
+
+    /// Whether trying again later may succeed without anyone changing anything: the store's
+    /// server was away (a long-lived process such as `reel worker` waits and tries again).
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Unreachable(_))
     }
 }
 

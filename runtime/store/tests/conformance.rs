@@ -2333,6 +2333,38 @@ mod postgres_connections {
         slow_reads_at_once(&*store).unwrap();
         assert_eq!(numbers(&journal(&*store, "d").unwrap()), [0, 1]);
     }
+
+    // edge: the test lets the connections sit unused past the check's threshold, real time.
+    #[allow(clippy::disallowed_methods)]
+    #[test]
+    fn a_connection_ended_while_it_sat_unused_is_found_out_before_anything_is_sent_on_it() {
+        let db = Postgres::new();
+        let store = db.open().unwrap();
+        let mut run = new_run("u");
+        run.durability = Durability::Durable;
+        let lease = store.create_run(run, &me(), 60_000).unwrap();
+        store.append(&lease, vec![event("e", 0)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        assert!(store.run("u").unwrap().is_some());
+        // A restart, an idle timeout or an administrator ends the sessions while the store
+        // has nothing to do (a step runs for minutes); by the next write they sat unused for
+        // longer than a second, so the writer asks first, finds its session gone and
+        // connects again: the run's lease goes on writing, as if nothing had happened.
+        end_connections(&db);
+        std::thread::sleep(std::time::Duration::from_millis(1_200));
+        store.append(&lease, vec![event("e", 1)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        // A claim, which must not run twice, goes on a new connection rather than failing.
+        end_connections(&db);
+        std::thread::sleep(std::time::Duration::from_millis(1_200));
+        let look = store
+            .look(0, &me(), 60_000, 4, &std::collections::HashSet::new())
+            .unwrap();
+        assert!(look.claims.is_empty(), "the run is held");
+        store.append(&lease, vec![event("e", 2)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        assert_eq!(numbers(&journal(&*store, "u").unwrap()), [0, 1, 2]);
+    }
 }
 
 /// What only the store shared by many machines does: leases judged by the database's clock.

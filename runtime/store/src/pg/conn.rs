@@ -29,6 +29,38 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a connection attempt may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a connection is tried again while the server is away (a restart, a failover)
+/// before what needed it fails: nothing has been sent on it yet, so waiting loses nothing,
+/// and a run driven meanwhile goes on when the server is back.
+const RECONNECT_PATIENCE: Duration = Duration::from_secs(20);
+/// The pause between those tries.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+/// A connection unused for this long is asked whether it still answers before a write or a
+/// read is sent on it: a server that restarted or ended an idle session meanwhile is found
+/// out while nothing has been sent, rather than by a batch or a claim whose fate would be
+/// unknown.
+pub(crate) const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
+/// How long that question may take before the connection is taken for gone.
+pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// `connect`, tried again while its error says the server is away, for up to
+/// `RECONNECT_PATIENCE`; any other error, or the last, is returned.
+pub(crate) fn patiently<T>(
+    mut connect: impl FnMut() -> Result<T, StoreError>,
+) -> Result<T, StoreError> {
+    // edge: the patience is I/O timing, not a decision; it reads the monotonic clock.
+    #[allow(clippy::disallowed_methods)]
+    let began = std::time::Instant::now();
+    loop {
+        match connect() {
+            Err(e) if e.is_transient() && began.elapsed() < RECONNECT_PATIENCE => {
+                std::thread::sleep(RECONNECT_PAUSE);
+            }
+            result => return result,
+        }
+    }
+}
+
 /// Where a password comes from when the URL has none, as the program's edge read it: a
 /// variable (`REEL_STORE_PASSWORD`), else a password file in libpq's format (`PGPASSFILE`, or
 /// `~/.pgpass`).
@@ -284,8 +316,16 @@ impl Connector {
         Ok(conn)
     }
 
-    /// A connection failure as an `Open` error naming the server without its password.
+    /// A connection failure as an error naming the server without its password:
+    /// `Unreachable` when the server is away for now (see [`away`]), else `Open`.
     pub(crate) fn error(&self, e: &postgres::Error) -> StoreError {
+        if away(e) {
+            return StoreError::Unreachable(format!(
+                "the store's server at {} cannot be reached now: {}",
+                self.shown,
+                describe(e)
+            ));
+        }
         StoreError::Open {
             path: self.shown.clone(),
             message: describe(e),
@@ -333,6 +373,18 @@ impl Pipelined {
     /// Waits for `future`, driving the connection meanwhile.
     pub(crate) fn block_on<F: std::future::Future>(&self, future: F) -> F::Output {
         self.rt.block_on(future)
+    }
+
+    /// Whether the server still answers on this connection (an empty query, one round trip,
+    /// within `within`): a session the server ended while it sat unused (a restart, an idle
+    /// timeout, an administrator) is known only once something is sent on it.
+    pub(crate) fn answers(&self, within: Duration) -> bool {
+        let client = self.client();
+        // The timer is made inside the runtime, which it needs.
+        !client.is_closed()
+            && self
+                .block_on(async { tokio::time::timeout(within, client.simple_query("")).await })
+                .is_ok_and(|answer| answer.is_ok())
     }
 }
 
@@ -404,9 +456,64 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
     }
 }
 
-/// A failed statement as a store error.
+/// A failed statement as a store error: the session's end (the connection closed, or the
+/// server's `FATAL`, as a restart, `pg_terminate_backend` or an idle timeout sends) is
+/// `Unreachable`, anything else the database's own error.
 pub(crate) fn pg(e: &postgres::Error) -> StoreError {
-    StoreError::Postgres(describe(e))
+    if ended(e) {
+        StoreError::Unreachable(format!(
+            "the connection to the store's server was lost: {}",
+            describe(e)
+        ))
+    } else {
+        StoreError::Postgres(describe(e))
+    }
+}
+
+/// Whether `e` says the session is over: the client saw the connection close, or the server
+/// ended it with a `FATAL` (or `PANIC`) error. The connection cannot be used again.
+pub(crate) fn ended(e: &postgres::Error) -> bool {
+    e.is_closed()
+        || e.as_db_error()
+            .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"))
+}
+
+/// Whether a failed connection attempt says the server is away for now rather than that
+/// something must change: it refused or dropped the connection, is starting, stopping or
+/// full, or does not take connections to the database for now. A password refused, a
+/// database missing or a certificate not trusted are not.
+fn away(e: &postgres::Error) -> bool {
+    use postgres::error::SqlState;
+    use std::io::ErrorKind;
+    if let Some(code) = e.code() {
+        return [
+            SqlState::ADMIN_SHUTDOWN,
+            SqlState::CRASH_SHUTDOWN,
+            SqlState::CANNOT_CONNECT_NOW,
+            SqlState::TOO_MANY_CONNECTIONS,
+            // "database … is not currently accepting connections": an administrator's pause.
+            SqlState::OBJECT_NOT_IN_PREREQUISITE_STATE,
+        ]
+        .contains(code);
+    }
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return matches!(
+                io.kind(),
+                ErrorKind::ConnectionRefused
+                    | ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::NotFound
+                    | ErrorKind::TimedOut
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
+                    | ErrorKind::AddrNotAvailable
+            );
+        }
+        cause = c.source();
+    }
+    e.is_closed()
 }
 
 #[cfg(test)]

@@ -171,16 +171,31 @@ impl Readers {
 }
 
 /// Runs `f` on the reader's connection, connecting first when it has none or the server
-/// ended it.
+/// ended it (patiently, while the server is away).
 fn on_connection<R>(
     client: &mut Option<Client>,
     connector: &Connector,
     f: impl FnOnce(&mut Client) -> Result<R, StoreError>,
 ) -> Result<R, StoreError> {
+    // edge: how long the connection sat unused is I/O timing; it reads the monotonic clock.
+    #[allow(clippy::disallowed_methods)]
+    let now = std::time::Instant::now();
+    let idle = USED
+        .with(|u| u.replace(Some(now)))
+        .map(|used| now.duration_since(used));
+    // A connection unused for a while is asked whether it still answers before the read is
+    // sent (see `CHECK_AFTER_IDLE`): a claim, which must not run twice, then goes on a new
+    // connection rather than failing on one the server ended meanwhile.
+    if let Some(c) = client.as_mut()
+        && idle.is_some_and(|idle| idle >= super::conn::CHECK_AFTER_IDLE)
+        && c.is_valid(super::conn::CHECK_TIMEOUT).is_err()
+    {
+        *client = None;
+    }
     match client {
         Some(c) if !c.is_closed() => f(c),
         _ => {
-            let c = connector.connect()?;
+            let c = super::conn::patiently(|| connector.connect())?;
             // The statements prepared on the old connection are gone with it.
             STATEMENTS.with(|s| {
                 if let Some(cache) = s.borrow_mut().as_mut() {
@@ -219,6 +234,8 @@ thread_local! {
     static STATEMENTS: RefCell<Option<HashMap<String, Statement>>> = const { RefCell::new(None) };
     /// The store's count of statements its readers sent, on a reader thread.
     static SENT: RefCell<Option<Arc<AtomicU64>>> = const { RefCell::new(None) };
+    /// When this reader thread last used its connection.
+    static USED: std::cell::Cell<Option<std::time::Instant>> = const { std::cell::Cell::new(None) };
 }
 
 /// Counts one statement sent by a reader thread.

@@ -34,9 +34,6 @@ const VALUES_LOCK: i64 = 0x7265_656c_7661_6c73;
 const MAX_BATCH_COMMANDS: usize = 4096;
 /// How long a batch of only unawaited writes waits for company.
 const LINGER: Duration = Duration::from_millis(2);
-/// How long the writer waits before connecting again after the connection broke.
-const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
-
 /// How many times a batch is tried again when the server aborted it to break a deadlock with
 /// another process's batch (each batch locks its runs' rows in its own order).
 const BATCH_ATTEMPTS: u32 = 8;
@@ -85,9 +82,7 @@ pub(super) fn lost(e: &postgres::Error) -> Lost {
     let retry = e.code().is_some_and(|c| {
         *c == SqlState::T_R_DEADLOCK_DETECTED || *c == SqlState::T_R_SERIALIZATION_FAILURE
     });
-    let broken = e.is_closed()
-        || e.as_db_error()
-            .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"));
+    let broken = super::conn::ended(e);
     Lost {
         error: pg(e),
         retry,
@@ -371,6 +366,7 @@ pub(crate) fn spawn(
         .spawn(move || {
             Writer {
                 conn: None,
+                used: None,
                 connector,
                 rx,
                 shared,
@@ -392,6 +388,8 @@ pub(crate) fn spawn(
 pub(super) struct Writer {
     /// The connection and its statements; `None` after it broke, until reconnected.
     conn: Option<(Pipelined, Statements)>,
+    /// When the connection was last handed to a batch.
+    used: Option<Instant>,
     connector: Connector,
     rx: crate::writer::queue::Receiver,
     pub(super) shared: Arc<Shared>,
@@ -517,18 +515,29 @@ impl Writer {
         }
     }
 
-    /// The connection, connecting again when it broke.
+    /// The connection, connecting again when it broke or, after a while unused, no longer
+    /// answers (see [`super::conn::CHECK_AFTER_IDLE`]); while the server is away, connecting
+    /// is tried again for a while ([`super::conn::patiently`]). Nothing of the batch that asks
+    /// has been sent yet.
     fn connection(&mut self) -> Result<&mut (Pipelined, Statements), StoreError> {
+        // edge: how long the connection sat unused is I/O timing, not a decision of the
+        // engine; it reads the monotonic clock.
+        #[allow(clippy::disallowed_methods)]
+        let now = Instant::now();
+        if let (Some((conn, _)), Some(used)) = (&self.conn, self.used)
+            && now.duration_since(used) >= super::conn::CHECK_AFTER_IDLE
+            && !conn.answers(super::conn::CHECK_TIMEOUT)
+        {
+            self.conn = None;
+        }
+        self.used = Some(now);
         if self.conn.is_none() {
-            let client = match self.connector.connect_pipelined() {
-                Ok(client) => client,
-                Err(e) => {
-                    std::thread::sleep(RECONNECT_PAUSE);
-                    return Err(e);
-                }
-            };
-            let statements = Statements::prepare(&client).map_err(|e| self.connector.error(&e))?;
-            self.conn = Some((client, statements));
+            let connector = &self.connector;
+            self.conn = Some(super::conn::patiently(|| {
+                let client = connector.connect_pipelined()?;
+                let statements = Statements::prepare(&client).map_err(|e| connector.error(&e))?;
+                Ok((client, statements))
+            })?);
         }
         Ok(self.conn.as_mut().expect("connected just above"))
     }
