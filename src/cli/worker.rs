@@ -59,20 +59,13 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             deps,
             rider_config(),
             config,
-            |event: WorkerEvent| match event.result {
-                Ok(o) => {
-                    let detail = match (&o.status, &o.error) {
-                        (RunStatus::Failed | RunStatus::Canceled, Some(e)) => {
-                            format!(": [{}] {}", e.code, e.message)
-                        }
-                        _ => String::new(),
-                    };
-                    eprintln!("run {} {}{detail}", o.run, o.status.as_str());
-                }
-                // Another live process drives it (the other worker, `reel resume`): nothing
-                // for this worker to do, nor for a person.
-                Err(Refusal::Held { .. }) => {}
-                Err(e) => eprintln!("run {}: {e}", event.run),
+            |event: WorkerEvent| match event {
+                WorkerEvent::Run { run, result } => show_run(&run, result),
+                WorkerEvent::StoreAway { error, retry_in } => eprintln!(
+                    "the store cannot be reached: {error}; looking again in {:.1} s (nothing is lost meanwhile)",
+                    retry_in.as_secs_f64()
+                ),
+                WorkerEvent::StoreBack => eprintln!("the store answers again"),
             },
         )
         .await
@@ -97,4 +90,23 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         status: Status::Failed,
         messages,
     })
+}
+
+/// What a person sees of a run the worker took up.
+fn show_run(run: &str, result: Result<reel_runtime::RunOutcome, Refusal>) {
+    match result {
+        Ok(o) => {
+            let detail = match (&o.status, &o.error) {
+                (RunStatus::Failed | RunStatus::Canceled, Some(e)) => {
+                    format!(": [{}] {}", e.code, e.message)
+                }
+                _ => String::new(),
+            };
+            eprintln!("run {} {}{detail}", o.run, o.status.as_str());
+        }
+        // Another live process drives it (the other worker, `reel resume`): nothing
+        // for this worker to do, nor for a person.
+        Err(Refusal::Held { .. }) => {}
+        Err(e) => eprintln!("run {run}: {e}"),
+    }
 }

@@ -14,6 +14,7 @@ mod holes;
 mod many;
 mod numbers;
 mod postgres;
+mod postgres_outage;
 mod postgres_tls;
 mod postgres_workers;
 mod quarantine;

@@ -78,13 +78,27 @@ impl Default for WorkerConfig {
     }
 }
 
-/// What happened to a run the worker took up.
+/// What a worker tells as it goes.
 #[derive(Debug)]
-pub struct WorkerEvent {
-    /// The run.
-    pub run: String,
-    /// How this part of it ended.
-    pub result: Result<RunOutcome, Refusal>,
+pub enum WorkerEvent {
+    /// A run it took up, and how this part of it ended.
+    Run {
+        /// The run.
+        run: String,
+        /// How this part of it ended.
+        result: Result<RunOutcome, Refusal>,
+    },
+    /// The store cannot be reached (its server restarts, or ended the connection): nothing
+    /// is lost, and the worker looks again after `retry_in`, then after longer and longer
+    /// waits while it stays away.
+    StoreAway {
+        /// Why, as the store said it.
+        error: reel_store::StoreError,
+        /// How long until the worker looks again.
+        retry_in: Duration,
+    },
+    /// The store answered again after it was away.
+    StoreBack,
 }
 
 /// What a worker that stopped by itself (`until_idle`) leaves behind.
@@ -113,6 +127,12 @@ const REFUSED_FIRST_MS: i64 = 1_000;
 /// The longest wait between tries of a refused run.
 const REFUSED_MAX_MS: i64 = 60_000;
 
+/// The first wait before looking again when the store could not be reached; doubled while it
+/// stays away, up to `AWAY_MAX_MS`.
+const AWAY_FIRST_MS: u64 = 250;
+/// The longest wait between looks at a store that cannot be reached.
+const AWAY_MAX_MS: u64 = 10_000;
+
 /// Resumes due runs until shut down (or idle, with `until_idle`). `on_event` hears each result.
 ///
 /// A run that cannot be taken up (its secret is missing, a value it needs is gone) is tried
@@ -138,6 +158,8 @@ pub async fn work(
     let mut filled = false;
     // When the worker looks again without being woken (ms since the epoch).
     let mut look_at = deps.clock.now_ms();
+    // While the store cannot be reached: the last wait before looking again (ms).
+    let mut away: Option<u64> = None;
     loop {
         if deps.shutdown.is_cancelled() {
             break;
@@ -167,13 +189,34 @@ pub async fn work(
                 HashSet::new()
             };
             let (owner, lease_ms) = (deps.owner.clone(), cfg.lease_ms);
+            let looked = blocking(deps.store.clone(), move |s| {
+                s.look(now, &owner, lease_ms, room, &skip)
+            })
+            .await;
+            // A store that cannot be reached is waited out, not a reason to stop: a server's
+            // restart must not end every worker. The runs are safe in it meanwhile.
             let reel_store::Look {
                 claims: claimed,
                 next_due,
-            } = blocking(deps.store.clone(), move |s| {
-                s.look(now, &owner, lease_ms, room, &skip)
-            })
-            .await?;
+            } = match looked {
+                Err(error) if error.is_transient() => {
+                    let retry_in = away.map_or(AWAY_FIRST_MS, |w| (w * 2).min(AWAY_MAX_MS));
+                    away = Some(retry_in);
+                    on_event(WorkerEvent::StoreAway {
+                        error,
+                        retry_in: Duration::from_millis(retry_in),
+                    });
+                    look_at = deps
+                        .clock
+                        .now_ms()
+                        .saturating_add(i64::try_from(retry_in).unwrap_or(i64::MAX));
+                    continue;
+                }
+                looked => looked?,
+            };
+            if away.take().is_some() {
+                on_event(WorkerEvent::StoreBack);
+            }
             let started = claimed.len();
             filled = room == 0 || started >= room;
             for claim in claimed {
@@ -193,7 +236,7 @@ pub async fn work(
                     // A run that ended has nothing left for a worker; one that parked or
                     // stopped otherwise may be due again at once.
                     let ended = matches!(&result, Ok(outcome) if outcome.status.is_ended());
-                    on_event(WorkerEvent {
+                    on_event(WorkerEvent::Run {
                         run: run.clone(),
                         result,
                     });
@@ -204,14 +247,20 @@ pub async fn work(
                 // The runs that have not ended, by their status: a look at each idle poll
                 // reads those, not every run the store keeps.
                 let mut left: Vec<String> = Vec::new();
+                let mut read = true;
                 for status in [RunStatus::Running, RunStatus::Waiting] {
                     let filter = reel_store::RunFilter {
                         status: Some(status),
                         ..reel_store::RunFilter::default()
                     };
-                    left.extend(deps.store.list_runs(&filter)?.into_iter().map(|r| r.id));
+                    match deps.store.list_runs(&filter) {
+                        Ok(rows) => left.extend(rows.into_iter().map(|r| r.id)),
+                        // Gone since the look: the next look finds out and waits it out.
+                        Err(e) if e.is_transient() => read = false,
+                        Err(e) => return Err(e),
+                    }
                 }
-                if left.iter().all(|id| refused.contains_key(id)) {
+                if read && left.iter().all(|id| refused.contains_key(id)) {
                     summary.stuck = left
                         .into_iter()
                         .filter_map(|id| refused.remove(&id).map(|r| (id, r.why)))
