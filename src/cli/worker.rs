@@ -62,8 +62,8 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
             |event: WorkerEvent| match event {
                 WorkerEvent::Run { run, result } => show_run(&run, result),
                 WorkerEvent::StoreAway { error, retry_in } => eprintln!(
-                    "the store cannot be reached: {error}; looking again in {:.1} s (nothing is lost meanwhile)",
-                    retry_in.as_secs_f64()
+                    "the store cannot be reached: {error}; looking again in {} (nothing is lost meanwhile)",
+                    super::progress::duration(retry_in)
                 ),
                 WorkerEvent::StoreBack => eprintln!("the store answers again"),
             },
