@@ -2334,6 +2334,54 @@ mod postgres_connections {
         assert_eq!(numbers(&journal(&*store, "d").unwrap()), [0, 1]);
     }
 
+    /// Sends the test's database away (every session ended, new ones refused, as while a
+    /// server restarts) or lets it back.
+    fn away(db: &Postgres, away: bool) {
+        let (server, name) = db.url.rsplit_once('/').unwrap();
+        let name = name.split('?').next().unwrap();
+        let mut admin =
+            ::postgres::Client::connect(&format!("{server}/postgres"), ::postgres::NoTls).unwrap();
+        admin
+            .batch_execute(&format!(
+                "ALTER DATABASE {name} ALLOW_CONNECTIONS {}",
+                !away
+            ))
+            .unwrap();
+        if away {
+            admin
+                .execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+                    &[&name],
+                )
+                .unwrap();
+        }
+    }
+
+    // edge: the test times how long a read waits, real time.
+    #[allow(clippy::disallowed_methods)]
+    #[test]
+    fn a_store_opened_read_only_does_not_wait_for_a_server_that_is_away() {
+        // The language server reads past runs through such a store: while the server is down
+        // its reads fail at once (the editor shows no past runs), where a store opened to
+        // write waits for it a while.
+        let db = Postgres::new();
+        drop(db.open().unwrap());
+        let reader = db.open_read_only().unwrap();
+        assert!(reader.run("r").unwrap().is_none());
+        away(&db, true);
+        let began = std::time::Instant::now();
+        let err = reader.run("r").unwrap_err();
+        let took = began.elapsed();
+        away(&db, false);
+        assert_eq!(err.code(), "store.unreachable", "{err}");
+        assert!(err.is_transient());
+        assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+        assert!(
+            reader.run("r").unwrap().is_none(),
+            "read again once it is back"
+        );
+    }
+
     // edge: the test lets the connections sit unused past the check's threshold, real time.
     #[allow(clippy::disallowed_methods)]
     #[test]

@@ -43,24 +43,6 @@ pub(crate) const CHECK_AFTER_IDLE: Duration = Duration::from_secs(1);
 /// How long that question may take before the connection is taken for gone.
 pub(crate) const CHECK_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// `connect`, tried again while its error says the server is away, for up to
-/// `RECONNECT_PATIENCE`; any other error, or the last, is returned.
-pub(crate) fn patiently<T>(
-    mut connect: impl FnMut() -> Result<T, StoreError>,
-) -> Result<T, StoreError> {
-    // edge: the patience is I/O timing, not a decision; it reads the monotonic clock.
-    #[allow(clippy::disallowed_methods)]
-    let began = std::time::Instant::now();
-    loop {
-        match connect() {
-            Err(e) if e.is_transient() && began.elapsed() < RECONNECT_PATIENCE => {
-                std::thread::sleep(RECONNECT_PAUSE);
-            }
-            result => return result,
-        }
-    }
-}
-
 /// Where a password comes from when the URL has none, as the program's edge read it: a
 /// variable (`REEL_STORE_PASSWORD`), else a password file in libpq's format (`PGPASSFILE`, or
 /// `~/.pgpass`).
@@ -141,6 +123,10 @@ pub(crate) struct Connector {
     tls: Option<Arc<rustls::ClientConfig>>,
     /// The URL without its password, for messages.
     shown: String,
+    /// How long a connection is tried again while the server is away: `RECONNECT_PATIENCE`,
+    /// or none for a store opened read-only (the language server's reads of past runs must
+    /// not hang an editor while the server is down; they show nothing instead).
+    patience: Duration,
 }
 
 /// Whether `url` names a PostgreSQL database (rather than a SQLite store directory).
@@ -262,7 +248,37 @@ impl Connector {
         } else {
             None
         };
-        Ok(Connector { config, tls, shown })
+        Ok(Connector {
+            config,
+            tls,
+            shown,
+            patience: RECONNECT_PATIENCE,
+        })
+    }
+
+    /// The same, trying a connection only once however the server is (see `patience`).
+    pub(crate) fn impatient(mut self) -> Connector {
+        self.patience = Duration::ZERO;
+        self
+    }
+
+    /// `connect`, tried again while its error says the server is away, for up to the
+    /// connector's patience; any other error, or the last, is returned.
+    pub(crate) fn patiently<T>(
+        &self,
+        mut connect: impl FnMut() -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        // edge: the patience is I/O timing, not a decision; it reads the monotonic clock.
+        #[allow(clippy::disallowed_methods)]
+        let began = std::time::Instant::now();
+        loop {
+            match connect() {
+                Err(e) if e.is_transient() && began.elapsed() < self.patience => {
+                    std::thread::sleep(RECONNECT_PAUSE);
+                }
+                result => return result,
+            }
+        }
     }
 
     /// The URL without its password.

@@ -125,7 +125,7 @@ impl PgStore {
 
     /// [`PgStore::open_read_only`], with a password from `auth` when the URL has none.
     pub fn open_read_only_with(url: &str, auth: &PgAuth) -> Result<PgStore, StoreError> {
-        let connector = conn::Connector::new(url, auth)?;
+        let connector = conn::Connector::new(url, auth)?.impatient();
         let mut client = connector.connect()?;
         schema::check_version(&mut client, &connector)?;
         let trips = Arc::new(AtomicU64::new(0));

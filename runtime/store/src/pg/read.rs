@@ -195,7 +195,7 @@ fn on_connection<R>(
     match client {
         Some(c) if !c.is_closed() => f(c),
         _ => {
-            let c = super::conn::patiently(|| connector.connect())?;
+            let c = connector.patiently(|| connector.connect())?;
             // The statements prepared on the old connection are gone with it.
             STATEMENTS.with(|s| {
                 if let Some(cache) = s.borrow_mut().as_mut() {

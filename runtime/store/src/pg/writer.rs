@@ -517,7 +517,7 @@ impl Writer {
 
     /// The connection, connecting again when it broke or, after a while unused, no longer
     /// answers (see [`super::conn::CHECK_AFTER_IDLE`]); while the server is away, connecting
-    /// is tried again for a while ([`super::conn::patiently`]). Nothing of the batch that asks
+    /// is tried again for a while (`Connector::patiently`). Nothing of the batch that asks
     /// has been sent yet.
     fn connection(&mut self) -> Result<&mut (Pipelined, Statements), StoreError> {
         // edge: how long the connection sat unused is I/O timing, not a decision of the
@@ -533,7 +533,7 @@ impl Writer {
         self.used = Some(now);
         if self.conn.is_none() {
             let connector = &self.connector;
-            self.conn = Some(super::conn::patiently(|| {
+            self.conn = Some(connector.patiently(|| {
                 let client = connector.connect_pipelined()?;
                 let statements = Statements::prepare(&client).map_err(|e| connector.error(&e))?;
                 Ok((client, statements))
