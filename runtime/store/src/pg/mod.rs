@@ -224,8 +224,8 @@ impl std::fmt::Debug for PgStore {
 impl Drop for PgStore {
     fn drop(&mut self) {
         // The writer commits what is queued before it stops: dropping the store loses no
-        // enqueued write. The readers' connections close meanwhile (each waits for the
-        // server to end its session, a few milliseconds a command paid twice in a row).
+        // enqueued write. The reader threads end and close their connections meanwhile,
+        // rather than one after the other once the writer is done.
         self.tx.take();
         self.readers.let_go();
         if let Some(writer) = self.writer.take() {
