@@ -93,8 +93,17 @@ fn runs_and_a_worker_go_on_when_the_server_is_back_from_an_outage() {
             )
         })
         .collect();
-    // In the middle of step `a` of both runs, while the worker waits for its next look.
-    std::thread::sleep(Duration::from_millis(700));
+    // In the middle of step `a` of both runs (both calls began: their lines are in the log,
+    // however slowly the machine started them), while the worker waits for its next look.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::read_to_string(d.join("calls.log")).map_or(0, |log| log.lines().count()) < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the runs' first calls never began"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(200));
     outage(&url, true);
     let began = Instant::now();
     std::thread::sleep(Duration::from_secs(2));
