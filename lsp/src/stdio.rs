@@ -42,6 +42,10 @@ pub struct Deframer {
     buf: Vec<u8>,
     /// Bodies are passed as they are, not judged (the server's own output).
     trusted: bool,
+    /// Bytes skipped outside any message since the caller last asked (see `take_notes`).
+    skipped: usize,
+    /// Why bodies were refused since the caller last asked.
+    refusals: Vec<String>,
 }
 
 impl Deframer {
@@ -50,7 +54,22 @@ impl Deframer {
         Deframer {
             buf: Vec::new(),
             trusted: true,
+            skipped: 0,
+            refusals: Vec::new(),
         }
+    }
+
+    /// What a person may want to know of what came since the last call (bytes skipped
+    /// outside any message, in all, and why each body was refused), for the caller to log:
+    /// the deframer writes nowhere itself, so a fuzzer can feed it noise in silence.
+    pub fn take_notes(&mut self) -> Vec<String> {
+        let mut notes = Vec::new();
+        let skipped = std::mem::take(&mut self.skipped);
+        if skipped > 0 {
+            notes.push(format!("skipped {skipped} bytes outside any message"));
+        }
+        notes.append(&mut self.refusals);
+        notes
     }
 
     /// Adds bytes read from the client.
@@ -67,7 +86,7 @@ impl Deframer {
             // Without a header, keep what could be the start of one.
             let start = found.unwrap_or(self.buf.len().saturating_sub(HEADER.len() - 1));
             if start > 0 {
-                log(&format!("skipped {start} bytes outside any message"));
+                self.skipped += start;
                 self.buf.drain(..start);
             }
             found?;
@@ -108,12 +127,13 @@ impl Deframer {
         }
     }
 
-    fn judge(&self, body: Vec<u8>) -> Frame {
+    fn judge(&mut self, body: Vec<u8>) -> Frame {
         if self.trusted {
-            Frame::Message(body)
-        } else {
-            judge(body)
+            return Frame::Message(body);
         }
+        let (frame, why) = judge(body);
+        self.refusals.extend(why);
+        frame
     }
 }
 
@@ -154,30 +174,33 @@ fn content_length(headers: &[u8]) -> Option<usize> {
     lengths.next().is_none().then_some(length)
 }
 
-/// A body the server will decode, or the error it gets instead.
-fn judge(body: Vec<u8>) -> Frame {
+/// A body the server will decode, or the error it gets instead and why, for the log.
+fn judge(body: Vec<u8>) -> (Frame, Option<String>) {
     let Ok(value) = serde_json::from_slice::<Value>(&body) else {
         let text = String::from_utf8_lossy(&body);
-        log(&format!("not JSON: {}", clip(&text)));
-        return refused(json!(null), -32700, "Parse error: the body is not JSON");
+        let why = format!("not JSON: {}", clip(&text));
+        return (
+            refused(json!(null), -32700, "Parse error: the body is not JSON"),
+            Some(why),
+        );
     };
     if is_message(&value) {
-        return Frame::Message(body);
+        return (Frame::Message(body), None);
     }
-    log(&format!(
-        "not a JSON-RPC message: {}",
-        clip(&value.to_string())
-    ));
+    let why = format!("not a JSON-RPC message: {}", clip(&value.to_string()));
     let id = match value.get("id") {
         Some(id @ (Value::String(_) | Value::Number(_))) if id.is_string() || id.is_i64() => {
             id.clone()
         }
         _ => json!(null),
     };
-    refused(
-        id,
-        -32600,
-        "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
+    (
+        refused(
+            id,
+            -32600,
+            "Invalid Request: not a JSON-RPC 2.0 request, notification or response",
+        ),
+        Some(why),
     )
 }
 
@@ -274,6 +297,9 @@ pub async fn guard_input(
                 }
             }
         }
+        for note in deframer.take_notes() {
+            log(&note);
+        }
     }
     server.shutdown().await
 }
@@ -308,6 +334,9 @@ pub async fn relay_output(
                     if let Frame::Message(body) = frame {
                         write_pieces(&mut output, &prepared.swap(body).pieces()).await?;
                     }
+                }
+                for note in deframer.take_notes() {
+                    log(&format!("the server's output: {note}"));
                 }
             }
         }
