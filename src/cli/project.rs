@@ -80,16 +80,20 @@ impl Project {
         arm_crash_point()?;
         match &self.store_url {
             Some(url) => {
-                refuse_store_fault()?;
-                PgStore::open_with(url, &super::capabilities::store_auth(), clock)
-                    .map(|s| Arc::new(s) as Arc<dyn Store>)
-                    .map_err(|e| Failure::failed(e.to_string()))
+                let store = PgStore::open_with(url, &super::capabilities::store_auth(), clock)
+                    .map_err(|e| Failure::failed(e.to_string()))?;
+                // A test's injected faults (debug builds only): the server ends the writer's
+                // session.
+                #[cfg(debug_assertions)]
+                inject_store_fault(|f| store.inject_fault(f))?;
+                Ok(Arc::new(store))
             }
             None => {
                 let store = SqliteStore::open(&self.store_dir, clock)
                     .map_err(|e| Failure::failed(e.to_string()))?;
-                // A test's injected disk faults (debug builds only): SQLite's writer has them.
-                inject_store_fault(&store)?;
+                // A test's injected disk faults (debug builds only).
+                #[cfg(debug_assertions)]
+                inject_store_fault(|f| store.inject_fault(f))?;
                 Ok(Arc::new(store))
             }
         }
@@ -198,32 +202,16 @@ pub fn resolve_run(store: &dyn StoreRead, given: &str) -> Result<String, Failure
 }
 
 /// The write fault a test asks the store for (`REEL_STORE_FAULT=WHAT@WHEN[*N]`, such as
-/// `full@effect_recorded`): only in debug builds, read at the edge ([`store_fault`]) and
-/// handed in.
-fn inject_store_fault(store: &SqliteStore) -> Result<(), Failure> {
-    #[cfg(debug_assertions)]
-    if let Some(fault) = store_fault() {
-        store
-            .inject_fault(&fault)
-            .map_err(|e| Failure::usage(format!("REEL_STORE_FAULT: {e}")))?;
+/// `full@effect_recorded` or, on PostgreSQL, `answer-lost@effect_recorded`): only in debug
+/// builds, read at the edge ([`store_fault`]) and handed to the store's `inject`, which refuses
+/// a fault the other store's writer has rather than ignoring it (a test must not pass without
+/// the fault it meant).
+#[cfg(debug_assertions)]
+fn inject_store_fault(inject: impl FnOnce(&str) -> Result<(), String>) -> Result<(), Failure> {
+    match store_fault() {
+        Some(fault) => inject(&fault).map_err(|e| Failure::usage(format!("REEL_STORE_FAULT: {e}"))),
+        None => Ok(()),
     }
-    #[cfg(not(debug_assertions))]
-    let _ = store;
-    Ok(())
-}
-
-/// A write fault asked of the PostgreSQL store, which has none to inject: refused rather than
-/// ignored, so a test cannot pass without the fault it meant.
-fn refuse_store_fault() -> Result<(), Failure> {
-    #[cfg(debug_assertions)]
-    if store_fault().is_some() {
-        return Err(Failure::usage(
-            "REEL_STORE_FAULT: only the SQLite store's writer injects faults; unset it or \
-             use a store directory"
-                .to_string(),
-        ));
-    }
-    Ok(())
 }
 
 /// `REEL_STORE_FAULT`, when set and not empty.

@@ -1,6 +1,8 @@
 //! The PostgreSQL server away for a while in the middle of runs: a `reel run` whose steps
 //! outlast the outage, and a `reel worker` waiting meanwhile, both go on when it is back,
-//! with nothing lost or done twice.
+//! with nothing lost or done twice. And sessions ended in the middle of a run's writes, at
+//! chosen batches (the writer's own fault, `REEL_STORE_FAULT`) and wherever they fall: the run
+//! goes on, each batch written once.
 //!
 //! The outage is the test database's alone, so that the other tests on the shared server go
 //! on: every session of it is ended (`pg_terminate_backend`, the `FATAL` a server's restart
@@ -18,7 +20,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 use crate::postgres::{database, on_postgres};
-use crate::support::{json, reel, temp, write};
+use crate::support::{json, reel, reel_env, temp, write};
 
 /// Two steps, each longer than half the outage, whose calls log their idempotency keys.
 const SLOW: &str = r#"flow slow {
@@ -192,4 +194,121 @@ fn runs_and_a_worker_go_on_when_the_server_is_back_from_an_outage() {
         "outage of 2 s ended {:?} ago; the worker said:\n{said}",
         began.elapsed()
     );
+}
+
+/// A flow of `n` steps one after another, each a call that logs its idempotency key.
+fn chain(n: usize) -> String {
+    let mut flow = String::from("flow chain {\n");
+    flow.push_str(
+        "  step s0 = exec { cmd: [\"sh\", \"-c\", \"echo \\\"s0 $REEL_IDEMPOTENCY_KEY\\\" >> calls.log; echo 0\"] }\n",
+    );
+    for i in 1..n {
+        flow.push_str(&format!(
+            "  step s{i} = exec {{ cmd: [\"sh\", \"-c\", \"echo \\\"s{i} $REEL_IDEMPOTENCY_KEY\\\" >> calls.log; echo $(( $1 + 1 ))\", \"sh\", to_string(s{p}.json)] }}\n",
+            p = i - 1
+        ));
+    }
+    flow.push_str(&format!("  output s{}.json\n}}\n", n - 1));
+    flow
+}
+
+/// Checks that the `chain(n)` run `r` succeeded with every call made once and a journal
+/// without a gap or a repeat, in `dir`'s store at `url`; `calls.log` is then emptied.
+fn check_chain(dir: &std::path::Path, url: &str, r: &crate::support::Run, n: usize, what: &str) {
+    assert_eq!(r.status, 0, "{what}: {r:?}");
+    let out = json(r);
+    assert_eq!(out["output"], n - 1, "{what}: {out}");
+    let log = fs::read_to_string(dir.join("calls.log")).unwrap();
+    let keys: std::collections::BTreeSet<&str> = log.lines().collect();
+    assert_eq!(
+        log.lines().count(),
+        n,
+        "{what}: a call missing or made twice"
+    );
+    assert_eq!(keys.len(), n, "{what}: a call made twice");
+    let id = out["run"].as_str().unwrap();
+    let events = json(&on_postgres(dir, url, &["events", id, "--json"]));
+    for (i, e) in events.as_array().unwrap().iter().enumerate() {
+        assert_eq!(e["seq"], i, "{what}: a gap or a repeat");
+    }
+    let succeeded = events
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == "step_succeeded")
+        .count();
+    assert_eq!(succeeded, n, "{what}: each step ends once");
+    fs::write(dir.join("calls.log"), "").unwrap();
+}
+
+#[test]
+fn a_batch_whose_session_ended_is_written_once_whether_or_not_it_was_committed() {
+    // The writer's session ends (as a restart, a failover or an administrator ends it) before
+    // a batch goes out, or once it is committed but before the writer reads that it was, three
+    // batches in a row, in the middle of a run, at its end, and at its first two batches (its
+    // flow's spec and its creation): the writer reads the runs'
+    // rows on a new connection, writes again what was not committed and answers what was.
+    let dir = temp();
+    let d = dir.path();
+    write(d, "chain.reel", &chain(6));
+    let url = database();
+    for mode in ["durable", "fast"] {
+        for fault in [
+            "answer-lost@effect_recorded:s2*3",
+            "session-ends@effect_recorded:s2*3",
+            "answer-lost@run_finished*3",
+            "session-ends@commit=1*2",
+            "answer-lost@commit=1*2",
+        ] {
+            let r = reel_env(
+                d,
+                &["run", "chain.reel", "--durability", mode, "--json"],
+                &[("REEL_STORE_URL", &url), ("REEL_STORE_FAULT", fault)],
+            );
+            check_chain(d, &url, &r, 6, &format!("{mode}, {fault}"));
+        }
+    }
+}
+
+#[test]
+fn a_run_goes_on_while_its_sessions_are_ended_again_and_again() {
+    // Wherever the ends fall: between batches, in the middle of one, at its commit.
+    let dir = temp();
+    let d = dir.path();
+    let n = 120;
+    write(d, "chain.reel", &chain(n));
+    let url = database();
+    let (server, name) = url.rsplit_once('/').expect("a database in the URL");
+    let admin_url = format!("{server}/postgres");
+    for mode in ["durable", "fast"] {
+        let mut running = reel(d, &["run", "chain.reel", "--durability", mode, "--json"])
+            .env("REEL_STORE_URL", &url)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("reel starts");
+        let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
+        // Once the run's calls began, its sessions are ended every 60 ms while it runs.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while fs::read_to_string(d.join("calls.log")).map_or(0, |log| log.lines().count()) < 3 {
+            assert!(Instant::now() < deadline, "the run's calls never began");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let mut ended = 0;
+        while running.try_wait().unwrap().is_none() && Instant::now() < deadline {
+            let rows = admin
+                .execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+                    &[&name],
+                )
+                .unwrap();
+            ended += rows;
+            std::thread::sleep(Duration::from_millis(60));
+        }
+        let r = crate::support::Run::from(running.wait_with_output().unwrap());
+        check_chain(d, &url, &r, n, &format!("{mode}, {ended} sessions ended"));
+        assert!(ended >= 3, "{mode}: only {ended} sessions were ended");
+    }
 }

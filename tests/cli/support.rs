@@ -76,11 +76,16 @@ pub fn run_with_stdin(mut command: Command, stdin: &str) -> Run {
         .unwrap()
         .write_all(stdin.as_bytes())
         .unwrap();
-    let output = child.wait_with_output().unwrap();
-    Run {
-        status: output.status.code().expect("reel exits normally"),
-        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    Run::from(child.wait_with_output().unwrap())
+}
+
+impl From<std::process::Output> for Run {
+    fn from(output: std::process::Output) -> Run {
+        Run {
+            status: output.status.code().expect("reel exits normally"),
+            stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+            stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+        }
     }
 }
 

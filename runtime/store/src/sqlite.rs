@@ -126,8 +126,13 @@ impl SqliteStore {
     /// `writer::faults`): debug builds only, for tests of a full disk or a read-only store.
     /// `Err` says what is wrong with the text; a second fault is refused.
     #[cfg(debug_assertions)]
-    pub fn inject_fault(&self, fault: &str) -> Result<(), String> {
-        let fault = writer::faults::WriteFault::parse(fault)?;
+    pub fn inject_fault(&self, text: &str) -> Result<(), String> {
+        let fault = writer::faults::WriteFault::parse(text)?;
+        if fault.kind().postgres() {
+            return Err(format!(
+                "`{text}` is a fault of the PostgreSQL store's writer; this store is SQLite's"
+            ));
+        }
         self.shared
             .fault
             .set(fault)

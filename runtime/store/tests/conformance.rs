@@ -2300,30 +2300,14 @@ mod postgres_connections {
         store.append(&lease, vec![event("e", 0)]).unwrap();
         wait(store.sync(&lease)).unwrap();
         end_connections(&db);
-        // The batch that finds the connection gone fails, saying so, and whether the rows
-        // after it landed is not known: the run's lease writes nothing more (its next writes
-        // are refused, not left to leave a gap).
+        // The next batch goes out on the session the server ended (unused for less than the
+        // check's second) and fails; the writer reads the run's row on a new connection, finds
+        // its journal ending where the batch's rows begin, so nothing of the batch was
+        // committed, and writes it again.
         store.append(&lease, vec![event("e", 1)]).unwrap();
-        let lost = wait(store.sync(&lease)).unwrap_err();
-        assert!(!lost.to_string().contains("password"), "{lost}");
-        assert!(matches!(
-            store.append(&lease, vec![event("e", 2)]),
-            Err(StoreError::Poisoned { .. })
-        ));
-        // The writer connects again for the next batch: the run is claimed anew and goes on
-        // from where its journal ends.
-        db.clock().advance(120_000);
-        let Claim::Claimed(again) = store.claim_run("d", &me(), 60_000).unwrap() else {
-            panic!("the run's lease ran out and is taken again");
-        };
-        let next = again.next_seq.load(Ordering::SeqCst);
-        assert_eq!(next, 1, "nothing after the lost batch landed");
-        store.append(&again, vec![event("e", next)]).unwrap();
-        wait(store.sync(&again)).unwrap();
-        assert_eq!(
-            db.raw_count("SELECT count(*) FROM journal WHERE run = 'd'"),
-            2
-        );
+        wait(store.sync(&lease)).unwrap();
+        store.append(&lease, vec![event("e", 2)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
         // A reader whose connection the server ended reads again on a new one: the read
         // succeeds (a claim, which may have committed before its answer was lost, would fail
         // instead). Six slow reads at once take every reader, so each reads on a connection
@@ -2331,7 +2315,103 @@ mod postgres_connections {
         slow_reads_at_once(&*store).unwrap();
         end_connections(&db);
         slow_reads_at_once(&*store).unwrap();
-        assert_eq!(numbers(&journal(&*store, "d").unwrap()), [0, 1]);
+        assert_eq!(numbers(&journal(&*store, "d").unwrap()), [0, 1, 2]);
+        assert_eq!(
+            db.raw_count("SELECT count(*) FROM journal WHERE run = 'd'"),
+            3
+        );
+    }
+
+    /// The server's sessions of the test's database but the asker's, by process id.
+    fn sessions(db: &Postgres) -> HashSet<i32> {
+        db.conn()
+            .query(
+                "SELECT pid FROM pg_stat_activity
+                 WHERE datname = current_database() AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    }
+
+    /// A durable run's journal of events `e` 0 to 2, the middle one (`lost`) in a batch the
+    /// server ends the writer's session around as `fault` says, in the store's own writer
+    /// (`reel_store::PgStore::inject_fault`): the run's journal as the store reads it back,
+    /// and whether the writer's session was ended.
+    fn journal_around_a_session_end(fault: &str) -> (Vec<u64>, bool) {
+        let db = Postgres::new();
+        let store = PgStore::open(&db.url, db.clock.clone()).unwrap();
+        store.inject_fault(fault).unwrap();
+        let mut run = new_run("s");
+        run.durability = Durability::Durable;
+        let lease = store.create_run(run, &me(), 60_000).unwrap();
+        store.append(&lease, vec![event("e", 0)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        let before = sessions(&db);
+        store.append(&lease, vec![event("lost", 1)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        let ended = !before.is_subset(&sessions(&db));
+        store.append(&lease, vec![event("e", 2)]).unwrap();
+        end_succeeded(&store, &lease, 10);
+        let rows = db.raw_count("SELECT count(*) FROM journal WHERE run = 's'");
+        assert_eq!(rows, 3, "each event once");
+        (numbers(&journal(&store, "s").unwrap()), ended)
+    }
+
+    #[test]
+    fn a_batch_the_server_committed_before_the_session_ended_is_not_written_twice() {
+        // The `COMMIT` is made, the session ends before its answer is read (a restart, a
+        // failover, an administrator): the run's row shows the batch's rows went in, so its
+        // writers are told it succeeded and nothing is written again.
+        let (journal, ended) = journal_around_a_session_end("answer-lost@lost*1");
+        assert!(ended, "the writer's session was ended");
+        assert_eq!(journal, [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_batch_the_session_ended_before_is_written_again() {
+        let (journal, ended) = journal_around_a_session_end("session-ends@lost*1");
+        assert!(ended, "the writer's session was ended");
+        assert_eq!(journal, [0, 1, 2]);
+    }
+
+    #[test]
+    fn a_batch_whose_fate_nothing_tells_poisons_its_runs_and_a_new_lease_goes_on() {
+        // A batch of a log line alone: no journal row tells whether it was committed, and a
+        // log line written again would show twice; the run's lease writes nothing more, and
+        // the run is taken again once it runs out, from where its journal ends.
+        let db = Postgres::new();
+        let store = PgStore::open(&db.url, db.clock.clone()).unwrap();
+        store.inject_fault("session-ends@commit=3*1").unwrap();
+        let lease = store.create_run(new_run("p"), &me(), 60_000).unwrap();
+        store.append(&lease, vec![event("e", 0)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        let log = LogRow {
+            run: "p".to_string(),
+            step: "s".to_string(),
+            index: None,
+            attempt: 1,
+            at: 1,
+            text: "hello".to_string(),
+        };
+        store.append_log(&lease, log).unwrap();
+        let lost = wait(store.sync(&lease)).unwrap_err();
+        assert_eq!(lost.code(), "store.poisoned", "{lost}");
+        assert!(lost.to_string().contains("connection"), "{lost}");
+        assert!(matches!(
+            store.append(&lease, vec![event("e", 1)]),
+            Err(StoreError::Poisoned { .. })
+        ));
+        db.clock().advance(120_000);
+        let Claim::Claimed(again) = store.claim_run("p", &me(), 60_000).unwrap() else {
+            panic!("the run's lease ran out and is taken again");
+        };
+        assert_eq!(again.next_seq.load(Ordering::SeqCst), 1);
+        store.append(&again, vec![event("e", 1)]).unwrap();
+        wait(store.sync(&again)).unwrap();
+        assert_eq!(numbers(&journal(&store, "p").unwrap()), [0, 1]);
     }
 
     /// Sends the test's database away (every session ended, new ones refused, as while a

@@ -117,6 +117,24 @@ impl PgStore {
         })
     }
 
+    /// Makes the server end the writer's session around a batch as `fault` says
+    /// (`session-ends@WHEN[*N]` or `answer-lost@WHEN[*N]`, see `writer::faults`): debug builds
+    /// only, for tests of a lost connection. `Err` says what is wrong with the text; a second
+    /// fault is refused.
+    #[cfg(debug_assertions)]
+    pub fn inject_fault(&self, text: &str) -> Result<(), String> {
+        let fault = crate::writer::faults::WriteFault::parse(text)?;
+        if !fault.kind().postgres() {
+            return Err(format!(
+                "`{text}` is a fault of the SQLite store's writer; this store is PostgreSQL's"
+            ));
+        }
+        self.shared
+            .fault
+            .set(fault)
+            .map_err(|_| "a fault is already injected".to_string())
+    }
+
     /// Connects for reading only: starts no writer, changes nothing in the database, and
     /// refuses a database without the store's schema or with another version of it.
     pub fn open_read_only(url: &str) -> Result<PgStore, StoreError> {

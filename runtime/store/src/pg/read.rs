@@ -98,19 +98,37 @@ impl Readers {
 
     /// Runs the read `f` on a reader's connection and waits for its answer. A read that
     /// fails because the server ended the connection (a restart, an administrator, an idle
-    /// timeout) is run once more on a new one: a read changes nothing, so running it twice is
-    /// harmless, and a long-lived process (a worker, the language server) does not fail a
-    /// read for each of its readers after the server came back.
+    /// timeout) is run again on a new one, up to [`READ_ATTEMPTS`] times in all: a read changes
+    /// nothing, so running it again is harmless, and a long-lived process (a worker, the
+    /// language server) does not fail a read for each of its readers after the server came
+    /// back. (A connection ended while it sat unused is found out only by the read that uses
+    /// it next, which may be just when the server ends sessions again.)
     pub(crate) fn with<R: Send + 'static>(
         &self,
         f: impl Fn(&mut Client) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
         self.run(move |client: &mut Option<Client>, connector: &Connector| {
-            match on_connection(client, connector, &f) {
-                Err(_) if client.as_ref().is_some_and(Client::is_closed) => {
-                    on_connection(client, connector, &f)
+            let mut attempt = 1;
+            loop {
+                // Whether the read itself found its session ended (the server's `FATAL` may
+                // come before the client sees the connection close); not a connection that
+                // could not be made, which `on_connection` already waited for.
+                let mut ended = false;
+                let result = on_connection(client, connector, |c| {
+                    let result = f(c);
+                    ended = matches!(result, Err(StoreError::Unreachable(_)));
+                    result
+                });
+                match result {
+                    Err(_)
+                        if attempt < READ_ATTEMPTS
+                            && (ended || client.as_ref().is_some_and(Client::is_closed)) =>
+                    {
+                        *client = None;
+                        attempt += 1;
+                    }
+                    result => return result,
                 }
-                result => result,
             }
         })
     }
@@ -169,6 +187,10 @@ impl Readers {
         }
     }
 }
+
+/// How many times a read is tried when the server ends its session each time (see
+/// [`Readers::with`]).
+const READ_ATTEMPTS: u32 = 4;
 
 /// Runs `f` on the reader's connection, connecting first when it has none or the server
 /// ended it (patiently, while the server is away).

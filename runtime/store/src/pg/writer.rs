@@ -25,7 +25,12 @@ use super::conn::{Connector, Pipelined, pg};
 use super::listen::{DUE_CHANNEL, TIMER_CHANNEL};
 use crate::api::{Durability, Kept, NewRun, Owner, StoreError};
 use crate::clock::Clock;
+#[cfg(debug_assertions)]
+use crate::writer::faults::FaultKind;
 use crate::writer::{ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, durability_str, lock};
+use fate::{Fate, RunNow};
+
+mod fate;
 
 /// The advisory lock that orders cleans with the batches that name values ("reelvals").
 const VALUES_LOCK: i64 = 0x7265_656c_7661_6c73;
@@ -494,6 +499,8 @@ impl Writer {
                 {
                     self.conn = None;
                 }
+                // The session ended and nothing told what became of the batch (see `write`),
+                // or the batch failed: its runs are poisoned.
                 let error = lost.error;
                 for cmd in batch.drain(..) {
                     if let Some(tag) = cmd.data_tag() {
@@ -542,7 +549,9 @@ impl Writer {
         Ok(self.conn.as_mut().expect("connected just above"))
     }
 
-    /// Runs the batch in one transaction, again when the server broke a deadlock with it.
+    /// Runs the batch in one transaction, again when the server broke a deadlock with it or
+    /// ended the session before committing it; a batch the server committed before the
+    /// session ended is answered as its runs' rows tell (see [`fate`]).
     fn write(
         &mut self,
         batch: &mut [Cmd],
@@ -552,12 +561,76 @@ impl Writer {
         let mut attempt = 1;
         loop {
             results.clear();
-            match self.try_write(batch, durable, results, true) {
+            let lost = match self.try_write(batch, durable, results, true) {
                 Ok(()) => return Ok(()),
-                Err(lost) if lost.retry && attempt < BATCH_ATTEMPTS => attempt += 1,
-                Err(lost) => return Err(lost),
+                Err(lost) if lost.retry && attempt < BATCH_ATTEMPTS => {
+                    attempt += 1;
+                    continue;
+                }
+                Err(lost) => lost,
+            };
+            let ended = lost.broken
+                || self
+                    .conn
+                    .as_ref()
+                    .is_some_and(|(c, _)| c.client().is_closed());
+            if !ended {
+                return Err(lost);
+            }
+            loop {
+                self.conn = None;
+                if attempt >= BATCH_ATTEMPTS {
+                    return Err(lost);
+                }
+                attempt += 1;
+                match self.fate(batch) {
+                    Ok(Fate::NotWritten) => break,
+                    Ok(Fate::Written(outcomes)) => {
+                        // Refusals poison their runs, as when the answer came (`settle`).
+                        for (cmd, outcome) in batch.iter().zip(&outcomes) {
+                            if let (Some(tag), Err(e)) = (cmd.data_tag(), outcome) {
+                                self.shared.poison(&tag.run, tag.token, e.clone());
+                            }
+                        }
+                        *results = outcomes;
+                        return Ok(());
+                    }
+                    // The session that asked ended too: asked again on another.
+                    Err(asking) if asking.broken => {}
+                    // Unknown, or the server away for longer than the writer waits: the runs
+                    // are poisoned with the error the batch met.
+                    Ok(Fate::Unknown) | Err(_) => return Err(lost),
+                }
             }
         }
+    }
+
+    /// What became of `batch`, whose session ended before its answer was read, from its runs'
+    /// rows read on a new connection (see [`fate`]).
+    fn fate(&mut self, batch: &[Cmd]) -> Result<Fate, Lost> {
+        let runs = fate::runs_named(batch);
+        let mut now = std::collections::HashMap::new();
+        if !runs.is_empty() {
+            let (conn, _) = self.connection()?;
+            let rows = conn
+                .block_on(conn.client().query(
+                    "SELECT id, lease_token, next_seq, lease_owner FROM runs WHERE id = ANY($1)",
+                    &[&runs],
+                ))
+                .map_err(|e| lost(&e))?;
+            for row in rows {
+                let read = RunNow {
+                    token: super::read::get::<i64>(&row, 1)?.try_into().unwrap_or(0),
+                    next_seq: super::read::get::<i64>(&row, 2)?.try_into().unwrap_or(0),
+                    owner: super::read::get(&row, 3)?,
+                };
+                now.insert(super::read::get::<String>(&row, 0)?, read);
+            }
+        }
+        let shared = &self.shared;
+        Ok(fate::decide(batch, &now, &|run, token| {
+            shared.poisoned(run, token)
+        }))
     }
 
     /// Writes the batch in one transaction. Its opening, its values and the appends of the
@@ -582,6 +655,14 @@ impl Writer {
             synchronous = None;
         }
         let (conn, statements) = self.connection()?;
+        // A test's fault (debug builds): the server ends this session before the batch goes
+        // out, or once it is committed.
+        #[cfg(debug_assertions)]
+        let fault = shared.fault.get().and_then(|f| f.session_end(batch));
+        #[cfg(debug_assertions)]
+        if fault == Some(FaultKind::SessionEnds) {
+            end_session(conn);
+        }
         let cleaning = batch.iter().any(|c| matches!(c, Cmd::Clean { .. }));
         let first = stretch_from(batch, 0, 1);
         let guard = if one_trip {
@@ -657,11 +738,31 @@ impl Writer {
             }
             let sent = run.tx.commit().map_err(|e| lost(&e))?;
             shared_trips.fetch_add(sent, Ordering::Relaxed);
+            #[cfg(debug_assertions)]
+            if fault == Some(FaultKind::AnswerLost)
+                && let Some(e) = end_session(conn)
+            {
+                return Err(lost(&e));
+            }
         }
         self.values_removed = values_removed;
         self.synchronous = Some(durable);
         Ok(())
     }
+}
+
+/// Ends the writer's own session as a server's restart or an administrator would (a test's
+/// fault, see `writer::faults`): the error the writer then meets, `None` if the session still
+/// answers (the tests that inject the fault check that the session ended).
+#[cfg(debug_assertions)]
+fn end_session(conn: &Pipelined) -> Option<postgres::Error> {
+    let client = conn.client();
+    let ended =
+        conn.block_on(client.batch_execute("SELECT pg_terminate_backend(pg_backend_pid())"));
+    // The server ends the session as it answers, or the next statement finds it ended.
+    ended
+        .and_then(|()| conn.block_on(client.batch_execute("SELECT 1")))
+        .err()
 }
 
 /// Whether `batch` can commit in its first round trip, and on what condition: `None` when it

@@ -6,9 +6,13 @@
 //! A fault is written `WHAT@WHEN`, optionally followed by `*N` (it strikes N batches, then the
 //! disk has room again; without it, every batch from then on):
 //!
-//! - `WHAT`: `full` (SQLite's `SQLITE_FULL`, "database or disk is full"), `readonly`
-//!   (`SQLITE_READONLY`), `refuse` (the matching command alone is refused, the rest of its
-//!   batch commits), `delay=MS` (the commit waits MS milliseconds, then succeeds).
+//! - `WHAT`, for the SQLite store: `full` (SQLite's `SQLITE_FULL`, "database or disk is
+//!   full"), `readonly` (`SQLITE_READONLY`), `refuse` (the matching command alone is refused,
+//!   the rest of its batch commits), `delay=MS` (the commit waits MS milliseconds, then
+//!   succeeds). For the PostgreSQL store, whose server ends the writer's session (it runs
+//!   `pg_terminate_backend` on itself, as a restart or an administrator would):
+//!   `session-ends` (before the batch is sent: nothing of it is committed) and `answer-lost`
+//!   (once the batch is committed, before the writer has read that it was).
 //! - `WHEN`: an event kind (`effect_recorded`): the first batch that appends an event of that
 //!   kind; or `commit=N`: the N-th batch (from 1) this store commits.
 
@@ -30,6 +34,18 @@ pub enum FaultKind {
     Refuse,
     /// The commit waits this long, then goes on.
     Delay(Duration),
+    /// PostgreSQL: the server ends the writer's session before the batch is sent.
+    SessionEnds,
+    /// PostgreSQL: the server ends the writer's session once the batch is committed, before
+    /// the writer reads that it was.
+    AnswerLost,
+}
+
+impl FaultKind {
+    /// Whether the PostgreSQL store's writer has this fault (else the SQLite store's has).
+    pub fn postgres(&self) -> bool {
+        matches!(self, FaultKind::SessionEnds | FaultKind::AnswerLost)
+    }
 }
 
 /// When a fault strikes first.
@@ -72,9 +88,16 @@ impl WriteFault {
             "full" => FaultKind::Full,
             "readonly" => FaultKind::ReadOnly,
             "refuse" => FaultKind::Refuse,
+            "session-ends" => FaultKind::SessionEnds,
+            "answer-lost" => FaultKind::AnswerLost,
             _ => match what.strip_prefix("delay=").map(str::parse::<u64>) {
                 Some(Ok(ms)) => FaultKind::Delay(Duration::from_millis(ms)),
-                _ => return Err(format!("`{what}`: full, readonly, refuse or delay=MS")),
+                _ => {
+                    return Err(format!(
+                        "`{what}`: full, readonly, refuse or delay=MS (SQLite), session-ends \
+                         or answer-lost (PostgreSQL)"
+                    ));
+                }
             },
         };
         let at = match when.strip_prefix("commit=") {
@@ -92,6 +115,11 @@ impl WriteFault {
             struck: AtomicU32::new(0),
             batches: AtomicU64::new(0),
         })
+    }
+
+    /// What the fault does.
+    pub fn kind(&self) -> &FaultKind {
+        &self.kind
     }
 
     /// Whether `cmd` is one the fault waits for.
@@ -129,7 +157,7 @@ impl WriteFault {
     /// a fault has struck, it strikes every batch after (the disk stays full) until it has
     /// struck `times` batches.
     pub(super) fn at_commit(&self, batch: &[Cmd]) -> Option<rusqlite::Error> {
-        if self.kind == FaultKind::Refuse || !self.live() {
+        if self.kind == FaultKind::Refuse || self.kind.postgres() || !self.live() {
             return None;
         }
         let n = self.batches.load(Ordering::SeqCst);
@@ -145,12 +173,30 @@ impl WriteFault {
                 std::thread::sleep(*d);
                 return None;
             }
-            FaultKind::Refuse => return None,
+            FaultKind::Refuse | FaultKind::SessionEnds | FaultKind::AnswerLost => return None,
         };
         Some(rusqlite::Error::SqliteFailure(
             ffi::Error::new(code),
             Some(message.to_string()),
         ))
+    }
+}
+
+impl WriteFault {
+    /// Called once per batch the PostgreSQL writer writes: the session's end that strikes it,
+    /// if any. As on SQLite, once struck it strikes every batch after until it has struck
+    /// `times` batches.
+    pub(crate) fn session_end(&self, batch: &[Cmd]) -> Option<FaultKind> {
+        let n = self.batches.fetch_add(1, Ordering::SeqCst) + 1;
+        if !self.kind.postgres() || !self.live() {
+            return None;
+        }
+        let begun = self.struck.load(Ordering::SeqCst) > 0;
+        if !begun && !batch.iter().any(|c| self.matches(c, n)) {
+            return None;
+        }
+        self.struck.fetch_add(1, Ordering::SeqCst);
+        Some(self.kind.clone())
     }
 }
 
@@ -175,6 +221,13 @@ mod tests {
         assert_eq!(f.kind, FaultKind::Delay(Duration::from_millis(150)));
         assert_eq!(f.at, FaultAt::Commit(3));
         assert_eq!(f.times, None);
+        let f = WriteFault::parse("answer-lost@effect_recorded*3").unwrap();
+        assert_eq!(f.kind, FaultKind::AnswerLost);
+        assert!(f.kind.postgres() && !FaultKind::Full.postgres());
+        assert_eq!(
+            WriteFault::parse("session-ends@commit=2").unwrap().kind,
+            FaultKind::SessionEnds
+        );
         for bad in ["full", "wet@commit=1", "full@", "full@commit=x", "full@x*y"] {
             assert!(WriteFault::parse(bad).is_err(), "{bad}");
         }

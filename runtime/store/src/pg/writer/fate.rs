@@ -1,0 +1,195 @@
+//! What became of a batch whose session ended before the writer read its answer: a restart, a
+//! failover or an administrator ends a session whenever it likes, and a `COMMIT` whose answer
+//! never came may or may not have been made. Failing the batch then poisoned every run in it,
+//! which is right only when nothing can tell; the runs' rows usually can.
+//!
+//! A batch commits all or nothing. A run it appends to, under a lease this process still holds
+//! (the row's token is the batch's), is written by nobody else meanwhile: its `next_seq` is
+//! where the batch's appends to it begin (nothing of the batch was committed: it is written
+//! again) or where they end (all of it was: each command is answered as the rows say). A run
+//! the batch creates is there or not. Anything else (the lease taken over, a `next_seq`
+//! elsewhere, as a `fast` commit the server lost in a crash leaves it) cannot tell, and the
+//! batch's runs are poisoned as before. A batch with nothing to tell by is written again only
+//! when every command in it may run twice.
+
+use std::collections::HashMap;
+
+use crate::api::StoreError;
+use crate::writer::{Cmd, Tag};
+
+/// A run's row as the writer reads it after the session ended.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct RunNow {
+    /// The lease's fencing token.
+    pub(super) token: u64,
+    pub(super) next_seq: u64,
+    /// The lease's holder, `None` when nobody holds it.
+    pub(super) owner: Option<String>,
+}
+
+/// What became of the batch.
+#[derive(Debug)]
+pub(super) enum Fate {
+    /// Nothing of it was committed: it is written again.
+    NotWritten,
+    /// It was committed; each command's outcome, in the batch's order.
+    Written(Vec<Result<(), StoreError>>),
+    /// Nothing tells.
+    Unknown,
+}
+
+/// The runs whose rows tell the batch's fate (see [`decide`]).
+pub(super) fn runs_named(batch: &[Cmd]) -> Vec<String> {
+    let mut runs: Vec<String> = batch
+        .iter()
+        .filter_map(|cmd| match cmd {
+            Cmd::Create { run, .. } => Some(run.id.clone()),
+            Cmd::Renew { tag, .. } | Cmd::Sync { tag, .. } => Some(tag.run.clone()),
+            cmd => cmd.data_tag().map(|tag| tag.run.clone()),
+        })
+        .collect();
+    runs.sort_unstable();
+    runs.dedup();
+    runs
+}
+
+/// The batch's fate from its runs' rows (`now`, missing when the run has no row), `poisoned`
+/// answering for runs poisoned before the batch.
+pub(super) fn decide(
+    batch: &[Cmd],
+    now: &HashMap<String, RunNow>,
+    poisoned: &dyn Fn(&str, u64) -> Option<StoreError>,
+) -> Fate {
+    match written(batch, now, poisoned) {
+        Some(false) => Fate::NotWritten,
+        Some(true) => outcomes(batch, now, poisoned).map_or(Fate::Unknown, Fate::Written),
+        None if batch.iter().all(runs_twice_alike) => Fate::NotWritten,
+        None => Fate::Unknown,
+    }
+}
+
+/// Whether the batch was committed, as its runs' rows tell; `None` when none tells, or they
+/// disagree.
+fn written(
+    batch: &[Cmd],
+    now: &HashMap<String, RunNow>,
+    poisoned: &dyn Fn(&str, u64) -> Option<StoreError>,
+) -> Option<bool> {
+    // Each run's appends in the batch: where they begin and end, under which token.
+    let mut spans: Vec<(&Tag, u64, u64)> = Vec::new();
+    let mut votes = Vec::new();
+    for cmd in batch {
+        match cmd {
+            Cmd::Append {
+                tag,
+                first_seq,
+                rows,
+                ..
+            } if !rows.is_empty() && poisoned(&tag.run, tag.token).is_none() => {
+                let end = first_seq + rows.len() as u64;
+                match spans.iter_mut().find(|(t, _, _)| t.run == tag.run) {
+                    Some((t, _, last)) if t.token == tag.token && *last == *first_seq => {
+                        *last = end;
+                    }
+                    // Not one span under one lease: nothing to tell by.
+                    Some(_) => return None,
+                    None => spans.push((tag, *first_seq, end)),
+                }
+            }
+            Cmd::Create { run, owner, .. } => votes.push(match now.get(&run.id) {
+                None => false,
+                Some(row) if row.token == 1 && row.owner.as_deref() == Some(&owner.id) => true,
+                Some(_) => return None,
+            }),
+            _ => {}
+        }
+    }
+    for (tag, first, end) in spans {
+        match now.get(&tag.run) {
+            Some(row) if row.token == tag.token => match row.next_seq {
+                n if n == first => votes.push(false),
+                n if n == end => votes.push(true),
+                _ => return None,
+            },
+            // Taken over since, or gone: this run cannot tell.
+            _ => {}
+        }
+    }
+    let first = *votes.first()?;
+    votes.iter().all(|v| *v == first).then_some(first)
+}
+
+/// Each command's outcome in a committed batch, as the writer would have answered it: a run
+/// whose lease is no longer this token's lost it (and so the run's later commands are
+/// refused), a run poisoned before answers with that. `None` when a command
+/// answers with what only its own answer held (a claim's lease, a signal's number, a clean's
+/// report).
+fn outcomes(
+    batch: &[Cmd],
+    now: &HashMap<String, RunNow>,
+    poisoned: &dyn Fn(&str, u64) -> Option<StoreError>,
+) -> Option<Vec<Result<(), StoreError>>> {
+    let mut refused: HashMap<(&str, u64), StoreError> = HashMap::new();
+    let mut results = Vec::with_capacity(batch.len());
+    for cmd in batch {
+        let tag = match cmd {
+            Cmd::Claim { .. } | Cmd::Signal { .. } | Cmd::Cancel { .. } | Cmd::Clean { .. } => {
+                return None;
+            }
+            Cmd::Value { .. }
+            | Cmd::Spec { .. }
+            | Cmd::SpecBinary { .. }
+            | Cmd::Unlink { .. }
+            | Cmd::Create { .. } => {
+                results.push(Ok(()));
+                continue;
+            }
+            Cmd::Renew { tag, .. } | Cmd::Sync { tag, .. } => tag,
+            cmd => cmd.data_tag()?,
+        };
+        let before = poisoned(&tag.run, tag.token)
+            .or_else(|| refused.get(&(tag.run.as_str(), tag.token)).cloned());
+        let result = match (before, cmd) {
+            (Some(e), _) => Err(e),
+            (None, Cmd::Sync { .. }) => Ok(()),
+            (None, _) => match now.get(&tag.run) {
+                None => Err(StoreError::NotFound(tag.run.clone())),
+                Some(row) if row.token != tag.token => Err(StoreError::LeaseLost {
+                    run: tag.run.clone(),
+                }),
+                // Its appends went in: [`written`] found every such run's `next_seq` where
+                // they end.
+                Some(_) => Ok(()),
+            },
+        };
+        if let Err(e) = &result
+            && !matches!(cmd, Cmd::Sync { .. } | Cmd::Renew { .. })
+        {
+            refused
+                .entry((tag.run.as_str(), tag.token))
+                .or_insert_with(|| e.clone());
+        }
+        results.push(result);
+    }
+    Some(results)
+}
+
+/// Whether running `cmd` a second time leaves what once does (a value stored again, a row set
+/// to the same fields, a lease given up or renewed again), so a batch of such commands can be
+/// written again when nothing tells whether it was.
+fn runs_twice_alike(cmd: &Cmd) -> bool {
+    matches!(
+        cmd,
+        Cmd::Value { .. }
+            | Cmd::Spec { .. }
+            | Cmd::SpecBinary { .. }
+            | Cmd::Unlink { .. }
+            | Cmd::Sync { .. }
+            | Cmd::Update { .. }
+            | Cmd::Release { .. }
+            | Cmd::Renew { .. }
+    )
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,325 @@
+//! The fate of a batch whose session ended, decided from its runs' rows: a table of batches,
+//! the rows the writer finds afterwards, and what it concludes (each command's answer when the
+//! batch was committed).
+
+use std::collections::HashMap;
+
+use super::{Fate, RunNow, decide, runs_named};
+use crate::api::{Durability, NewRun, Owner, StoreError};
+use crate::writer::{Cmd, Row, Tag, Update};
+
+/// This process, as the runs' rows name it.
+const ME: &str = "host:1:1";
+
+fn tag(run: &str, token: u64) -> Tag {
+    Tag {
+        run: run.to_string(),
+        token,
+        durable: true,
+    }
+}
+
+/// A batch written as words: `append a 1 0..3` (run `a`, token 1, rows 0 to 2), `update a 1`,
+/// `release a 1`, `sync a 1`, `log a 1`, `create c`, `value`, `cancel a`.
+fn batch(words: &[&str]) -> Vec<Cmd> {
+    words.iter().map(|w| command(w)).collect()
+}
+
+fn command(text: &str) -> Cmd {
+    let w: Vec<&str> = text.split(' ').collect();
+    let token = || w[2].parse::<u64>().unwrap();
+    match w[0] {
+        "append" => {
+            let (first, end) = w[3].split_once("..").unwrap();
+            let (first, end): (u64, u64) = (first.parse().unwrap(), end.parse().unwrap());
+            Cmd::Append {
+                tag: tag(w[1], token()),
+                first_seq: first,
+                rows: (first..end)
+                    .map(|_| Row {
+                        at: 0,
+                        kind: "step_started".to_string(),
+                        step: None,
+                        index: None,
+                        attempt: None,
+                        data: "{}".to_string(),
+                    })
+                    .collect(),
+                kept: Vec::new(),
+            }
+        }
+        "update" => Cmd::Update {
+            tag: tag(w[1], token()),
+            update: Update {
+                status: Some("succeeded"),
+                due_at: None,
+                waiting_on: None,
+                clear_signal_pending: false,
+                ended_at: Some(1),
+                output_digest: None,
+                error: None,
+            },
+        },
+        "release" => Cmd::Release {
+            tag: tag(w[1], token()),
+            reply: tokio::sync::oneshot::channel().0,
+        },
+        "sync" => Cmd::Sync {
+            tag: tag(w[1], token()),
+            reply: tokio::sync::oneshot::channel().0,
+        },
+        "log" => Cmd::Log {
+            tag: tag(w[1], token()),
+            log: crate::api::LogRow {
+                run: w[1].to_string(),
+                step: "s".to_string(),
+                index: None,
+                attempt: 1,
+                at: 0,
+                text: "hello".to_string(),
+            },
+        },
+        "create" => Cmd::Create {
+            run: Box::new(NewRun {
+                id: w[1].to_string(),
+                flow: "f".to_string(),
+                flow_digest: "d".to_string(),
+                source: None,
+                source_abs: None,
+                cwd: "/".to_string(),
+                parent: None,
+                keep_for_ms: None,
+                durability: Durability::Durable,
+                created_at: 0,
+                first_events: Vec::new(),
+                kept: Vec::new(),
+            }),
+            rows: Vec::new(),
+            owner: Owner {
+                id: ME.to_string(),
+                pid: 1,
+                host: "host".to_string(),
+                started: 1,
+            },
+            lease_ms: 1000,
+            reply: std::sync::mpsc::sync_channel(1).0,
+        },
+        "value" => Cmd::Value {
+            digest: "v".to_string(),
+            text: crate::writer::ValueText::Inline("1".into()),
+            size: 1,
+        },
+        "cancel" => Cmd::Cancel {
+            run: w[1].to_string(),
+            done: false,
+            reply: std::sync::mpsc::sync_channel(1).0,
+        },
+        other => panic!("no command `{other}`"),
+    }
+}
+
+/// Rows written as `a 1 3` (run `a`, token 1, `next_seq` 3, held by this process) or
+/// `a 2 3 other` (held by another).
+fn rows(words: &[&str]) -> HashMap<String, RunNow> {
+    words
+        .iter()
+        .map(|text| {
+            let w: Vec<&str> = text.split(' ').collect();
+            let row = RunNow {
+                token: w[1].parse().unwrap(),
+                next_seq: w[2].parse().unwrap(),
+                owner: Some(w.get(3).copied().unwrap_or(ME).to_string()),
+            };
+            (w[0].to_string(), row)
+        })
+        .collect()
+}
+
+/// The fate in words: `not written`, `unknown`, or `written: ok, store.lease-lost, …`.
+fn shown(fate: &Fate) -> String {
+    match fate {
+        Fate::NotWritten => "not written".to_string(),
+        Fate::Unknown => "unknown".to_string(),
+        Fate::Written(results) => {
+            let each: Vec<&str> = results
+                .iter()
+                .map(|r| r.as_ref().map_or_else(StoreError::code, |()| "ok"))
+                .collect();
+            format!("written: {}", each.join(", "))
+        }
+    }
+}
+
+/// What a case shows, the batch, the rows found, the runs poisoned before (`run token`), and
+/// the fate.
+type Case<'a> = (
+    &'a str,
+    &'a [&'a str],
+    &'a [&'a str],
+    &'a [&'a str],
+    &'a str,
+);
+
+#[test]
+fn a_batch_s_fate_is_what_its_runs_rows_tell() {
+    // (what the case shows, the batch, the rows found, runs poisoned before, the fate)
+    let cases: &[Case] = &[
+        (
+            "the run's journal ends where the batch's appends begin",
+            &["value", "append a 1 3..5", "sync a 1"],
+            &["a 1 3"],
+            &[],
+            "not written",
+        ),
+        (
+            "the run's journal ends where the batch's appends end",
+            &[
+                "value",
+                "append a 1 3..5",
+                "update a 1",
+                "release a 1",
+                "sync a 1",
+            ],
+            &["a 1 5"],
+            &[],
+            "written: ok, ok, ok, ok, ok",
+        ),
+        (
+            "a run's appends one after another in one batch tell as one",
+            &["append a 1 3..4", "log a 1", "append a 1 4..6"],
+            &["a 1 6"],
+            &[],
+            "written: ok, ok, ok",
+        ),
+        (
+            "the journal ends elsewhere, as a fast commit the server lost leaves it",
+            &["append a 1 3..5"],
+            &["a 1 2"],
+            &[],
+            "unknown",
+        ),
+        (
+            "the only run was taken over since: nothing tells, and an append must not run twice",
+            &["append a 1 3..5", "sync a 1"],
+            &["a 2 7 other"],
+            &[],
+            "unknown",
+        ),
+        (
+            "a run taken over answers lease-lost, and so do its later commands",
+            &[
+                "append a 1 0..2",
+                "append b 1 8..9",
+                "update b 1",
+                "sync b 1",
+                "sync a 1",
+            ],
+            &["a 1 2", "b 2 9 other"],
+            &[],
+            "written: ok, store.lease-lost, store.lease-lost, store.lease-lost, ok",
+        ),
+        (
+            "a run poisoned before answers with its poison; another run tells",
+            &["append a 1 0..2", "append b 1 8..9", "sync b 1"],
+            &["a 1 2", "b 1 8"],
+            &["b 1"],
+            "written: ok, store.poisoned, store.poisoned",
+        ),
+        (
+            "two runs disagree",
+            &["append a 1 0..2", "append b 1 8..9"],
+            &["a 1 2", "b 1 8"],
+            &[],
+            "unknown",
+        ),
+        (
+            "a run the batch creates is not there",
+            &["create c", "append a 1 0..2"],
+            &[],
+            &[],
+            "not written",
+        ),
+        (
+            "a run the batch creates is there, held by this process",
+            &["create c", "sync c 1"],
+            &["c 1 0"],
+            &[],
+            "written: ok, ok",
+        ),
+        (
+            "a run the batch creates is there, held by another",
+            &["create c"],
+            &["c 1 0 other"],
+            &[],
+            "unknown",
+        ),
+        (
+            "committed with a command whose answer only the lost answer held",
+            &["append a 1 0..2", "cancel z"],
+            &["a 1 2"],
+            &[],
+            "unknown",
+        ),
+        (
+            "not committed with such a command: it is written again",
+            &["append a 1 0..2", "cancel z"],
+            &["a 1 0"],
+            &[],
+            "not written",
+        ),
+        (
+            "nothing tells, and every command may run twice",
+            &["value", "update a 1", "release a 1", "sync a 1"],
+            &["a 1 4"],
+            &[],
+            "not written",
+        ),
+        (
+            "nothing tells, and a log line must not be kept twice",
+            &["log a 1", "sync a 1"],
+            &["a 1 4"],
+            &[],
+            "unknown",
+        ),
+    ];
+    let mut wrong = Vec::new();
+    for (shows, words, found, poisoned, expected) in cases {
+        let batch = batch(words);
+        let now = rows(found);
+        let poisoned: Vec<(String, u64)> = poisoned
+            .iter()
+            .map(|p| {
+                let (run, token) = p.split_once(' ').unwrap();
+                (run.to_string(), token.parse().unwrap())
+            })
+            .collect();
+        let is_poisoned = |run: &str, token: u64| {
+            poisoned
+                .iter()
+                .any(|(r, t)| r == run && *t == token)
+                .then(|| StoreError::Poisoned {
+                    run: run.to_string(),
+                    message: "before".to_string(),
+                })
+        };
+        let fate = shown(&decide(&batch, &now, &is_poisoned));
+        if fate != *expected {
+            wrong.push(format!(
+                "{shows}:\n  expected {expected}\n  found    {fate}"
+            ));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
+#[test]
+fn the_runs_read_are_those_the_batch_writes_or_creates() {
+    let batch = batch(&[
+        "value",
+        "append b 1 0..1",
+        "create c",
+        "sync a 1",
+        "log b 1",
+    ]);
+    assert_eq!(runs_named(&batch), ["a", "b", "c"]);
+}
