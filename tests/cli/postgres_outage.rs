@@ -312,3 +312,44 @@ fn a_run_goes_on_while_its_sessions_are_ended_again_and_again() {
         assert!(ended >= 3, "{mode}: only {ended} sessions were ended");
     }
 }
+
+#[test]
+fn a_worker_whose_look_lost_its_answer_takes_up_what_it_claimed_at_its_next_look() {
+    // The look's claim is committed and the session ends before the worker reads it: the
+    // signaled run is the worker's, though it never heard so. Its next look, 250 ms later,
+    // takes it up again, rather than leaving it until its 15 s lease runs out.
+    let dir = temp();
+    let d = dir.path();
+    write(d, "signaled.reel", SIGNALED);
+    let url = database();
+    let parked = on_postgres(d, &url, &["run", "signaled.reel", "--json"]);
+    assert_eq!(parked.status, 0, "{parked:?}");
+    let parked = json(&parked)["run"].as_str().unwrap().to_string();
+    let sent = on_postgres(d, &url, &["signal", &parked, "go", r#"{"v": 7}"#]);
+    assert_eq!(sent.status, 0, "{sent:?}");
+    let began = Instant::now();
+    let worker = reel_env(
+        d,
+        &["worker", "--until-idle"],
+        &[
+            ("REEL_STORE_URL", &url),
+            ("REEL_STORE_FAULT", "answer-lost@look*1"),
+        ],
+    );
+    let took = began.elapsed();
+    assert_eq!(worker.status, 0, "{worker:?}");
+    assert!(
+        worker.stderr.contains("cannot be reached") && worker.stderr.contains("answers again"),
+        "the look's session ended: {worker:?}"
+    );
+    assert!(
+        worker.stderr.contains(&format!("run {parked} succeeded")),
+        "{worker:?}"
+    );
+    assert!(
+        took < Duration::from_secs(15),
+        "the run waited for its lease to run out: {took:?}"
+    );
+    let log = fs::read_to_string(d.join("calls.log")).unwrap();
+    assert_eq!(log.lines().count(), 1, "the call made once: {log}");
+}

@@ -2414,6 +2414,41 @@ mod postgres_connections {
         assert_eq!(numbers(&journal(&store, "p").unwrap()), [0, 1]);
     }
 
+    #[test]
+    fn a_look_whose_answer_was_lost_is_taken_up_by_the_next_look_not_after_its_lease() {
+        // A worker's look claims due runs in one statement; when its session ends before the
+        // answer is read, the runs are the worker's but it never heard of them. Its next look
+        // takes them up again, rather than leaving them until their lease runs out; runs
+        // another process holds, and runs the worker drives, stay as they are.
+        let db = Postgres::new();
+        let store = PgStore::open(&db.url, db.clock.clone()).unwrap();
+        store.inject_fault("answer-lost@look*1").unwrap();
+        park(&store, "due", Some(T0 - 1_000), &[]);
+        store.create_run(new_run("held"), &me(), 600_000).unwrap();
+        let worker = other_live_owner();
+        let driving: HashSet<String> = ["driven".to_string()].into();
+        let lost = store.look(T0, &worker, 60_000, 4, &driving).unwrap_err();
+        assert_eq!(lost.code(), "store.unreachable", "{lost}");
+        assert_eq!(
+            db.raw_count(&format!(
+                "SELECT count(*) FROM runs WHERE id = 'due' AND lease_owner = '{}'",
+                worker.id
+            )),
+            1,
+            "the lost look claimed the due run"
+        );
+        store
+            .create_run(new_run("driven"), &worker, 600_000)
+            .unwrap();
+        let look = store.look(T0, &worker, 60_000, 4, &driving).unwrap();
+        let claimed: Vec<&str> = look.claims.iter().map(|c| c.lease.run.as_str()).collect();
+        assert_eq!(claimed, ["due"]);
+        assert_eq!(look.claims[0].was, RunStatus::Running);
+        // Taken up once: the look after it is an ordinary one again.
+        let again = store.look(T0, &worker, 60_000, 4, &driving).unwrap();
+        assert!(again.claims.is_empty());
+    }
+
     /// Sends the test's database away (every session ended, new ones refused, as while a
     /// server restarts) or lets it back.
     fn away(db: &Postgres, away: bool) {

@@ -61,12 +61,18 @@ fn due(n: usize) -> String {
 /// runs whose lease ran out or that nobody holds. A lease's owner and expiry are set and
 /// cleared together (a claim, a release, a new run's row), so a running run nobody holds has
 /// no expiry.
+///
+/// With `$11` (see [`look`]'s `mine_too`), running runs the claimer itself holds too: a scan of
+/// every running run's row, which only a look after one whose answer was lost pays (a
+/// parameter false leaves the branch unscanned).
 const CANDIDATES: &str = "SELECT id FROM runs WHERE status = 'waiting' AND due_at <= $3
          UNION ALL
          SELECT id FROM runs WHERE status = 'waiting' AND (cancel_requested OR signal_pending)
          UNION ALL
          SELECT id FROM runs, clock WHERE status = 'running'
-           AND (lease_expires_at IS NULL OR lease_expires_at <= clock.now)";
+           AND (lease_expires_at IS NULL OR lease_expires_at <= clock.now)
+         UNION ALL
+         SELECT id FROM runs WHERE $11 AND status = 'running' AND lease_owner = $5";
 
 /// What a look saw besides what it claimed.
 pub(crate) struct Seen {
@@ -87,6 +93,11 @@ pub(crate) struct Seen {
 /// runs it picked and count the leases it gives them. A run another claimer is taking at that
 /// moment still reads as due: the worker then looks again soon, as after a look that found
 /// something due it did not take.
+///
+/// `mine_too`: runs `owner` holds itself (and does not skip) are claimed again as well, as
+/// though their lease had run out. A look whose session ended before its answer came may have
+/// claimed runs its worker never heard of; they are the worker's, and nobody else's until
+/// their lease runs out, so the worker's next look takes them up at once.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn look(
     client: &mut Client,
@@ -96,6 +107,7 @@ pub(crate) fn look(
     lease_ms: u64,
     limit: usize,
     skip: &HashSet<String>,
+    mine_too: bool,
 ) -> Result<(Vec<DueClaim>, Seen), StoreError> {
     let skip: Vec<&str> = skip.iter().map(String::as_str).collect();
     let run_columns = RUN_COLUMNS.split(',').count();
@@ -108,7 +120,7 @@ pub(crate) fn look(
             WHERE r.id IN ({candidates})
               AND r.id <> ALL($2::text[])
               AND (r.lease_owner IS NULL OR r.lease_expires_at IS NULL
-                   OR r.lease_expires_at <= clock.now)
+                   OR r.lease_expires_at <= clock.now OR ($11 AND r.lease_owner = $5))
               AND {due}
             ORDER BY r.status = 'running', r.due_at IS NULL, r.due_at, r.created_at
             LIMIT $4
@@ -155,6 +167,7 @@ pub(crate) fn look(
                 &i64::try_from(owner.started).unwrap_or(i64::MAX),
                 &i64::try_from(lease_ms).unwrap_or(i64::MAX),
                 &Owner::this_process().host,
+                &mine_too,
             ],
         )
         .map_err(|e| pg(&e))?;

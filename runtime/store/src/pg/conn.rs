@@ -450,6 +450,11 @@ fn tls_config(root_cert: Option<PathBuf>) -> Result<rustls::ClientConfig, String
     Ok(config)
 }
 
+/// The statement with which a session ends itself, as `pg_terminate_backend` from a server's
+/// restart or an administrator would end it (the tests' faults, see `writer::faults`).
+#[cfg(debug_assertions)]
+pub(crate) const END_OWN_SESSION: &str = "SELECT pg_terminate_backend(pg_backend_pid())";
+
 /// A PostgreSQL error as text: the server's message (with its detail) when there is one.
 pub(crate) fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {

@@ -25,7 +25,7 @@ mod writer;
 pub use copy::PgImporter;
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -73,6 +73,8 @@ pub struct PgStore {
     /// The store's clock: timers' time, and leases' when it does not tell the real time;
     /// `None` when read-only (leases are then judged by the database's clock).
     clock: Option<Arc<dyn Clock>>,
+    /// Whether the last look failed for want of the server, its claims perhaps made unheard.
+    look_lost: AtomicBool,
 }
 
 impl PgStore {
@@ -114,6 +116,7 @@ impl PgStore {
             writer: Some(writer),
             append_order: Mutex::new(()),
             clock: Some(clock),
+            look_lost: AtomicBool::new(false),
         })
     }
 
@@ -157,6 +160,7 @@ impl PgStore {
             writer: None,
             append_order: Mutex::new(()),
             clock: None,
+            look_lost: AtomicBool::new(false),
         })
     }
 
@@ -627,14 +631,39 @@ impl Store for PgStore {
         // the writer's later writes under these leases see it committed.
         let clock = self.clock.clone();
         let (who, passed) = (owner.clone(), skip.clone());
-        let (mut claims, seen) = self.readers.with_once(move |c| {
-            let (mut claims, seen) =
-                claim::look(c, clock.as_deref(), now_ms, &who, lease_ms, limit, &passed)?;
+        // After a look that failed for want of the server, this one takes up what that one
+        // may have claimed unheard (see `claim::look`).
+        let mine_too = self.look_lost.swap(false, Ordering::SeqCst);
+        #[cfg(debug_assertions)]
+        let fault = self.shared.fault.get().and_then(|f| f.look_end());
+        let looked = self.readers.with_once(move |c| {
+            #[cfg(debug_assertions)]
+            if fault == Some(crate::writer::faults::FaultKind::SessionEnds) {
+                end_session(c)?;
+            }
+            let (mut claims, seen) = claim::look(
+                c,
+                clock.as_deref(),
+                now_ms,
+                &who,
+                lease_ms,
+                limit,
+                &passed,
+                mine_too,
+            )?;
+            #[cfg(debug_assertions)]
+            if fault == Some(crate::writer::faults::FaultKind::AnswerLost) {
+                end_session(c)?;
+            }
             // The leases are taken: a failed read leaves them to the claimer's resume, which
             // reads them itself (and meets the error, if it lasts, there).
             let _ = claim::read_with_claims(c, &mut claims);
             Ok::<_, StoreError>((claims, seen))
-        })?;
+        });
+        if let Err(StoreError::Unreachable(_)) = &looked {
+            self.look_lost.store(true, Ordering::SeqCst);
+        }
+        let (mut claims, seen) = looked?;
         let mut next_due = seen.next_due;
         let dead: Vec<String> = seen
             .holders_here
@@ -806,4 +835,14 @@ fn rows_fetched(client: &mut postgres::Client, table: &str) -> i64 {
         )
         .unwrap()
         .get(0)
+}
+
+/// Ends a reader's own session as a server's restart or an administrator would (a test's
+/// fault, see `writer::faults`): the error the look then meets.
+#[cfg(debug_assertions)]
+fn end_session(client: &mut postgres::Client) -> Result<(), StoreError> {
+    client
+        .batch_execute(conn::END_OWN_SESSION)
+        .and_then(|()| client.batch_execute("SELECT 1"))
+        .map_err(|e| conn::pg(&e))
 }

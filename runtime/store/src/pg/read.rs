@@ -214,7 +214,7 @@ fn on_connection<R>(
     {
         *client = None;
     }
-    match client {
+    let result = match client {
         Some(c) if !c.is_closed() => f(c),
         _ => {
             let c = connector.patiently(|| connector.connect())?;
@@ -226,7 +226,13 @@ fn on_connection<R>(
             });
             f(client.insert(c))
         }
+    };
+    // The server ended the session under the read (`conn::pg` says so only then): the next
+    // use connects again, whether or not the client has seen the socket close yet.
+    if let Err(StoreError::Unreachable(_)) = result {
+        *client = None;
     }
+    result
 }
 
 fn serve(

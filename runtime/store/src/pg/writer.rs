@@ -757,8 +757,7 @@ impl Writer {
 #[cfg(debug_assertions)]
 fn end_session(conn: &Pipelined) -> Option<postgres::Error> {
     let client = conn.client();
-    let ended =
-        conn.block_on(client.batch_execute("SELECT pg_terminate_backend(pg_backend_pid())"));
+    let ended = conn.block_on(client.batch_execute(super::conn::END_OWN_SESSION));
     // The server ends the session as it answers, or the next statement finds it ended.
     ended
         .and_then(|()| conn.block_on(client.batch_execute("SELECT 1")))

@@ -14,7 +14,8 @@
 //!   `session-ends` (before the batch is sent: nothing of it is committed) and `answer-lost`
 //!   (once the batch is committed, before the writer has read that it was).
 //! - `WHEN`: an event kind (`effect_recorded`): the first batch that appends an event of that
-//!   kind; or `commit=N`: the N-th batch (from 1) this store commits.
+//!   kind; or `commit=N`: the N-th batch (from 1) this store commits; or, for the PostgreSQL
+//!   faults, `look`: a worker's look (its claim of due runs), not a batch.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -55,6 +56,8 @@ pub enum FaultAt {
     Event(String, Option<String>),
     /// The N-th batch (from 1).
     Commit(u64),
+    /// PostgreSQL: a worker's look (its claim of due runs, on a reader's session).
+    Look,
 }
 
 /// One fault, and how often it has struck.
@@ -102,6 +105,7 @@ impl WriteFault {
         };
         let at = match when.strip_prefix("commit=") {
             Some(n) => FaultAt::Commit(n.parse().map_err(|_| format!("`{when}`: commit=N"))?),
+            None if when == "look" => FaultAt::Look,
             None if !when.is_empty() => match when.split_once(':') {
                 Some((kind, step)) => FaultAt::Event(kind.to_string(), Some(step.to_string())),
                 None => FaultAt::Event(when.to_string(), None),
@@ -126,6 +130,7 @@ impl WriteFault {
     fn matches(&self, cmd: &Cmd, batch_number: u64) -> bool {
         match &self.at {
             FaultAt::Commit(n) => batch_number >= *n,
+            FaultAt::Look => false,
             FaultAt::Event(kind, step) => match cmd {
                 Cmd::Append { rows, .. } | Cmd::Create { rows, .. } => rows
                     .iter()
@@ -198,6 +203,16 @@ impl WriteFault {
         self.struck.fetch_add(1, Ordering::SeqCst);
         Some(self.kind.clone())
     }
+
+    /// Called once per look of the PostgreSQL store: the session's end that strikes it (`@look`
+    /// faults), if any.
+    pub(crate) fn look_end(&self) -> Option<FaultKind> {
+        if self.at != FaultAt::Look || !self.kind.postgres() || !self.live() {
+            return None;
+        }
+        self.struck.fetch_add(1, Ordering::SeqCst);
+        Some(self.kind.clone())
+    }
 }
 
 #[cfg(test)]
@@ -227,6 +242,10 @@ mod tests {
         assert_eq!(
             WriteFault::parse("session-ends@commit=2").unwrap().kind,
             FaultKind::SessionEnds
+        );
+        assert_eq!(
+            WriteFault::parse("answer-lost@look").unwrap().at,
+            FaultAt::Look
         );
         for bad in ["full", "wet@commit=1", "full@", "full@commit=x", "full@x*y"] {
             assert!(WriteFault::parse(bad).is_err(), "{bad}");
