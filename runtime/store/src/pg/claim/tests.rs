@@ -60,8 +60,7 @@ fn a_look_reads_what_is_due_or_held() {
     client.batch_execute("BEGIN").unwrap();
     let next = next_due(&mut client, None).unwrap();
     read.push(("next due", rows_read(&mut client)));
-    let (claimed, seen) =
-        look(&mut client, None, now, &owner, 60_000, 256, &none, false).unwrap();
+    let (claimed, seen) = look(&mut client, None, now, &owner, 60_000, 256, &none, false).unwrap();
     read.push(("look", rows_read(&mut client)));
     // A look after one whose answer was lost reads the running runs' rows too: here the few
     // held ones.
