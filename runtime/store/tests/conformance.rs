@@ -2378,6 +2378,33 @@ mod postgres_connections {
     }
 
     #[test]
+    fn a_batch_whose_fate_could_not_be_told_goes_only_on_a_session_that_answers() {
+        // A log line alone, on a session the server ended since the last batch (less than the
+        // check's second ago): had it been sent, its fate could not be told; the writer asks
+        // first, finds the session gone, and writes it on a new one.
+        let db = Postgres::new();
+        let store = db.open().unwrap();
+        let lease = store.create_run(new_run("l"), &me(), 60_000).unwrap();
+        store.append(&lease, vec![event("e", 0)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        end_connections(&db);
+        let log = LogRow {
+            run: "l".to_string(),
+            step: "s".to_string(),
+            index: None,
+            attempt: 1,
+            at: 1,
+            text: "hello".to_string(),
+        };
+        store.append_log(&lease, log).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        assert_eq!(store.logs("l").unwrap().len(), 1);
+        store.append(&lease, vec![event("e", 1)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        assert_eq!(numbers(&journal(&*store, "l").unwrap()), [0, 1]);
+    }
+
+    #[test]
     fn a_batch_whose_fate_nothing_tells_poisons_its_runs_and_a_new_lease_goes_on() {
         // A batch of a log line alone: no journal row tells whether it was committed, and a
         // log line written again would show twice; the run's lease writes nothing more, and

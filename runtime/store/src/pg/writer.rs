@@ -522,17 +522,17 @@ impl Writer {
         }
     }
 
-    /// The connection, connecting again when it broke or, after a while unused, no longer
-    /// answers (see [`super::conn::CHECK_AFTER_IDLE`]); while the server is away, connecting
-    /// is tried again for a while (`Connector::patiently`). Nothing of the batch that asks
-    /// has been sent yet.
-    fn connection(&mut self) -> Result<&mut (Pipelined, Statements), StoreError> {
+    /// The connection, connecting again when it broke or, after a while unused (or whenever
+    /// `check`), no longer answers (see [`super::conn::CHECK_AFTER_IDLE`]); while the server
+    /// is away, connecting is tried again for a while (`Connector::patiently`). Nothing of the
+    /// batch that asks has been sent yet.
+    fn connection(&mut self, check: bool) -> Result<&mut (Pipelined, Statements), StoreError> {
         // edge: how long the connection sat unused is I/O timing, not a decision of the
         // engine; it reads the monotonic clock.
         #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
         if let (Some((conn, _)), Some(used)) = (&self.conn, self.used)
-            && now.duration_since(used) >= super::conn::CHECK_AFTER_IDLE
+            && (check || now.duration_since(used) >= super::conn::CHECK_AFTER_IDLE)
             && !conn.answers(super::conn::CHECK_TIMEOUT)
         {
             self.conn = None;
@@ -611,7 +611,7 @@ impl Writer {
         let runs = fate::runs_named(batch);
         let mut now = std::collections::HashMap::new();
         if !runs.is_empty() {
-            let (conn, _) = self.connection()?;
+            let (conn, _) = self.connection(false)?;
             let rows = conn
                 .block_on(conn.client().query(
                     "SELECT id, lease_token, next_seq, lease_owner FROM runs WHERE id = ANY($1)",
@@ -654,7 +654,12 @@ impl Writer {
         if self.conn.is_none() {
             synchronous = None;
         }
-        let (conn, statements) = self.connection()?;
+        // A batch whose fate its runs' rows could not tell, should its session end on the way
+        // (a log line, a signal, a claim), is sent only on a session that answered just
+        // before: one ended since its last batch, as a restart leaves it, is found out while
+        // nothing has been sent. A round trip more, for batches off a step's path.
+        let check = !fate::told_afterwards(batch);
+        let (conn, statements) = self.connection(check)?;
         // A test's fault (debug builds): the server ends this session before the batch goes
         // out, or once it is committed.
         #[cfg(debug_assertions)]

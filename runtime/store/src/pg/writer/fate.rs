@@ -53,6 +53,17 @@ pub(super) fn runs_named(batch: &[Cmd]) -> Vec<String> {
     runs
 }
 
+/// Whether the batch's runs' rows could tell its fate should its session end on the way: it
+/// appends to or creates a run, or every command in it may run twice.
+pub(super) fn told_afterwards(batch: &[Cmd]) -> bool {
+    batch.iter().all(runs_twice_alike)
+        || batch.iter().any(|cmd| match cmd {
+            Cmd::Append { rows, .. } => !rows.is_empty(),
+            Cmd::Create { .. } => true,
+            _ => false,
+        })
+}
+
 /// The batch's fate from its runs' rows (`now`, missing when the run has no row), `poisoned`
 /// answering for runs poisoned before the batch.
 pub(super) fn decide(

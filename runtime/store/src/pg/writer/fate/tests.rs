@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Fate, RunNow, decide, runs_named};
+use super::{Fate, RunNow, decide, runs_named, told_afterwards};
 use crate::api::{Durability, NewRun, Owner, StoreError};
 use crate::writer::{Cmd, Row, Tag, Update};
 
@@ -322,4 +322,17 @@ fn the_runs_read_are_those_the_batch_writes_or_creates() {
         "log b 1",
     ]);
     assert_eq!(runs_named(&batch), ["a", "b", "c"]);
+}
+
+#[test]
+fn a_batch_is_told_afterwards_when_it_appends_creates_or_may_run_twice() {
+    for (words, told) in [
+        (&["value", "append a 1 0..2", "log a 1"][..], true),
+        (&["create c", "cancel z"][..], true),
+        (&["update a 1", "release a 1", "sync a 1"][..], true),
+        (&["log a 1", "sync a 1"][..], false),
+        (&["cancel z"][..], false),
+    ] {
+        assert_eq!(told_afterwards(&batch(words)), told, "{words:?}");
+    }
 }
