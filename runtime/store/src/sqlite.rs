@@ -697,6 +697,7 @@ impl Store for SqliteStore {
             name: name.to_string(),
             payload,
             seq: 0,
+            sent_at: None,
             reply,
         })
     }

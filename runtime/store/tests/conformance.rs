@@ -2404,6 +2404,38 @@ mod postgres_connections {
         assert_eq!(numbers(&journal(&*store, "l").unwrap()), [0, 1]);
     }
 
+    /// Two signals sent to a parked run, the server ending the writer's session around the
+    /// first's batch as `fault` says: their numbers, the run's signals, and whether the
+    /// session was ended.
+    fn signals_around_a_session_end(fault: &str) -> ([u64; 2], i64, bool) {
+        let db = Postgres::new();
+        let store = PgStore::open(&db.url, db.clock.clone()).unwrap();
+        store.inject_fault(fault).unwrap();
+        park(&store, "w", None, &["go"]);
+        let before = sessions(&db);
+        let first = store.send_signal("w", "go", &json!({"v": 1})).unwrap();
+        let ended = !before.is_subset(&sessions(&db));
+        let second = store.send_signal("w", "go", &json!({"v": 2})).unwrap();
+        let signals = db.raw_count("SELECT count(*) FROM signals WHERE run = 'w'");
+        ([first, second], signals, ended)
+    }
+
+    #[test]
+    fn a_signal_whose_answer_was_lost_is_sent_once_and_answered_with_its_number() {
+        // The signal's batch is committed, and the session ends before its answer is read:
+        // the writer finds the signal as it sent it (run, name, payload, time) and answers
+        // with its number; sending it again would have made it two.
+        assert_eq!(
+            signals_around_a_session_end("answer-lost@signal*1"),
+            ([0, 1], 2, true)
+        );
+        // The session ends before the batch goes out: it is sent again, once.
+        assert_eq!(
+            signals_around_a_session_end("session-ends@signal*1"),
+            ([0, 1], 2, true)
+        );
+    }
+
     #[test]
     fn a_batch_whose_fate_nothing_tells_poisons_its_runs_and_a_new_lease_goes_on() {
         // A batch of a log line alone: no journal row tells whether it was committed, and a

@@ -778,6 +778,7 @@ impl Store for PgStore {
             name: name.to_string(),
             payload,
             seq: 0,
+            sent_at: None,
             reply,
         })
     }

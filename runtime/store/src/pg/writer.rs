@@ -12,6 +12,7 @@
 //! fails the whole batch; refusals (a lost lease, a journal that continues elsewhere, a missing
 //! run) are found as "no row matched", before the command's first write, and fail it alone.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, TryRecvError};
@@ -584,12 +585,18 @@ impl Writer {
                 }
                 attempt += 1;
                 match self.fate(batch) {
-                    Ok(Fate::NotWritten) => break,
-                    Ok(Fate::Written(outcomes)) => {
+                    Ok((Fate::NotWritten, _)) => break,
+                    Ok((Fate::Written(outcomes), sent)) => {
                         // Refusals poison their runs, as when the answer came (`settle`).
                         for (cmd, outcome) in batch.iter().zip(&outcomes) {
                             if let (Some(tag), Err(e)) = (cmd.data_tag(), outcome) {
                                 self.shared.poison(&tag.run, tag.token, e.clone());
+                            }
+                        }
+                        // A signal's answer is its number.
+                        for (at, number) in sent {
+                            if let Cmd::Signal { seq, .. } = &mut batch[at] {
+                                *seq = number;
                             }
                         }
                         *results = outcomes;
@@ -599,17 +606,18 @@ impl Writer {
                     Err(asking) if asking.broken => {}
                     // Unknown, or the server away for longer than the writer waits: the runs
                     // are poisoned with the error the batch met.
-                    Ok(Fate::Unknown) | Err(_) => return Err(lost),
+                    Ok((Fate::Unknown, _)) | Err(_) => return Err(lost),
                 }
             }
         }
     }
 
     /// What became of `batch`, whose session ended before its answer was read, from its runs'
-    /// rows read on a new connection (see [`fate`]).
-    fn fate(&mut self, batch: &[Cmd]) -> Result<Fate, Lost> {
+    /// rows and its signals read on a new connection (see [`fate`]); with the signals found,
+    /// by their command's place in the batch.
+    fn fate(&mut self, batch: &[Cmd]) -> Result<(Fate, HashMap<usize, u64>), Lost> {
         let runs = fate::runs_named(batch);
-        let mut now = std::collections::HashMap::new();
+        let mut now = HashMap::new();
         if !runs.is_empty() {
             let (conn, _) = self.connection(false)?;
             let rows = conn
@@ -627,10 +635,25 @@ impl Writer {
                 now.insert(super::read::get::<String>(&row, 0)?, read);
             }
         }
+        let mut sent = HashMap::new();
+        for (at, [run, name, digest], sent_at) in fate::signals_tried(batch) {
+            let (conn, _) = self.connection(false)?;
+            let found = conn
+                .block_on(
+                    conn.client()
+                        .query_opt(fate::SIGNAL_SENT, &[&run, &name, &digest, &sent_at]),
+                )
+                .map_err(|e| lost(&e))?;
+            if let Some(row) = found {
+                let seq: i64 = super::read::get(&row, 0)?;
+                sent.insert(at, u64::try_from(seq).unwrap_or(0));
+            }
+        }
         let shared = &self.shared;
-        Ok(fate::decide(batch, &now, &|run, token| {
+        let fate = fate::decide(batch, &now, &sent, &|run, token| {
             shared.poisoned(run, token)
-        }))
+        });
+        Ok((fate, sent))
     }
 
     /// Writes the batch in one transaction. Its opening, its values and the appends of the
@@ -1588,9 +1611,11 @@ impl Batch<'_, '_> {
                 name,
                 payload,
                 seq,
+                sent_at,
                 ..
             } => {
-                *seq = self.signal(run, name, &payload.digest)?;
+                let at = *sent_at.get_or_insert_with(|| self.clock.now_ms());
+                *seq = self.signal(run, name, &payload.digest, at)?;
                 self.keep(std::slice::from_ref(payload))
             }
             // Every value lives in the database: a clean leaves no file behind.
@@ -1817,8 +1842,7 @@ impl Batch<'_, '_> {
         })
     }
 
-    fn signal(&mut self, run: &str, name: &str, digest: &str) -> Result<u64, Fail> {
-        let at = self.clock.now_ms();
+    fn signal(&mut self, run: &str, name: &str, digest: &str, at: i64) -> Result<u64, Fail> {
         // Asked again only when another sender's signal took the number (see `signal` in
         // `Statements`): the second try's snapshot sees it, so two tries are all it takes;
         // more are an error rather than a loop.

@@ -195,6 +195,9 @@ pub(crate) enum Cmd {
         name: String,
         payload: Kept,
         seq: u64,
+        /// When it was sent, as the first try to write it took the time: the PostgreSQL
+        /// writer finds by it a signal whose batch's answer was lost (`pg/writer/fate.rs`).
+        sent_at: Option<i64>,
         reply: Reply<u64>,
     },
     /// Ask a run to stop.

@@ -14,8 +14,9 @@
 //!   `session-ends` (before the batch is sent: nothing of it is committed) and `answer-lost`
 //!   (once the batch is committed, before the writer has read that it was).
 //! - `WHEN`: an event kind (`effect_recorded`): the first batch that appends an event of that
-//!   kind; or `commit=N`: the N-th batch (from 1) this store commits; or, for the PostgreSQL
-//!   faults, `look`: a worker's look (its claim of due runs), not a batch.
+//!   kind; `signal`: the first batch that sends a signal; `commit=N`: the N-th batch (from 1)
+//!   this store commits; or, for the PostgreSQL faults, `look`: a worker's look (its claim of
+//!   due runs), not a batch.
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
@@ -58,6 +59,8 @@ pub enum FaultAt {
     Commit(u64),
     /// PostgreSQL: a worker's look (its claim of due runs, on a reader's session).
     Look,
+    /// The first batch that sends a signal.
+    Signal,
 }
 
 /// One fault, and how often it has struck.
@@ -106,6 +109,7 @@ impl WriteFault {
         let at = match when.strip_prefix("commit=") {
             Some(n) => FaultAt::Commit(n.parse().map_err(|_| format!("`{when}`: commit=N"))?),
             None if when == "look" => FaultAt::Look,
+            None if when == "signal" => FaultAt::Signal,
             None if !when.is_empty() => match when.split_once(':') {
                 Some((kind, step)) => FaultAt::Event(kind.to_string(), Some(step.to_string())),
                 None => FaultAt::Event(when.to_string(), None),
@@ -131,6 +135,7 @@ impl WriteFault {
         match &self.at {
             FaultAt::Commit(n) => batch_number >= *n,
             FaultAt::Look => false,
+            FaultAt::Signal => matches!(cmd, Cmd::Signal { .. }),
             FaultAt::Event(kind, step) => match cmd {
                 Cmd::Append { rows, .. } | Cmd::Create { rows, .. } => rows
                     .iter()

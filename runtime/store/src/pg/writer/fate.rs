@@ -7,7 +7,8 @@
 //! (the row's token is the batch's), is written by nobody else meanwhile: its `next_seq` is
 //! where the batch's appends to it begin (nothing of the batch was committed: it is written
 //! again) or where they end (all of it was: each command is answered as the rows say). A run
-//! the batch creates is there or not. Anything else (the lease taken over, a `next_seq`
+//! the batch creates is there or not; a signal it sends is found by its run, name, payload and
+//! the time its first try took. Anything else (the lease taken over, a `next_seq`
 //! elsewhere, as a `fast` commit the server lost in a crash leaves it) cannot tell, and the
 //! batch's runs are poisoned as before. A batch with nothing to tell by is written again only
 //! when every command in it may run twice.
@@ -64,16 +65,19 @@ pub(super) fn told_afterwards(batch: &[Cmd]) -> bool {
         })
 }
 
-/// The batch's fate from its runs' rows (`now`, missing when the run has no row), `poisoned`
-/// answering for runs poisoned before the batch.
+/// The batch's fate from its runs' rows (`now`, missing when the run has no row) and the
+/// signals of its signal commands found as they were sent (`sent`: by the command's place in
+/// the batch, the signal's number; see [`SIGNAL_SENT`]), `poisoned` answering for runs
+/// poisoned before the batch.
 pub(super) fn decide(
     batch: &[Cmd],
     now: &HashMap<String, RunNow>,
+    sent: &HashMap<usize, u64>,
     poisoned: &dyn Fn(&str, u64) -> Option<StoreError>,
 ) -> Fate {
-    match written(batch, now, poisoned) {
+    match written(batch, now, sent, poisoned) {
         Some(false) => Fate::NotWritten,
-        Some(true) => outcomes(batch, now, poisoned).map_or(Fate::Unknown, Fate::Written),
+        Some(true) => outcomes(batch, now, sent, poisoned).map_or(Fate::Unknown, Fate::Written),
         None if batch.iter().all(runs_twice_alike) => Fate::NotWritten,
         None => Fate::Unknown,
     }
@@ -84,13 +88,18 @@ pub(super) fn decide(
 fn written(
     batch: &[Cmd],
     now: &HashMap<String, RunNow>,
+    sent: &HashMap<usize, u64>,
     poisoned: &dyn Fn(&str, u64) -> Option<StoreError>,
 ) -> Option<bool> {
     // Each run's appends in the batch: where they begin and end, under which token.
     let mut spans: Vec<(&Tag, u64, u64)> = Vec::new();
     let mut votes = Vec::new();
-    for cmd in batch {
+    for (at, cmd) in batch.iter().enumerate() {
         match cmd {
+            // A signal never tried has no time, and so no row.
+            Cmd::Signal { sent_at, .. } => {
+                votes.push(sent_at.is_some() && sent.contains_key(&at));
+            }
             Cmd::Append {
                 tag,
                 first_seq,
@@ -138,12 +147,18 @@ fn written(
 fn outcomes(
     batch: &[Cmd],
     now: &HashMap<String, RunNow>,
+    sent: &HashMap<usize, u64>,
     poisoned: &dyn Fn(&str, u64) -> Option<StoreError>,
 ) -> Option<Vec<Result<(), StoreError>>> {
     let mut refused: HashMap<(&str, u64), StoreError> = HashMap::new();
     let mut results = Vec::with_capacity(batch.len());
-    for cmd in batch {
+    for (at, cmd) in batch.iter().enumerate() {
         let tag = match cmd {
+            // Its number is its answer, which the writer takes from `sent`.
+            Cmd::Signal { .. } if sent.contains_key(&at) => {
+                results.push(Ok(()));
+                continue;
+            }
             Cmd::Claim { .. } | Cmd::Signal { .. } | Cmd::Cancel { .. } | Cmd::Clean { .. } => {
                 return None;
             }
@@ -183,6 +198,37 @@ fn outcomes(
         results.push(result);
     }
     Some(results)
+}
+
+/// The statement that finds a signal as its command sent it (its run, name, payload and time,
+/// `$1`–`$4`): its number, the latest of equal ones. Two signals equal in all four (the same
+/// payload to the same run in the same millisecond) read as one here, and so a batch written
+/// again after its session ended may take the earlier for the one it sent; nothing else can.
+pub(super) const SIGNAL_SENT: &str = "SELECT seq FROM signals
+    WHERE run = $1 AND name = $2 AND payload_digest = $3 AND sent_at = $4
+    ORDER BY seq DESC LIMIT 1";
+
+/// The signal commands of the batch that were tried (by place), with what [`SIGNAL_SENT`]
+/// needs to find each: run, name, payload digest and time.
+pub(super) fn signals_tried(batch: &[Cmd]) -> Vec<(usize, [&str; 3], i64)> {
+    batch
+        .iter()
+        .enumerate()
+        .filter_map(|(at, cmd)| match cmd {
+            Cmd::Signal {
+                run,
+                name,
+                payload,
+                sent_at: Some(sent_at),
+                ..
+            } => Some((
+                at,
+                [run.as_str(), name.as_str(), payload.digest.as_str()],
+                *sent_at,
+            )),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether running `cmd` a second time leaves what once does (a value stored again, a row set

@@ -109,6 +109,20 @@ fn command(text: &str) -> Cmd {
             text: crate::writer::ValueText::Inline("1".into()),
             size: 1,
         },
+        // `signal a go 5`: to run `a`, named `go`, first tried at 5 (`-`: never tried).
+        "signal" => Cmd::Signal {
+            run: w[1].to_string(),
+            name: w[2].to_string(),
+            payload: crate::api::Kept {
+                digest: "p".to_string(),
+                text: "1".into(),
+                spec: false,
+                epoch: 0,
+            },
+            seq: 0,
+            sent_at: w[3].parse().ok(),
+            reply: std::sync::mpsc::sync_channel(1).0,
+        },
         "cancel" => Cmd::Cancel {
             run: w[1].to_string(),
             done: false,
@@ -119,10 +133,12 @@ fn command(text: &str) -> Cmd {
 }
 
 /// Rows written as `a 1 3` (run `a`, token 1, `next_seq` 3, held by this process) or
-/// `a 2 3 other` (held by another).
+/// `a 2 3 other` (held by another); signals, as `sent a go 5 #2` (to run `a`, named `go`,
+/// sent at 5, number 2), are [`signals_found`]'s.
 fn rows(words: &[&str]) -> HashMap<String, RunNow> {
     words
         .iter()
+        .filter(|text| !text.starts_with("sent "))
         .map(|text| {
             let w: Vec<&str> = text.split(' ').collect();
             let row = RunNow {
@@ -133,6 +149,30 @@ fn rows(words: &[&str]) -> HashMap<String, RunNow> {
             (w[0].to_string(), row)
         })
         .collect()
+}
+
+/// The signals of `batch` that `found` holds (`sent a go 5 #2`), by their command's place.
+fn signals_found(batch: &[Cmd], found: &[&str]) -> HashMap<usize, u64> {
+    let mut sent = HashMap::new();
+    for text in found.iter().filter_map(|t| t.strip_prefix("sent ")) {
+        let w: Vec<&str> = text.split(' ').collect();
+        let number = w[3].trim_start_matches('#').parse().unwrap();
+        for (at, cmd) in batch.iter().enumerate() {
+            if let Cmd::Signal {
+                run,
+                name,
+                sent_at: Some(sent_at),
+                ..
+            } = cmd
+                && run == w[0]
+                && name == w[1]
+                && sent_at.to_string() == w[2]
+            {
+                sent.insert(at, number);
+            }
+        }
+    }
+    sent
 }
 
 /// The fate in words: `not written`, `unknown`, or `written: ok, store.lease-lost, …`.
@@ -268,6 +308,34 @@ fn a_batch_s_fate_is_what_its_runs_rows_tell() {
             "not written",
         ),
         (
+            "a signal sent: found as it was sent",
+            &["signal a go 5"],
+            &["sent a go 5 #2"],
+            &[],
+            "written: ok",
+        ),
+        (
+            "a signal sent: not found",
+            &["signal a go 5"],
+            &["sent a go 4 #1"],
+            &[],
+            "not written",
+        ),
+        (
+            "a signal never tried (the session ended before its turn)",
+            &["append b 1 0..1", "signal a go -"],
+            &["b 1 0"],
+            &[],
+            "not written",
+        ),
+        (
+            "a signal found beside appends that went in",
+            &["append b 1 0..1", "signal a go 5"],
+            &["b 1 1", "sent a go 5 #0"],
+            &[],
+            "written: ok, ok",
+        ),
+        (
             "nothing tells, and every command may run twice",
             &["value", "update a 1", "release a 1", "sync a 1"],
             &["a 1 4"],
@@ -302,7 +370,12 @@ fn a_batch_s_fate_is_what_its_runs_rows_tell() {
                     message: "before".to_string(),
                 })
         };
-        let fate = shown(&decide(&batch, &now, &is_poisoned));
+        let fate = shown(&decide(
+            &batch,
+            &now,
+            &signals_found(&batch, found),
+            &is_poisoned,
+        ));
         if fate != *expected {
             wrong.push(format!(
                 "{shows}:\n  expected {expected}\n  found    {fate}"
