@@ -2437,6 +2437,32 @@ mod postgres_connections {
     }
 
     #[test]
+    fn a_claim_whose_answer_was_lost_is_answered_from_the_run_s_row() {
+        // `reel resume`'s claim is committed and the session ends before its answer is read:
+        // the run's row names this process as its holder, so the claim is answered with the
+        // lease it took (its token and where the journal goes on), and the run is not left
+        // held by a process that does not know it holds it.
+        let db = Postgres::new();
+        let store = PgStore::open(&db.url, db.clock.clone()).unwrap();
+        store.inject_fault("answer-lost@claim*1").unwrap();
+        park(&store, "c", None, &["go"]);
+        let before = sessions(&db);
+        let Claim::Claimed(lease) = store.claim_run("c", &other_live_owner(), 60_000).unwrap()
+        else {
+            panic!("the run is not held");
+        };
+        assert!(!before.is_subset(&sessions(&db)), "the session was ended");
+        let row = |column: &str| db.raw_count(&format!("SELECT {column} FROM runs WHERE id = 'c'"));
+        assert_eq!(i64::try_from(lease.token).unwrap(), row("lease_token"));
+        assert_eq!(lease.token, 2, "claimed once");
+        let next = lease.next_seq.load(Ordering::SeqCst);
+        assert_eq!(i64::try_from(next).unwrap(), row("next_seq"));
+        store.append(&lease, vec![event("e", next)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        assert_eq!(numbers(&journal(&store, "c").unwrap()).last(), Some(&next));
+    }
+
+    #[test]
     fn a_batch_whose_fate_nothing_tells_poisons_its_runs_and_a_new_lease_goes_on() {
         // A batch of a log line alone: no journal row tells whether it was committed, and a
         // log line written again would show twice; the run's lease writes nothing more, and

@@ -585,20 +585,15 @@ impl Writer {
                 }
                 attempt += 1;
                 match self.fate(batch) {
-                    Ok((Fate::NotWritten, _)) => break,
-                    Ok((Fate::Written(outcomes), sent)) => {
+                    Ok((Fate::NotWritten, ..)) => break,
+                    Ok((Fate::Written(outcomes), now, sent)) => {
                         // Refusals poison their runs, as when the answer came (`settle`).
                         for (cmd, outcome) in batch.iter().zip(&outcomes) {
                             if let (Some(tag), Err(e)) = (cmd.data_tag(), outcome) {
                                 self.shared.poison(&tag.run, tag.token, e.clone());
                             }
                         }
-                        // A signal's answer is its number.
-                        for (at, number) in sent {
-                            if let Cmd::Signal { seq, .. } = &mut batch[at] {
-                                *seq = number;
-                            }
-                        }
+                        fate::fill_answers(batch, &now, &sent);
                         *results = outcomes;
                         return Ok(());
                     }
@@ -606,31 +601,30 @@ impl Writer {
                     Err(asking) if asking.broken => {}
                     // Unknown, or the server away for longer than the writer waits: the runs
                     // are poisoned with the error the batch met.
-                    Ok((Fate::Unknown, _)) | Err(_) => return Err(lost),
+                    Ok((Fate::Unknown, ..)) | Err(_) => return Err(lost),
                 }
             }
         }
     }
 
     /// What became of `batch`, whose session ended before its answer was read, from its runs'
-    /// rows and its signals read on a new connection (see [`fate`]); with the signals found,
-    /// by their command's place in the batch.
-    fn fate(&mut self, batch: &[Cmd]) -> Result<(Fate, HashMap<usize, u64>), Lost> {
+    /// rows and its signals read on a new connection (see [`fate`]); with what was read: the
+    /// rows, and the signals found by their command's place in the batch.
+    fn fate(&mut self, batch: &[Cmd]) -> Result<Told, Lost> {
         let runs = fate::runs_named(batch);
         let mut now = HashMap::new();
         if !runs.is_empty() {
             let (conn, _) = self.connection(false)?;
             let rows = conn
-                .block_on(conn.client().query(
-                    "SELECT id, lease_token, next_seq, lease_owner FROM runs WHERE id = ANY($1)",
-                    &[&runs],
-                ))
+                .block_on(conn.client().query(fate::RUNS_NOW, &[&runs]))
                 .map_err(|e| lost(&e))?;
             for row in rows {
                 let read = RunNow {
                     token: super::read::get::<i64>(&row, 1)?.try_into().unwrap_or(0),
                     next_seq: super::read::get::<i64>(&row, 2)?.try_into().unwrap_or(0),
                     owner: super::read::get(&row, 3)?,
+                    status: super::read::get(&row, 4)?,
+                    durability: super::read::get(&row, 5)?,
                 };
                 now.insert(super::read::get::<String>(&row, 0)?, read);
             }
@@ -653,7 +647,7 @@ impl Writer {
         let fate = fate::decide(batch, &now, &sent, &|run, token| {
             shared.poisoned(run, token)
         });
-        Ok((fate, sent))
+        Ok((fate, now, sent))
     }
 
     /// Writes the batch in one transaction. Its opening, its values and the appends of the
@@ -778,6 +772,9 @@ impl Writer {
         Ok(())
     }
 }
+
+/// A batch's fate, with the runs' rows and the signals it was told by (see [`Writer::fate`]).
+type Told = (Fate, HashMap<String, RunNow>, HashMap<usize, u64>);
 
 /// Ends the writer's own session as a server's restart or an administrator would (a test's
 /// fault, see `writer::faults`): the error the writer then meets, `None` if the session still

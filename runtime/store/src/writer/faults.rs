@@ -14,7 +14,8 @@
 //!   `session-ends` (before the batch is sent: nothing of it is committed) and `answer-lost`
 //!   (once the batch is committed, before the writer has read that it was).
 //! - `WHEN`: an event kind (`effect_recorded`): the first batch that appends an event of that
-//!   kind; `signal`: the first batch that sends a signal; `commit=N`: the N-th batch (from 1)
+//!   kind; `signal` or `claim`: the first batch that sends a signal or claims a run (as
+//!   `reel resume` does); `commit=N`: the N-th batch (from 1)
 //!   this store commits; or, for the PostgreSQL faults, `look`: a worker's look (its claim of
 //!   due runs), not a batch.
 
@@ -61,6 +62,8 @@ pub enum FaultAt {
     Look,
     /// The first batch that sends a signal.
     Signal,
+    /// The first batch that claims a run (`reel resume`'s claim).
+    Claim,
 }
 
 /// One fault, and how often it has struck.
@@ -110,6 +113,7 @@ impl WriteFault {
             Some(n) => FaultAt::Commit(n.parse().map_err(|_| format!("`{when}`: commit=N"))?),
             None if when == "look" => FaultAt::Look,
             None if when == "signal" => FaultAt::Signal,
+            None if when == "claim" => FaultAt::Claim,
             None if !when.is_empty() => match when.split_once(':') {
                 Some((kind, step)) => FaultAt::Event(kind.to_string(), Some(step.to_string())),
                 None => FaultAt::Event(when.to_string(), None),
@@ -136,6 +140,7 @@ impl WriteFault {
             FaultAt::Commit(n) => batch_number >= *n,
             FaultAt::Look => false,
             FaultAt::Signal => matches!(cmd, Cmd::Signal { .. }),
+            FaultAt::Claim => matches!(cmd, Cmd::Claim { .. }),
             FaultAt::Event(kind, step) => match cmd {
                 Cmd::Append { rows, .. } | Cmd::Create { rows, .. } => rows
                     .iter()

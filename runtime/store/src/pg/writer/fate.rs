@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 
 use crate::api::StoreError;
-use crate::writer::{Cmd, Tag};
+use crate::writer::{ClaimOut, Cmd, Tag};
 
 /// A run's row as the writer reads it after the session ended.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,7 +26,12 @@ pub(super) struct RunNow {
     pub(super) next_seq: u64,
     /// The lease's holder, `None` when nobody holds it.
     pub(super) owner: Option<String>,
+    pub(super) status: String,
+    pub(super) durability: String,
 }
+
+/// The statement that reads [`RunNow`] of the runs `$1` names.
+pub(super) const RUNS_NOW: &str = "SELECT id, lease_token, next_seq, lease_owner, status, durability FROM runs WHERE id = ANY($1)";
 
 /// What became of the batch.
 #[derive(Debug)]
@@ -45,6 +50,7 @@ pub(super) fn runs_named(batch: &[Cmd]) -> Vec<String> {
         .iter()
         .filter_map(|cmd| match cmd {
             Cmd::Create { run, .. } => Some(run.id.clone()),
+            Cmd::Claim { run, .. } | Cmd::Cancel { run, .. } => Some(run.clone()),
             Cmd::Renew { tag, .. } | Cmd::Sync { tag, .. } => Some(tag.run.clone()),
             cmd => cmd.data_tag().map(|tag| tag.run.clone()),
         })
@@ -55,9 +61,12 @@ pub(super) fn runs_named(batch: &[Cmd]) -> Vec<String> {
 }
 
 /// Whether the batch's runs' rows could tell its fate should its session end on the way: it
-/// appends to or creates a run, or every command in it may run twice.
+/// appends to or creates a run, or every command in it may run twice or is a claim (which the
+/// row's holder tells).
 pub(super) fn told_afterwards(batch: &[Cmd]) -> bool {
-    batch.iter().all(runs_twice_alike)
+    batch
+        .iter()
+        .all(|cmd| runs_twice_alike(cmd) || matches!(cmd, Cmd::Claim { .. }))
         || batch.iter().any(|cmd| match cmd {
             Cmd::Append { rows, .. } => !rows.is_empty(),
             Cmd::Create { .. } => true,
@@ -78,7 +87,12 @@ pub(super) fn decide(
     match written(batch, now, sent, poisoned) {
         Some(false) => Fate::NotWritten,
         Some(true) => outcomes(batch, now, sent, poisoned).map_or(Fate::Unknown, Fate::Written),
-        None if batch.iter().all(runs_twice_alike) => Fate::NotWritten,
+        None if batch
+            .iter()
+            .all(|cmd| runs_twice_alike(cmd) || claims_nothing(cmd, now)) =>
+        {
+            Fate::NotWritten
+        }
         None => Fate::Unknown,
     }
 }
@@ -121,6 +135,9 @@ fn written(
                 Some(row) if row.token == 1 && row.owner.as_deref() == Some(&owner.id) => true,
                 Some(_) => return None,
             }),
+            // Only a claim of this process's sets its owner on the row. One that did not (not
+            // written, or it found a live holder or no run) tells nothing, and changed nothing.
+            Cmd::Claim { run, owner, .. } if holds(now, run, owner) => votes.push(true),
             _ => {}
         }
     }
@@ -141,9 +158,9 @@ fn written(
 
 /// Each command's outcome in a committed batch, as the writer would have answered it: a run
 /// whose lease is no longer this token's lost it (and so the run's later commands are
-/// refused), a run poisoned before answers with that. `None` when a command
-/// answers with what only its own answer held (a claim's lease, a signal's number, a clean's
-/// report).
+/// refused), a run poisoned before answers with that. `None` when a command answers with what
+/// only its own answer held (a clean's report, a signal not found, a claim of a run this
+/// process does not hold).
 fn outcomes(
     batch: &[Cmd],
     now: &HashMap<String, RunNow>,
@@ -154,14 +171,29 @@ fn outcomes(
     let mut results = Vec::with_capacity(batch.len());
     for (at, cmd) in batch.iter().enumerate() {
         let tag = match cmd {
-            // Its number is its answer, which the writer takes from `sent`.
+            // Its number is its answer ([`fill_answers`]).
             Cmd::Signal { .. } if sent.contains_key(&at) => {
                 results.push(Ok(()));
                 continue;
             }
-            Cmd::Claim { .. } | Cmd::Signal { .. } | Cmd::Cancel { .. } | Cmd::Clean { .. } => {
-                return None;
+            // Its lease is its answer ([`fill_answers`]): taken by this claim if this process
+            // holds it (no other of its commands claims a run it holds).
+            Cmd::Claim { run, owner, .. } => {
+                // Not held: it found a live holder (whom only its answer named) or no run.
+                if !holds(now, run, owner) {
+                    return None;
+                }
+                results.push(Ok(()));
+                continue;
             }
+            Cmd::Cancel { run, .. } => {
+                results.push(match now.get(run) {
+                    Some(_) => Ok(()),
+                    None => Err(StoreError::NotFound(run.clone())),
+                });
+                continue;
+            }
+            Cmd::Signal { .. } | Cmd::Clean { .. } => return None,
             Cmd::Value { .. }
             | Cmd::Spec { .. }
             | Cmd::SpecBinary { .. }
@@ -200,6 +232,40 @@ fn outcomes(
     Some(results)
 }
 
+/// Sets what a committed batch's commands answer besides success, as [`outcomes`] found it:
+/// a signal's number (`sent`), a claim's lease, and whether a cancel was asked of a run still
+/// going (one that ended since counts as done unless it ended otherwise than canceled).
+pub(super) fn fill_answers(
+    batch: &mut [Cmd],
+    now: &HashMap<String, RunNow>,
+    sent: &HashMap<usize, u64>,
+) {
+    for (at, cmd) in batch.iter_mut().enumerate() {
+        match cmd {
+            Cmd::Signal { seq, .. } => {
+                if let Some(number) = sent.get(&at) {
+                    *seq = *number;
+                }
+            }
+            Cmd::Claim { run, out, .. } => {
+                if let Some(row) = now.get(run.as_str()) {
+                    *out = ClaimOut::Claimed {
+                        token: row.token,
+                        next_seq: row.next_seq,
+                        durability: crate::writer::parse_durability(&row.durability),
+                    };
+                }
+            }
+            Cmd::Cancel { run, done, .. } => {
+                *done = now.get(run.as_str()).is_some_and(|row| {
+                    !matches!(row.status.as_str(), "succeeded" | "failed" | "quarantined")
+                });
+            }
+            _ => {}
+        }
+    }
+}
+
 /// The statement that finds a signal as its command sent it (its run, name, payload and time,
 /// `$1`–`$4`): its number, the latest of equal ones. Two signals equal in all four (the same
 /// payload to the same run in the same millisecond) read as one here, and so a batch written
@@ -231,9 +297,22 @@ pub(super) fn signals_tried(batch: &[Cmd]) -> Vec<(usize, [&str; 3], i64)> {
         .collect()
 }
 
+/// Whether `owner` holds `run` now.
+fn holds(now: &HashMap<String, RunNow>, run: &str, owner: &crate::api::Owner) -> bool {
+    now.get(run)
+        .is_some_and(|row| row.owner.as_deref() == Some(&owner.id))
+}
+
+/// Whether `cmd` is a claim that holds nothing now: whether or not it was written, it changed
+/// nothing, and trying it again asks the same question.
+fn claims_nothing(cmd: &Cmd, now: &HashMap<String, RunNow>) -> bool {
+    matches!(cmd, Cmd::Claim { run, owner, .. } if !holds(now, run, owner))
+}
+
 /// Whether running `cmd` a second time leaves what once does (a value stored again, a row set
-/// to the same fields, a lease given up or renewed again), so a batch of such commands can be
-/// written again when nothing tells whether it was.
+/// to the same fields, a lease given up or renewed again, a cancel asked again), so a batch of
+/// such commands can be written again when nothing tells whether it was. (A cancel asked
+/// again of a run that its first asking ended meanwhile answers that the run had ended.)
 fn runs_twice_alike(cmd: &Cmd) -> bool {
     matches!(
         cmd,
@@ -245,6 +324,7 @@ fn runs_twice_alike(cmd: &Cmd) -> bool {
             | Cmd::Update { .. }
             | Cmd::Release { .. }
             | Cmd::Renew { .. }
+            | Cmd::Cancel { .. }
     )
 }
 

@@ -11,6 +11,15 @@ use crate::writer::{Cmd, Row, Tag, Update};
 /// This process, as the runs' rows name it.
 const ME: &str = "host:1:1";
 
+fn me() -> Owner {
+    Owner {
+        id: ME.to_string(),
+        pid: 1,
+        host: "host".to_string(),
+        started: 1,
+    }
+}
+
 fn tag(run: &str, token: u64) -> Tag {
     Tag {
         run: run.to_string(),
@@ -95,12 +104,7 @@ fn command(text: &str) -> Cmd {
                 kept: Vec::new(),
             }),
             rows: Vec::new(),
-            owner: Owner {
-                id: ME.to_string(),
-                pid: 1,
-                host: "host".to_string(),
-                started: 1,
-            },
+            owner: me(),
             lease_ms: 1000,
             reply: std::sync::mpsc::sync_channel(1).0,
         },
@@ -123,6 +127,13 @@ fn command(text: &str) -> Cmd {
             sent_at: w[3].parse().ok(),
             reply: std::sync::mpsc::sync_channel(1).0,
         },
+        "claim" => Cmd::Claim {
+            run: w[1].to_string(),
+            owner: me(),
+            lease_ms: 1000,
+            out: crate::writer::ClaimOut::NotFound,
+            reply: std::sync::mpsc::sync_channel(1).0,
+        },
         "cancel" => Cmd::Cancel {
             run: w[1].to_string(),
             done: false,
@@ -133,7 +144,8 @@ fn command(text: &str) -> Cmd {
 }
 
 /// Rows written as `a 1 3` (run `a`, token 1, `next_seq` 3, held by this process) or
-/// `a 2 3 other` (held by another); signals, as `sent a go 5 #2` (to run `a`, named `go`,
+/// `a 2 3 other` (held by another), and its status after (`a 1 3 - canceled`; `-`: nobody
+/// holds it; `running` when not written); signals, as `sent a go 5 #2` (to run `a`, named `go`,
 /// sent at 5, number 2), are [`signals_found`]'s.
 fn rows(words: &[&str]) -> HashMap<String, RunNow> {
     words
@@ -144,7 +156,12 @@ fn rows(words: &[&str]) -> HashMap<String, RunNow> {
             let row = RunNow {
                 token: w[1].parse().unwrap(),
                 next_seq: w[2].parse().unwrap(),
-                owner: Some(w.get(3).copied().unwrap_or(ME).to_string()),
+                owner: match w.get(3).copied().unwrap_or(ME) {
+                    "-" => None,
+                    owner => Some(owner.to_string()),
+                },
+                status: w.get(4).copied().unwrap_or("running").to_string(),
+                durability: "durable".to_string(),
             };
             (w[0].to_string(), row)
         })
@@ -295,15 +312,15 @@ fn a_batch_s_fate_is_what_its_runs_rows_tell() {
         ),
         (
             "committed with a command whose answer only the lost answer held",
-            &["append a 1 0..2", "cancel z"],
+            &["append a 1 0..2", "signal s go 5"],
             &["a 1 2"],
             &[],
             "unknown",
         ),
         (
             "not committed with such a command: it is written again",
-            &["append a 1 0..2", "cancel z"],
-            &["a 1 0"],
+            &["append a 1 0..2", "claim x"],
+            &["a 1 0", "x 1 0 other"],
             &[],
             "not written",
         ),
@@ -334,6 +351,41 @@ fn a_batch_s_fate_is_what_its_runs_rows_tell() {
             &["b 1 1", "sent a go 5 #0"],
             &[],
             "written: ok, ok",
+        ),
+        (
+            "a claim of this process's holds the run",
+            &["claim x"],
+            &["x 2 4"],
+            &[],
+            "written: ok",
+        ),
+        (
+            "a claim that holds nothing changed nothing either way",
+            &["claim x"],
+            &["x 2 4 other"],
+            &[],
+            "not written",
+        ),
+        (
+            "a claim that holds nothing in a batch that was written: its answer is lost",
+            &["append a 1 0..2", "claim x"],
+            &["a 1 2", "x 2 4 other"],
+            &[],
+            "unknown",
+        ),
+        (
+            "a cancel alone may be asked again",
+            &["cancel z"],
+            &["z 1 4 - canceled"],
+            &[],
+            "not written",
+        ),
+        (
+            "a cancel beside appends that went in",
+            &["append a 1 0..2", "cancel z", "cancel gone"],
+            &["a 1 2", "z 1 4 - canceled"],
+            &[],
+            "written: ok, ok, store.not-found",
         ),
         (
             "nothing tells, and every command may run twice",
@@ -404,8 +456,47 @@ fn a_batch_is_told_afterwards_when_it_appends_creates_or_may_run_twice() {
         (&["create c", "cancel z"][..], true),
         (&["update a 1", "release a 1", "sync a 1"][..], true),
         (&["log a 1", "sync a 1"][..], false),
-        (&["cancel z"][..], false),
+        (&["cancel z", "claim x"][..], true),
+        (&["signal a go 5"][..], false),
     ] {
         assert_eq!(told_afterwards(&batch(words)), told, "{words:?}");
     }
+}
+
+#[test]
+fn a_committed_batch_s_answers_are_read_from_the_rows() {
+    let mut batch = batch(&[
+        "claim x",
+        "signal a go 5",
+        "cancel z",
+        "cancel y",
+        "cancel w",
+    ]);
+    let now = rows(&[
+        "x 3 7",
+        "z 1 4 - canceled",
+        "y 1 4 - succeeded",
+        "w 1 4 other",
+    ]);
+    let sent = signals_found(&batch, &["sent a go 5 #4"]);
+    super::fill_answers(&mut batch, &now, &sent);
+    let answers: Vec<String> = batch
+        .iter()
+        .map(|cmd| match cmd {
+            Cmd::Claim { out, .. } => format!("{out:?}"),
+            Cmd::Signal { seq, .. } => format!("signal {seq}"),
+            Cmd::Cancel { done, .. } => format!("cancel done {done}"),
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            "Claimed { token: 3, next_seq: 7, durability: Durable }",
+            "signal 4",
+            "cancel done true",
+            "cancel done false",
+            "cancel done true",
+        ]
+    );
 }
