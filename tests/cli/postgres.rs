@@ -35,6 +35,26 @@ pub(crate) fn database() -> String {
 }
 
 /// Runs `reel ARGS` in `dir` with its store on the database at `url`.
+/// An administrator's connection to the test server, and the name of the database of `url`
+/// (a database of [`database`]).
+pub(crate) fn admin(url: &str) -> (postgres::Client, String) {
+    let (server, name) = url.rsplit_once('/').expect("a database in the URL");
+    let client = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
+    (client, name.to_string())
+}
+
+/// Ends every session of the database `name` (as a server's restart or an administrator
+/// does, with `FATAL`); how many.
+pub(crate) fn end_sessions(admin: &mut postgres::Client, name: &str) -> u64 {
+    admin
+        .execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
+            &[&name],
+        )
+        .unwrap()
+}
+
 pub(crate) fn on_postgres(dir: &Path, url: &str, args: &[&str]) -> Run {
     reel_env(dir, args, &[("REEL_STORE_URL", url)])
 }

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use crate::postgres::{database, on_postgres};
+use crate::postgres::{admin, database, end_sessions, on_postgres};
 use crate::support::{json, reel, reel_env, temp, write};
 
 /// Two steps, each longer than half the outage, whose calls log their idempotency keys.
@@ -46,19 +46,12 @@ const SIGNALED: &str = r#"flow signaled {
 
 /// Ends every session of the test's database and refuses new ones, or lets them in again.
 fn outage(url: &str, on: bool) {
-    let (server, name) = url.rsplit_once('/').expect("a database in the URL");
-    let mut admin = postgres::Client::connect(&format!("{server}/postgres"), postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
+    let (mut admin, name) = admin(url);
     admin
         .batch_execute(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS {}", !on))
         .unwrap();
     if on {
-        admin
-            .execute(
-                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
-                &[&name],
-            )
-            .unwrap();
+        end_sessions(&mut admin, &name);
     }
 }
 
@@ -278,8 +271,6 @@ fn a_run_goes_on_while_its_sessions_are_ended_again_and_again() {
     let n = 120;
     write(d, "chain.reel", &chain(n));
     let url = database();
-    let (server, name) = url.rsplit_once('/').expect("a database in the URL");
-    let admin_url = format!("{server}/postgres");
     for mode in ["durable", "fast"] {
         let mut running = reel(d, &["run", "chain.reel", "--durability", mode, "--json"])
             .env("REEL_STORE_URL", &url)
@@ -288,8 +279,7 @@ fn a_run_goes_on_while_its_sessions_are_ended_again_and_again() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("reel starts");
-        let mut admin = postgres::Client::connect(&admin_url, postgres::NoTls)
-            .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
+        let (mut admin, name) = admin(&url);
         // Once the run's calls began, its sessions are ended every 60 ms while it runs.
         let deadline = Instant::now() + Duration::from_secs(60);
         while fs::read_to_string(d.join("calls.log")).map_or(0, |log| log.lines().count()) < 3 {
@@ -298,13 +288,7 @@ fn a_run_goes_on_while_its_sessions_are_ended_again_and_again() {
         }
         let mut ended = 0;
         while running.try_wait().unwrap().is_none() && Instant::now() < deadline {
-            let rows = admin
-                .execute(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1",
-                    &[&name],
-                )
-                .unwrap();
-            ended += rows;
+            ended += end_sessions(&mut admin, &name);
             std::thread::sleep(Duration::from_millis(60));
         }
         let r = crate::support::Run::from(running.wait_with_output().unwrap());

@@ -34,7 +34,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// and a run driven meanwhile goes on when the server is back.
 const RECONNECT_PATIENCE: Duration = Duration::from_secs(20);
 /// The pause between those tries.
-const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
 /// A connection unused for this long is asked whether it still answers before a write or a
 /// read is sent on it: a server that restarted or ended an idle session meanwhile is found
 /// out while nothing has been sent, rather than by a batch or a claim whose fate would be
@@ -491,12 +491,35 @@ pub(crate) fn pg(e: &postgres::Error) -> StoreError {
     }
 }
 
-/// Whether `e` says the session is over: the client saw the connection close, or the server
-/// ended it with a `FATAL` (or `PANIC`) error. The connection cannot be used again.
+/// Whether `e` says the session is over: the client saw the connection close or reset, or the
+/// server ended it with a `FATAL` (or `PANIC`) error. The connection cannot be used again.
 pub(crate) fn ended(e: &postgres::Error) -> bool {
+    use std::io::ErrorKind;
     e.is_closed()
         || e.as_db_error()
             .is_some_and(|db| matches!(db.severity(), "FATAL" | "PANIC"))
+        // The server's process gone before the client read its `FATAL`: the socket reset.
+        || io_kind(e).is_some_and(|kind| {
+            matches!(
+                kind,
+                ErrorKind::ConnectionReset
+                    | ErrorKind::ConnectionAborted
+                    | ErrorKind::BrokenPipe
+                    | ErrorKind::UnexpectedEof
+            )
+        })
+}
+
+/// The kind of the I/O error among `e`'s causes, if one is.
+fn io_kind(e: &postgres::Error) -> Option<std::io::ErrorKind> {
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if let Some(io) = c.downcast_ref::<std::io::Error>() {
+            return Some(io.kind());
+        }
+        cause = c.source();
+    }
+    None
 }
 
 /// Whether a failed connection attempt says the server is away for now rather than that
@@ -517,22 +540,18 @@ fn away(e: &postgres::Error) -> bool {
         ]
         .contains(code);
     }
-    let mut cause = std::error::Error::source(e);
-    while let Some(c) = cause {
-        if let Some(io) = c.downcast_ref::<std::io::Error>() {
-            return matches!(
-                io.kind(),
-                ErrorKind::ConnectionRefused
-                    | ErrorKind::ConnectionReset
-                    | ErrorKind::ConnectionAborted
-                    | ErrorKind::NotFound
-                    | ErrorKind::TimedOut
-                    | ErrorKind::BrokenPipe
-                    | ErrorKind::UnexpectedEof
-                    | ErrorKind::AddrNotAvailable
-            );
-        }
-        cause = c.source();
+    if let Some(kind) = io_kind(e) {
+        return matches!(
+            kind,
+            ErrorKind::ConnectionRefused
+                | ErrorKind::ConnectionReset
+                | ErrorKind::ConnectionAborted
+                | ErrorKind::NotFound
+                | ErrorKind::TimedOut
+                | ErrorKind::BrokenPipe
+                | ErrorKind::UnexpectedEof
+                | ErrorKind::AddrNotAvailable
+        );
     }
     e.is_closed()
 }

@@ -266,7 +266,12 @@ pub(crate) fn migrate(client: &mut Client, connector: &Connector) -> Result<i64,
     if current_version(client) == Some(SCHEMA_VERSION) {
         return Ok(SCHEMA_VERSION);
     }
-    let fail = |e: postgres::Error| open_error(connector, super::conn::describe(&e));
+    // A session the server ended meanwhile (a restart) is `Unreachable`, which the opening
+    // tries again on a new one; anything else is the store's and says so.
+    let fail = |e: postgres::Error| match super::conn::ended(&e) {
+        true => pg(&e),
+        false => open_error(connector, super::conn::describe(&e)),
+    };
     let mut tx = client.transaction().map_err(fail)?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])
         .map_err(fail)?;
