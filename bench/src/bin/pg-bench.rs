@@ -81,10 +81,13 @@ struct Args {
     /// workers and in the server's processes (Linux's `/proc`), steadier than its wall time.
     #[arg(long)]
     statements: bool,
-    /// Only one part: `commands` (the whole commands) or `workloads` (the workers' table
-    /// beside DBOS, and the ceiling).
-    #[arg(long, value_parser = ["commands", "workloads"])]
+    /// Only one part: `commands` (the whole commands), `workloads` (the workers' table beside
+    /// DBOS, and the ceiling) or `looks` (a worker's look with many runs in flight).
+    #[arg(long, value_parser = ["commands", "workloads", "looks"])]
     only: Option<String>,
+    /// Runs in flight for `--only looks` (and the whole bench), one table row each.
+    #[arg(long, value_delimiter = ',', default_value = "1000,10000,100000")]
+    in_flight: Vec<usize>,
     /// Samples of each whole command a user types (`reel run` of one step, `reel events`,
     /// `reel runs`), on PostgreSQL and on SQLite, the median shown; 0 leaves them out.
     #[arg(long, default_value_t = 20)]
@@ -126,10 +129,14 @@ fn main() {
             args.parked
         );
     }
-    if args.command_reps > 0 && args.only.as_deref() != Some("workloads") {
+    let only = args.only.as_deref();
+    if args.command_reps > 0 && matches!(only, None | Some("commands")) {
         whole_commands(&reel, work.path(), &args.url, args.command_reps);
     }
-    if args.only.as_deref() == Some("commands") {
+    if matches!(only, None | Some("looks")) {
+        looks(&args.url, &args.in_flight);
+    }
+    if matches!(only, Some("commands" | "looks")) {
         return;
     }
     let saved = args.dbos.as_ref().map(|file| {
@@ -197,6 +204,83 @@ fn main() {
                 100.0 * 20.0 * d.sequential / ceiling
             );
         }
+    }
+}
+
+/// Looks timed for each row of [`looks`] (the median is shown), after one untimed.
+const LOOKS: usize = 50;
+
+/// A worker's look at what is due (its claim of up to four runs, what is due next and who
+/// holds runs on this host), through the store as `reel worker` makes it, with `n` runs in
+/// flight for each `n`: running under live leases, held by four processes on this host (a few
+/// workers each driving many), beside as many ended runs. Nothing is due, so each look only
+/// looks: what it costs must not grow with what runs.
+fn looks(url: &str, in_flight: &[usize]) {
+    println!("\n== a worker's look with N runs in flight (median of {LOOKS})");
+    println!("| runs in flight | look | per run in flight | vs the first row |");
+    println!("|---|---|---|---|");
+    let me = reel_store::Owner::this_process();
+    let mut first = None;
+    for &n in in_flight {
+        let db = database(url, &format!("looks_{n}"));
+        let store = PgStore::open(&db, Arc::new(SystemClock)).expect("the bench's database opens");
+        let mut client = postgres::Client::connect(&db, postgres::NoTls)
+            .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
+        let count = i64::try_from(n).expect("a count of runs");
+        client
+            .execute(
+                "INSERT INTO reel.runs (id, flow, flow_digest, cwd, status, created_at, ended_at,
+                    durability)
+                 SELECT 'ended-' || g, 'f', 'd', '/', 'succeeded', g, g, 'fast'
+                 FROM generate_series(1, $1::bigint) g",
+                &[&count],
+            )
+            .expect("the ended runs are written");
+        client
+            .execute(
+                "INSERT INTO reel.runs (id, flow, flow_digest, cwd, status, created_at,
+                    lease_owner, lease_pid, lease_host, lease_started, lease_expires_at,
+                    durability)
+                 SELECT 'running-' || g, 'f', 'd', '/', 'running', g, $2 || '-' || (g % 4), $3,
+                    $4, $5, (extract(epoch from clock_timestamp()) * 1000)::bigint + 3600000,
+                    'fast'
+                 FROM generate_series(1, $1::bigint) g",
+                &[
+                    &count,
+                    &me.id,
+                    &i64::from(me.pid),
+                    &me.host,
+                    &i64::try_from(me.started).unwrap_or(i64::MAX),
+                ],
+            )
+            .expect("the running runs are written");
+        client
+            .batch_execute("VACUUM ANALYZE reel.runs")
+            .expect("the statistics are refreshed");
+        let worker = reel_store::Owner {
+            id: format!("{}-worker", me.id),
+            ..me.clone()
+        };
+        let skip = std::collections::HashSet::new();
+        let mut samples = Vec::with_capacity(LOOKS);
+        for i in 0..=LOOKS {
+            let began = Instant::now();
+            let look = store
+                .look(now_ms(), &worker, 60_000, 4, &skip)
+                .expect("a look");
+            assert!(look.claims.is_empty(), "nothing is due");
+            if i > 0 {
+                samples.push(began.elapsed().as_secs_f64() * 1e3);
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        let ms = samples[samples.len() / 2];
+        let base = *first.get_or_insert(ms);
+        println!(
+            "| {n} | {ms:.2} ms | {:.1} ns | {:.2}× |",
+            ms * 1e6 / n as f64,
+            ms / base
+        );
     }
 }
 

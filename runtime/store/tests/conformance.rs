@@ -2262,7 +2262,7 @@ mod postgres_schema {
         assert!(leaves_room(&db));
         assert_eq!(
             db.raw_count("SELECT value FROM meta WHERE key = 'schema_version'"),
-            9
+            10
         );
     }
 }

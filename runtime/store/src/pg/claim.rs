@@ -60,19 +60,33 @@ fn due(n: usize) -> String {
 /// the timers' time), waiting runs with a cancel asked for or a signal pending, and running
 /// runs whose lease ran out or that nobody holds. A lease's owner and expiry are set and
 /// cleared together (a claim, a release, a new run's row), so a running run nobody holds has
-/// no expiry.
+/// no expiry. The lease time is read as a scalar (`SELECT now FROM clock`), which the generic
+/// plan a prepared look keeps can bound the index by; joined with `clock` and one `OR` for
+/// both, it read every running run's entry and row at every look.
 ///
-/// With `$11` (see [`look`]'s `mine_too`), running runs the claimer itself holds too: a scan of
-/// every running run's row, which only a look after one whose answer was lost pays (a
-/// parameter false leaves the branch unscanned).
+/// With `$11` (see [`look`]'s `mine_too`), running runs the claimer itself holds too, found
+/// through `runs_running_holders` by its host and id (a parameter false leaves the branch
+/// unscanned).
 const CANDIDATES: &str = "SELECT id FROM runs WHERE status = 'waiting' AND due_at <= $3
          UNION ALL
          SELECT id FROM runs WHERE status = 'waiting' AND (cancel_requested OR signal_pending)
          UNION ALL
-         SELECT id FROM runs, clock WHERE status = 'running'
-           AND (lease_expires_at IS NULL OR lease_expires_at <= clock.now)
+         SELECT id FROM runs WHERE status = 'running' AND lease_expires_at IS NULL
          UNION ALL
-         SELECT id FROM runs WHERE $11 AND status = 'running' AND lease_owner = $5";
+         SELECT id FROM runs WHERE status = 'running'
+           AND lease_expires_at <= (SELECT now FROM clock)
+         UNION ALL
+         SELECT id FROM runs
+         WHERE $11 AND status = 'running' AND lease_host = $10 AND lease_owner = $5";
+
+/// The first holder of a running run on this host (`$10`), in the order of their ids, after
+/// what the caller adds: with the holder `h` below it, the next one. A look names the holders one
+/// index entry each this way (a loose index scan of `runs_running_holders`) rather than reading
+/// every running run to find a few processes; the running runs of a holder the worker drives
+/// (`skip`) or just claimed name it too, which only costs it a look at whether it is alive
+/// (the runs [`dead_runs`] takes leave those out).
+const NEXT_HOLDER: &str = "SELECT r.lease_owner, r.lease_pid, r.lease_started FROM runs r
+    WHERE r.status = 'running' AND r.lease_owner IS NOT NULL AND r.lease_host = $10";
 
 /// What a look saw besides what it claimed.
 pub(crate) struct Seen {
@@ -114,7 +128,7 @@ pub(crate) fn look(
     // The candidates come from the indexes of what can be due (see `CANDIDATES`); the full
     // condition is then checked on each, so they need only include every run it holds for.
     let sql = format!(
-        "WITH clock AS (SELECT {now} AS now),
+        "WITH RECURSIVE clock AS (SELECT {now} AS now),
          picked AS (
             SELECT r.id, r.status FROM runs r, clock
             WHERE r.id IN ({candidates})
@@ -134,14 +148,25 @@ pub(crate) fn look(
             WHERE runs.id = picked.id
             RETURNING {columns}, picked.status AS was),
          seen AS (SELECT {next_due} FROM clock),
+         holders(owner, pid, started) AS (
+            ({next_holder} {holder_order})
+            UNION ALL
+            SELECT n.* FROM holders h, LATERAL (
+               {next_holder}
+                 AND (r.lease_owner, r.lease_pid, r.lease_started) > (h.owner, h.pid, h.started)
+               {holder_order}) n),
          here AS (
             SELECT array_agg(h.lease_owner) AS owners, array_agg(h.lease_pid) AS pids,
                    array_agg(h.lease_host) AS hosts, array_agg(h.lease_started) AS starteds
-            FROM (SELECT DISTINCT r.lease_owner, r.lease_pid, r.lease_host, r.lease_started
+            FROM (SELECT owner AS lease_owner, pid AS lease_pid, $10 AS lease_host,
+                         started AS lease_started
+                  FROM holders
+                  UNION
+                  SELECT r.lease_owner, r.lease_pid, r.lease_host, r.lease_started
                   FROM runs r
-                  WHERE r.lease_host = $10 AND r.lease_owner IS NOT NULL
-                    AND r.id <> ALL($2::text[]) AND r.id NOT IN (SELECT id FROM picked)
-                    AND {due}) h)
+                  WHERE r.status = 'waiting' AND r.lease_owner IS NOT NULL
+                    AND r.lease_host = $10 AND r.id <> ALL($2::text[])
+                    AND r.id NOT IN (SELECT id FROM picked) AND {due}) h)
          SELECT claimed.*, seen.*, here.* FROM seen CROSS JOIN here LEFT JOIN claimed ON TRUE",
         now = lease_time(1),
         due = due(3),
@@ -152,6 +177,8 @@ pub(crate) fn look(
             .collect::<Vec<_>>()
             .join(", "),
         next_due = next_due_columns(Some(9)),
+        next_holder = NEXT_HOLDER,
+        holder_order = "ORDER BY r.lease_owner, r.lease_pid, r.lease_started LIMIT 1",
     );
     let rows = client
         .query_prepared(

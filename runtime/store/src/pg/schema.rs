@@ -7,7 +7,7 @@ use super::conn::{Connector, SCHEMA, pg};
 use crate::api::StoreError;
 
 /// Migrations in order; the schema version is how many have been applied.
-const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9];
+const MIGRATIONS: &[&str] = &[V1, V2, V3, V4, V5, V6, V7, V8, V9, V10];
 
 /// The schema version this binary writes.
 pub(crate) const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
@@ -226,6 +226,16 @@ CREATE TABLE IF NOT EXISTS refs (
     PRIMARY KEY (digest, run)
 );
 CREATE INDEX IF NOT EXISTS refs_run ON refs (run);
+"#;
+
+// A worker's look names the processes on its host that hold running runs, whichever of them
+// died is taken over at once (`claim::look`'s `here`): through this index it reads one entry a
+// holder, skipping from each to the next, where it read every running run's row (two rows a
+// run in flight, at every look of every worker).
+const V10: &str = r#"
+CREATE INDEX IF NOT EXISTS runs_running_holders
+    ON runs (lease_host, lease_owner, lease_pid, lease_started)
+    WHERE status = 'running' AND lease_owner IS NOT NULL;
 "#;
 
 fn newer_message(version: i64) -> String {

@@ -92,3 +92,73 @@ fn a_look_reads_what_is_due_or_held() {
         2 * KEPT + 4
     );
 }
+
+#[test]
+fn a_look_reads_one_entry_a_holder_not_every_running_run() {
+    // Many runs running under live leases beside many ended ones, as a busy team's store
+    // holds, held by three processes on this host and one elsewhere, and two by the looking
+    // worker itself: a look names the holders here through one index entry each and reads
+    // none of their runs; the look after one whose answer was lost (`look`'s `mine_too`) takes
+    // up the worker's own two, found by its host and id.
+    let (_, mut client) = schema_database("reel_look_running");
+    let owner = Owner::this_process();
+    client
+        .batch_execute(&format!(
+            "{ended}
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at,
+                               lease_owner, lease_pid, lease_host, lease_started,
+                               lease_expires_at, durability)
+             SELECT 'running-' || g, 'f', 'd', '/', 'running', g, 'holder-' || (g % 4),
+                    g % 4, CASE g % 4 WHEN 0 THEN 'elsewhere' ELSE '{host}' END, 1,
+                    (extract(epoch from clock_timestamp()) * 1000)::bigint + 60000 + g, 'fast'
+             FROM generate_series(1, {RUNNING}) g;
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at,
+                               lease_owner, lease_pid, lease_host, lease_started,
+                               lease_expires_at, durability)
+             SELECT 'mine-' || g, 'f', 'd', '/', 'running', g, '{id}', {pid}, '{host}',
+                    {started}, (extract(epoch from clock_timestamp()) * 1000)::bigint + 60000,
+                    'fast'
+             FROM generate_series(1, 2) g;
+             ANALYZE runs;",
+            ended = ended_runs(2 * KEPT),
+            host = owner.host,
+            id = owner.id,
+            pid = owner.pid,
+            started = owner.started,
+        ))
+        .unwrap();
+    // edge: the look's time is the real one, as a worker's is.
+    #[allow(clippy::disallowed_methods)]
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let none = HashSet::new();
+    client.batch_execute("BEGIN").unwrap();
+    for mine_too in [false, true] {
+        let before = rows_read(&mut client);
+        let (claimed, seen) =
+            look(&mut client, None, now, &owner, 60_000, 4, &none, mine_too).unwrap();
+        let read = rows_read(&mut client) - before;
+        let mut claimed: Vec<String> = claimed.into_iter().map(|c| c.lease.run).collect();
+        claimed.sort_unstable();
+        let expected: &[&str] = if mine_too { &["mine-1", "mine-2"] } else { &[] };
+        assert_eq!(claimed, expected, "mine_too: {mine_too}");
+        let mut holders: Vec<String> = seen.holders_here.into_iter().map(|h| h.id).collect();
+        holders.sort_unstable();
+        let mut named = vec![owner.id.clone()];
+        named.extend(["holder-1", "holder-2", "holder-3"].map(String::from));
+        named.sort_unstable();
+        assert_eq!(holders, named, "mine_too: {mine_too}");
+        eprintln!("a look (mine_too: {mine_too}) read {read} rows");
+        assert!(
+            read <= 20,
+            "a look (mine_too: {mine_too}) read {read} rows of a store of {} running runs",
+            RUNNING + 2
+        );
+    }
+    client.batch_execute("ROLLBACK").unwrap();
+}
+
+/// Runs running under live leases in the test above.
+const RUNNING: i64 = 2_000;
