@@ -17,10 +17,21 @@ use crate::api::StoreError;
 /// them apart.
 pub(crate) const SCHEMA: &str = "reel";
 
-/// What each connection sets first: the store's schema, and that a transaction left idle (a
-/// stuck process) does not hold rows others need.
+/// What each connection sets first: the store's schema, that a transaction left idle (a
+/// stuck process) does not hold rows others need, and generic plans.
+///
+/// Every statement of the store is prepared once per session and runs with the plan the server
+/// makes for any parameters: each finds its rows by a run's id, a value's digest, arrays of
+/// them, or a time that bounds an index, for which that plan is the one the server would keep;
+/// a statement with optional filters is written per set of filters given (`read::list_runs`).
+/// Left to choose, the server planned again at every execution what it judged cheaper for the
+/// parameters at hand: the writer's `append_many` (about 180 µs a batch in a store of 50,000
+/// runs) and a worker's look (1.4 ms of its 1.6, at every look).
 fn session_settings() -> String {
-    format!("SET search_path TO {SCHEMA}; SET idle_in_transaction_session_timeout = '60s'")
+    format!(
+        "SET search_path TO {SCHEMA}; SET idle_in_transaction_session_timeout = '60s'; \
+         SET plan_cache_mode = force_generic_plan"
+    )
 }
 
 /// How long a connection being closed may take to tell the server.

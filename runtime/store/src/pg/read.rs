@@ -476,21 +476,34 @@ pub(crate) fn list_runs(
     let limit = filter
         .limit
         .map_or(i64::MAX, |l| i64::try_from(l).unwrap_or(i64::MAX));
+    // Only the filters given are in the statement (one statement per set of them, each
+    // prepared once): a reader's session plans generically (`conn::session_settings`), and a
+    // generic plan of `$1 IS NULL OR status = $1` could use no index for either case.
+    let status = filter.status.map(RunStatus::as_str);
+    let given: [(&str, Option<&str>); 3] = [
+        ("status", status),
+        ("flow", filter.flow.as_deref()),
+        ("source_abs", filter.source_abs.as_deref()),
+    ];
+    let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![&limit];
+    let mut conditions = Vec::new();
+    for (column, value) in &given {
+        if let Some(value) = value {
+            params.push(value);
+            conditions.push(format!("{column} = ${}", params.len()));
+        }
+    }
+    let conditions = match conditions.is_empty() {
+        true => String::new(),
+        false => format!("WHERE {}", conditions.join(" AND ")),
+    };
     let rows = client
         .query_prepared(
             &format!(
-                "SELECT {RUN_COLUMNS} FROM runs
-                 WHERE ($1::text IS NULL OR status = $1)
-                   AND ($2::text IS NULL OR flow = $2)
-                   AND ($3::text IS NULL OR source_abs = $3)
-                 ORDER BY created_at DESC, id DESC LIMIT $4"
+                "SELECT {RUN_COLUMNS} FROM runs {conditions}
+                 ORDER BY created_at DESC, id DESC LIMIT $1"
             ),
-            &[
-                &filter.status.map(RunStatus::as_str),
-                &filter.flow,
-                &filter.source_abs,
-                &limit,
-            ],
+            &params,
         )
         .map_err(|e| pg(&e))?;
     rows.iter().map(run_from).collect()

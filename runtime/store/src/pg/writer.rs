@@ -144,17 +144,6 @@ fn release_notify() -> String {
     )
 }
 
-/// The writer's session runs every statement with the plan the server makes for any
-/// parameters. Its statements find their rows by a run's id, a value's digest or arrays of
-/// them (a clean's also by ended statuses, which no parameter changes), for which that plan is
-/// the one the server would keep; but left to choose, it plans `append_many` again for every
-/// batch once the store holds many runs, because its plan for a few runs' arrays looks
-/// cheaper than the one for any arrays (which is as fast): about 180 µs a batch in a store of
-/// 50,000 runs, where four sequential runs committing together took 45 % longer than in an
-/// empty store. A setting of this session only: the readers' claims keep the server's choice,
-/// which `claim/tests.rs` checks on a crowded store.
-const GENERIC_PLANS: &str = "SET plan_cache_mode = force_generic_plan";
-
 /// The statements the writer runs, prepared once per connection.
 struct Statements {
     durability: Statement,
@@ -233,7 +222,7 @@ impl Statements {
         // holds: the run's row found by its key, with no join, which the server runs in
         // less time than `append_many` for one run (58 µs against 83 a run, from
         // `pg_stat_statements` in session 39, when it was also the cure for the per-batch
-        // plans that `GENERIC_PLANS` now prevents for both).
+        // plans that generic plans, `conn::session_settings`, now prevent for both).
         let append_one = format!(
             "WITH fenced AS (
                 UPDATE runs SET next_seq = $4
@@ -321,16 +310,12 @@ impl Statements {
                 (SELECT count(pg_notify('{DUE_CHANNEL}', $1)) FROM sent)"
         );
         // Sent together, each before the answers to those before it: one round trip rather
-        // than one a statement, which every `reel run` on PostgreSQL paid at its start. The
-        // session's setting goes first (see `GENERIC_PLANS`).
+        // than one a statement, which every `reel run` on PostgreSQL paid at its start.
         macro_rules! prepared {
             ($($name:ident),* $(,)?) => {{
                 let client = conn.client();
-                let ((), $($name,)*) = conn.block_on(async {
-                    tokio::try_join!(
-                        client.batch_execute(GENERIC_PLANS),
-                        $(client.prepare(&$name)),*
-                    )
+                let ($($name,)*) = conn.block_on(async {
+                    tokio::try_join!($(client.prepare(&$name)),*)
                 })?;
                 Statements { $($name),* }
             }};
