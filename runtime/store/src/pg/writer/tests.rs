@@ -105,7 +105,7 @@ fn many_runs_appends_are_planned_once_however_many_runs_the_store_holds() {
     );
     // Left to choose, the server plans this statement again for every batch in such a store
     // (40 plans for the parameters at hand and none kept, checked by hand without the
-    // session's `GENERIC_PLANS`).
+    // session's generic plans, `conn::session_settings`).
     assert_eq!(
         (custom, generic),
         (0, batches),
