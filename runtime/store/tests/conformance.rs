@@ -163,6 +163,18 @@ fn event(kind: &str, n: u64) -> NewEvent {
     }
 }
 
+/// A line step `s` of `run` printed in its first attempt.
+fn log_line(run: &str, text: &str) -> LogRow {
+    LogRow {
+        run: run.to_string(),
+        step: "s".to_string(),
+        index: None,
+        attempt: 1,
+        at: 1,
+        text: text.to_string(),
+    }
+}
+
 fn wait(ticket: Ticket) -> Result<(), StoreError> {
     ticket.0.blocking_recv().unwrap_or(Err(StoreError::Closed))
 }
@@ -395,18 +407,7 @@ fn a_taken_over_lease_fences_its_old_holder(b: &dyn Backend) {
     assert_eq!(run.status, RunStatus::Running);
 
     new.append(&second, vec![event("e", 1)]).unwrap();
-    new.append_log(
-        &second,
-        LogRow {
-            run: "r".to_string(),
-            step: "s".to_string(),
-            index: None,
-            attempt: 1,
-            at: 1,
-            text: "mine".to_string(),
-        },
-    )
-    .unwrap();
+    new.append_log(&second, log_line("r", "mine")).unwrap();
     wait(new.sync(&second)).unwrap();
     assert_eq!(numbers(&journal(&*new, "r").unwrap()), vec![0, 1]);
     new.renew(&second, 60_000).unwrap();
@@ -2388,15 +2389,7 @@ mod postgres_connections {
         store.append(&lease, vec![event("e", 0)]).unwrap();
         wait(store.sync(&lease)).unwrap();
         end_connections(&db);
-        let log = LogRow {
-            run: "l".to_string(),
-            step: "s".to_string(),
-            index: None,
-            attempt: 1,
-            at: 1,
-            text: "hello".to_string(),
-        };
-        store.append_log(&lease, log).unwrap();
+        store.append_log(&lease, log_line("l", "hello")).unwrap();
         wait(store.sync(&lease)).unwrap();
         assert_eq!(store.logs("l").unwrap().len(), 1);
         store.append(&lease, vec![event("e", 1)]).unwrap();
@@ -2473,15 +2466,7 @@ mod postgres_connections {
         let lease = store.create_run(new_run("p"), &me(), 60_000).unwrap();
         store.append(&lease, vec![event("e", 0)]).unwrap();
         wait(store.sync(&lease)).unwrap();
-        let log = LogRow {
-            run: "p".to_string(),
-            step: "s".to_string(),
-            index: None,
-            attempt: 1,
-            at: 1,
-            text: "hello".to_string(),
-        };
-        store.append_log(&lease, log).unwrap();
+        store.append_log(&lease, log_line("p", "hello")).unwrap();
         let lost = wait(store.sync(&lease)).unwrap_err();
         assert_eq!(lost.code(), "store.poisoned", "{lost}");
         assert!(lost.to_string().contains("connection"), "{lost}");
