@@ -7,11 +7,12 @@
 //! (the row's token is the batch's), is written by nobody else meanwhile: its `next_seq` is
 //! where the batch's appends to it begin (nothing of the batch was committed: it is written
 //! again) or where they end (all of it was: each command is answered as the rows say). A run
-//! the batch creates is there or not; a signal it sends is found by its run, name, payload and
-//! the time its first try took. Anything else (the lease taken over, a `next_seq`
-//! elsewhere, as a `fast` commit the server lost in a crash leaves it) cannot tell, and the
-//! batch's runs are poisoned as before. A batch with nothing to tell by is written again only
-//! when every command in it may run twice.
+//! the batch creates is there or not; a claim took the lease if the row names this process;
+//! a signal it sends is found by its run, name, payload and the time its first try took.
+//! Anything else (the lease taken over, a `next_seq` elsewhere, as a `fast` commit the server
+//! lost in a crash leaves it) cannot tell, and the batch's runs are poisoned as before. A batch
+//! with nothing to tell by is written again only when every command in it may run twice (a
+//! cancel among them) or is a claim that holds nothing.
 
 use std::collections::HashMap;
 
@@ -26,12 +27,14 @@ pub(super) struct RunNow {
     pub(super) next_seq: u64,
     /// The lease's holder, `None` when nobody holds it.
     pub(super) owner: Option<String>,
+    /// As stored: a claim's answer holds the run's durability, a cancel's whether it ended.
     pub(super) status: String,
     pub(super) durability: String,
 }
 
 /// The statement that reads [`RunNow`] of the runs `$1` names.
-pub(super) const RUNS_NOW: &str = "SELECT id, lease_token, next_seq, lease_owner, status, durability FROM runs WHERE id = ANY($1)";
+pub(super) const RUNS_NOW: &str = "SELECT id, lease_token, next_seq, lease_owner, status,
+    durability FROM runs WHERE id = ANY($1)";
 
 /// What became of the batch.
 #[derive(Debug)]
