@@ -110,20 +110,19 @@ impl Readers {
         self.run(move |client: &mut Option<Client>, connector: &Connector| {
             let mut attempt = 1;
             loop {
-                // Whether the read itself found its session ended (the server's `FATAL` may
-                // come before the client sees the connection close); not a connection that
-                // could not be made, which `on_connection` already waited for.
+                // Whether the read itself found its session ended: its error says so (the
+                // server's `FATAL` may come before the client sees the connection close), or
+                // the client saw it close (a read whose errors say otherwise, as a query's);
+                // not a connection that could not be made, which `on_connection` already
+                // waited for.
                 let mut ended = false;
                 let result = on_connection(client, connector, |c| {
                     let result = f(c);
-                    ended = matches!(result, Err(StoreError::Unreachable(_)));
+                    ended = matches!(result, Err(StoreError::Unreachable(_))) || c.is_closed();
                     result
                 });
                 match result {
-                    Err(_)
-                        if attempt < READ_ATTEMPTS
-                            && (ended || client.as_ref().is_some_and(Client::is_closed)) =>
-                    {
+                    Err(_) if ended && attempt < READ_ATTEMPTS => {
                         *client = None;
                         attempt += 1;
                     }
