@@ -2272,6 +2272,16 @@ mod postgres_schema {
 mod postgres_connections {
     use super::*;
 
+    /// A `durable` run `id` held by this process for a minute, its event `e` 0 committed.
+    fn durable_run_with_an_event(store: &dyn Store, id: &str) -> Lease {
+        let mut run = new_run(id);
+        run.durability = Durability::Durable;
+        let lease = store.create_run(run, &me(), 60_000).unwrap();
+        store.append(&lease, vec![event("e", 0)]).unwrap();
+        wait(store.sync(&lease)).unwrap();
+        lease
+    }
+
     /// Ends every connection to the test's database but the one that asks.
     fn end_connections(db: &Postgres) {
         db.raw(
@@ -2295,11 +2305,7 @@ mod postgres_connections {
     fn the_writer_and_the_readers_connect_again_after_the_server_ended_their_connections() {
         let db = Postgres::new();
         let store = db.open().unwrap();
-        let mut run = new_run("d");
-        run.durability = Durability::Durable;
-        let lease = store.create_run(run, &me(), 60_000).unwrap();
-        store.append(&lease, vec![event("e", 0)]).unwrap();
-        wait(store.sync(&lease)).unwrap();
+        let lease = durable_run_with_an_event(&*store, "d");
         end_connections(&db);
         // The next batch goes out on the session the server ended (unused for less than the
         // check's second) and fails; the writer reads the run's row on a new connection, finds
@@ -2345,11 +2351,7 @@ mod postgres_connections {
         let db = Postgres::new();
         let store = PgStore::open(&db.url, db.clock.clone()).unwrap();
         store.inject_fault(fault).unwrap();
-        let mut run = new_run("s");
-        run.durability = Durability::Durable;
-        let lease = store.create_run(run, &me(), 60_000).unwrap();
-        store.append(&lease, vec![event("e", 0)]).unwrap();
-        wait(store.sync(&lease)).unwrap();
+        let lease = durable_run_with_an_event(&store, "s");
         let before = sessions(&db);
         store.append(&lease, vec![event("lost", 1)]).unwrap();
         wait(store.sync(&lease)).unwrap();
@@ -2385,9 +2387,7 @@ mod postgres_connections {
         // first, finds the session gone, and writes it on a new one.
         let db = Postgres::new();
         let store = db.open().unwrap();
-        let lease = store.create_run(new_run("l"), &me(), 60_000).unwrap();
-        store.append(&lease, vec![event("e", 0)]).unwrap();
-        wait(store.sync(&lease)).unwrap();
+        let lease = durable_run_with_an_event(&*store, "l");
         end_connections(&db);
         store.append_log(&lease, log_line("l", "hello")).unwrap();
         wait(store.sync(&lease)).unwrap();
@@ -2463,9 +2463,7 @@ mod postgres_connections {
         let db = Postgres::new();
         let store = PgStore::open(&db.url, db.clock.clone()).unwrap();
         store.inject_fault("session-ends@commit=3*1").unwrap();
-        let lease = store.create_run(new_run("p"), &me(), 60_000).unwrap();
-        store.append(&lease, vec![event("e", 0)]).unwrap();
-        wait(store.sync(&lease)).unwrap();
+        let lease = durable_run_with_an_event(&store, "p");
         store.append_log(&lease, log_line("p", "hello")).unwrap();
         let lost = wait(store.sync(&lease)).unwrap_err();
         assert_eq!(lost.code(), "store.poisoned", "{lost}");
@@ -2573,11 +2571,7 @@ mod postgres_connections {
     fn a_connection_ended_while_it_sat_unused_is_found_out_before_anything_is_sent_on_it() {
         let db = Postgres::new();
         let store = db.open().unwrap();
-        let mut run = new_run("u");
-        run.durability = Durability::Durable;
-        let lease = store.create_run(run, &me(), 60_000).unwrap();
-        store.append(&lease, vec![event("e", 0)]).unwrap();
-        wait(store.sync(&lease)).unwrap();
+        let lease = durable_run_with_an_event(&*store, "u");
         assert!(store.run("u").unwrap().is_some());
         // A restart, an idle timeout or an administrator ends the sessions while the store
         // has nothing to do (a step runs for minutes); by the next write they sat unused for
