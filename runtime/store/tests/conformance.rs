@@ -2565,6 +2565,40 @@ mod postgres_connections {
         );
     }
 
+    // edge: the test times how long an opening waits, real time.
+    #[allow(clippy::disallowed_methods)]
+    #[test]
+    fn an_opening_waits_for_a_server_that_answers_and_not_for_one_that_does_not() {
+        // Nothing listens: the person who typed the command learns so within a second.
+        let db = Postgres::new();
+        let (server, name) = db.url.rsplit_once('/').unwrap();
+        let (host, _port) = server.rsplit_once(':').unwrap();
+        let nowhere = format!("{host}:1/{name}");
+        let began = std::time::Instant::now();
+        let err = PgStore::open(&nowhere, db.clock.clone()).unwrap_err();
+        let took = began.elapsed();
+        assert_eq!(err.code(), "store.unreachable", "{err}");
+        assert!(took < std::time::Duration::from_secs(3), "{took:?}");
+        // The server answers but refuses the database's sessions for a second and a half (a
+        // restart under way, an administrator, sessions ended faster than a loaded machine
+        // checks the schema): the opening waits for it, as the writer and the readers would.
+        drop(db.open().unwrap());
+        away(&db, true);
+        let back = std::thread::spawn({
+            let db = Postgres {
+                url: db.url.clone(),
+                clock: db.clock.clone(),
+            };
+            move || {
+                std::thread::sleep(std::time::Duration::from_millis(1500));
+                away(&db, false);
+            }
+        });
+        let store = db.open();
+        back.join().unwrap();
+        assert!(store.unwrap().run("r").unwrap().is_none());
+    }
+
     // edge: the test lets the connections sit unused past the check's threshold, real time.
     #[allow(clippy::disallowed_methods)]
     #[test]

@@ -45,7 +45,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// and a run driven meanwhile goes on when the server is back.
 const RECONNECT_PATIENCE: Duration = Duration::from_secs(20);
 /// The pause between those tries.
-pub(crate) const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+const RECONNECT_PAUSE: Duration = Duration::from_millis(200);
+/// How many times a store's opening tries a session while nothing answers (see
+/// [`Connector::opened`]).
+const OPEN_TRIES: u32 = 4;
 /// A connection unused for this long is asked whether it still answers before a write or a
 /// read is sent on it: a server that restarted or ended an idle session meanwhile is found
 /// out while nothing has been sent, rather than by a batch or a claim whose fate would be
@@ -284,12 +287,17 @@ impl Connector {
         let began = std::time::Instant::now();
         loop {
             match connect() {
-                Err(e) if e.is_transient() && began.elapsed() < self.patience => {
+                Err(e) if e.is_transient() && self.patient_since(began) => {
                     std::thread::sleep(RECONNECT_PAUSE);
                 }
                 result => return result,
             }
         }
+    }
+
+    /// Whether what began at `began` may still be tried again (see `patience`).
+    pub(crate) fn patient_since(&self, began: std::time::Instant) -> bool {
+        began.elapsed() < self.patience
     }
 
     /// The URL without its password.
@@ -299,6 +307,13 @@ impl Connector {
 
     /// A new connection with the store's settings.
     pub(crate) fn connect(&self) -> Result<Client, StoreError> {
+        self.connect_told().map_err(|(e, _)| e)
+    }
+
+    /// [`Connector::connect`], its error told with whether the server answered: a server
+    /// that sent an error (ended the session as it started, is starting, is full) is there,
+    /// where a refused or reset socket may have nothing behind it.
+    fn connect_told(&self) -> Result<Client, (StoreError, bool)> {
         let config = postgres::Config::from(self.config.clone());
         let client = match &self.tls {
             Some(tls) => config.connect(tokio_postgres_rustls::MakeRustlsConnect::new(
@@ -306,11 +321,45 @@ impl Connector {
             )),
             None => config.connect(NoTls),
         };
-        let mut client = client.map_err(|e| self.error(&e))?;
+        let answered = |e: &postgres::Error| e.as_db_error().is_some();
+        let mut client = client.map_err(|e| (self.error(&e), answered(&e)))?;
         client
             .batch_execute(&session_settings())
-            .map_err(|e| self.error(&e))?;
+            .map_err(|e| (self.error(&e), true))?;
         Ok(client)
+    }
+
+    /// A store's first connection, on which `prepare` (the schema's check) succeeded. While
+    /// nothing answers (no server listens, the socket is refused or reset) it is tried
+    /// [`OPEN_TRIES`] times, [`RECONNECT_PAUSE`] apart, so a person typing `reel runs` while
+    /// the server is down learns so within a second. While the server answers but ends each
+    /// session before the check is done (a restart under way, an administrator or a pooler
+    /// ending sessions, a server too loaded to finish before the next end) it is tried for
+    /// the connector's patience, as the writer and the readers wait: the server is there.
+    pub(crate) fn opened(
+        &self,
+        mut prepare: impl FnMut(&mut Client) -> Result<(), StoreError>,
+    ) -> Result<Client, StoreError> {
+        // edge: the patience is I/O timing, not a decision; it reads the monotonic clock.
+        #[allow(clippy::disallowed_methods)]
+        let began = std::time::Instant::now();
+        let mut tries = 1;
+        loop {
+            let (result, answered) = match self.connect_told() {
+                Ok(mut client) => (prepare(&mut client).map(|()| client), true),
+                Err((e, answered)) => (Err(e), answered),
+            };
+            match result {
+                Err(e)
+                    if e.is_transient()
+                        && (tries < OPEN_TRIES || answered && self.patient_since(began)) =>
+                {
+                    tries += 1;
+                    std::thread::sleep(RECONNECT_PAUSE);
+                }
+                result => return result,
+            }
+        }
     }
 
     /// A new connection with the store's settings that can send statements without waiting

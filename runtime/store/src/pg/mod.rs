@@ -77,9 +77,6 @@ pub struct PgStore {
     look_lost: AtomicBool,
 }
 
-/// How many times an opening tries a session while the server is away or ends each.
-const OPEN_TRIES: u32 = 4;
-
 impl PgStore {
     /// Connects to the database `url` names, applies the migrations it lacks (refusing a
     /// schema newer than this binary's), and starts the writer. Lease expiries and signal
@@ -96,25 +93,9 @@ impl PgStore {
     ) -> Result<PgStore, StoreError> {
         let connector = conn::Connector::new(url, auth)?;
         // The migrations' connection goes on as the first reader's; the writer opens one of
-        // its own (see `conn::Pipelined`). A server away, or one that ends the session while
-        // it starts or the schema is read (a restart, an administrator), is tried again a few
-        // times: a person typing `reel runs` while the server is down learns so within a
-        // second, where the writer and the readers wait for it longer (`patiently`).
-        let mut tries = 1;
-        let reader_conn = loop {
-            let opened = connector.connect().and_then(|mut client| {
-                schema::migrate(&mut client, &connector)?;
-                Ok(client)
-            });
-            match opened {
-                Ok(client) => break client,
-                Err(StoreError::Unreachable(_)) if tries < OPEN_TRIES => {
-                    tries += 1;
-                    std::thread::sleep(conn::RECONNECT_PAUSE);
-                }
-                Err(e) => return Err(e),
-            }
-        };
+        // its own (see `conn::Pipelined`).
+        let reader_conn =
+            connector.opened(|client| schema::migrate(client, &connector).map(|_| ()))?;
         let (tx, rx) = crate::writer::queue::channel(CHANNEL_CAPACITY);
         let shared = Arc::new(Shared::default());
         let trips = Arc::new(AtomicU64::new(0));

@@ -98,7 +98,9 @@ impl Readers {
 
     /// Runs the read `f` on a reader's connection and waits for its answer. A read that
     /// fails because the server ended the connection (a restart, an administrator, an idle
-    /// timeout) is run again on a new one, up to [`READ_ATTEMPTS`] times in all: a read changes
+    /// timeout) is run again on a new one, [`READ_ATTEMPTS`] times at least and for as long as
+    /// the connector is patient (a server ending sessions faster than a loaded machine reads
+    /// is there, and the read succeeds once one session lasts): a read changes
     /// nothing, so running it again is harmless, and a long-lived process (a worker, the
     /// language server) does not fail a read for each of its readers after the server came
     /// back. (A connection ended while it sat unused is found out only by the read that uses
@@ -108,6 +110,9 @@ impl Readers {
         f: impl Fn(&mut Client) -> Result<R, StoreError> + Send + 'static,
     ) -> Result<R, StoreError> {
         self.run(move |client: &mut Option<Client>, connector: &Connector| {
+            // edge: the patience is I/O timing, not a decision; it reads the monotonic clock.
+            #[allow(clippy::disallowed_methods)]
+            let began = std::time::Instant::now();
             let mut attempt = 1;
             loop {
                 // Whether the read itself found its session ended: its error says so (the
@@ -122,7 +127,9 @@ impl Readers {
                     result
                 });
                 match result {
-                    Err(_) if ended && attempt < READ_ATTEMPTS => {
+                    Err(_)
+                        if ended && (attempt < READ_ATTEMPTS || connector.patient_since(began)) =>
+                    {
                         *client = None;
                         attempt += 1;
                     }
@@ -187,8 +194,8 @@ impl Readers {
     }
 }
 
-/// How many times a read is tried when the server ends its session each time (see
-/// [`Readers::with`]).
+/// How many times a read is tried when the server ends its session each time, however soon
+/// (see [`Readers::with`]); a patient store tries it for its patience.
 const READ_ATTEMPTS: u32 = 4;
 
 /// Runs `f` on the reader's connection, connecting first when it has none or the server

@@ -41,7 +41,8 @@ const MAX_BATCH_COMMANDS: usize = 4096;
 /// How long a batch of only unawaited writes waits for company.
 const LINGER: Duration = Duration::from_millis(2);
 /// How many times a batch is tried again when the server aborted it to break a deadlock with
-/// another process's batch (each batch locks its runs' rows in its own order).
+/// another process's batch (each batch locks its runs' rows in its own order), and at least
+/// how many times when its session ended.
 const BATCH_ATTEMPTS: u32 = 8;
 
 /// How a command failed.
@@ -536,6 +537,9 @@ impl Writer {
         durable: bool,
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<(), Lost> {
+        // edge: the patience is I/O timing, not a decision; it reads the monotonic clock.
+        #[allow(clippy::disallowed_methods)]
+        let began = Instant::now();
         let mut attempt = 1;
         loop {
             results.clear();
@@ -557,7 +561,9 @@ impl Writer {
             }
             loop {
                 self.conn = None;
-                if attempt >= BATCH_ATTEMPTS {
+                // A server that ends each session before the batch's fate is read (or the
+                // batch written again) is there: asked again for the writer's patience.
+                if attempt >= BATCH_ATTEMPTS && !self.connector.patient_since(began) {
                     return Err(lost);
                 }
                 attempt += 1;
