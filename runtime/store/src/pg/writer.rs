@@ -29,7 +29,7 @@ use crate::clock::Clock;
 #[cfg(debug_assertions)]
 use crate::writer::faults::FaultKind;
 use crate::writer::{ClaimOut, Cmd, Row, Shared, Tag, Update, ValueText, durability_str, lock};
-use fate::{Fate, RunNow};
+use fate::{Fate, RunNow, Xact};
 
 mod fate;
 
@@ -71,6 +71,19 @@ pub(super) struct Lost {
     /// is driven, which is while a batch waits for its answers; a batch of one statement
     /// could have its answer, the server's `FATAL`, before that.
     broken: bool,
+    /// Whether the batch's `COMMIT` had gone out (it may have been made), and if so the
+    /// transaction's id when the batch read it (see [`fate::Xact`]).
+    commit: Option<Option<i64>>,
+}
+
+impl Lost {
+    /// The same, met once the batch's `COMMIT` (its transaction `xid`, when read) went out.
+    fn committing(self, xid: Option<i64>) -> Lost {
+        Lost {
+            commit: Some(xid),
+            ..self
+        }
+    }
 }
 
 impl From<StoreError> for Lost {
@@ -79,6 +92,7 @@ impl From<StoreError> for Lost {
             error,
             retry: false,
             broken: false,
+            commit: None,
         }
     }
 }
@@ -94,6 +108,7 @@ pub(super) fn lost(e: &postgres::Error) -> Lost {
         error: pg(e),
         retry,
         broken,
+        commit: None,
     }
 }
 
@@ -501,17 +516,17 @@ impl Writer {
         }
     }
 
-    /// The connection, connecting again when it broke or, after a while unused (or whenever
-    /// `check`), no longer answers (see [`super::conn::CHECK_AFTER_IDLE`]); while the server
+    /// The connection, connecting again when it broke or, after a while unused, no longer
+    /// answers (see [`super::conn::CHECK_AFTER_IDLE`]); while the server
     /// is away, connecting is tried again for a while (`Connector::patiently`). Nothing of the
     /// batch that asks has been sent yet.
-    fn connection(&mut self, check: bool) -> Result<&mut (Pipelined, Statements), StoreError> {
+    fn connection(&mut self) -> Result<&mut (Pipelined, Statements), StoreError> {
         // edge: how long the connection sat unused is I/O timing, not a decision of the
         // engine; it reads the monotonic clock.
         #[allow(clippy::disallowed_methods)]
         let now = Instant::now();
         if let (Some((conn, _)), Some(used)) = (&self.conn, self.used)
-            && (check || now.duration_since(used) >= super::conn::CHECK_AFTER_IDLE)
+            && now.duration_since(used) >= super::conn::CHECK_AFTER_IDLE
             && !conn.answers(super::conn::CHECK_TIMEOUT)
         {
             self.conn = None;
@@ -567,7 +582,7 @@ impl Writer {
                     return Err(lost);
                 }
                 attempt += 1;
-                match self.fate(batch) {
+                match self.fate(batch, lost.commit) {
                     Ok((Fate::NotWritten, ..)) => break,
                     Ok((Fate::Written(outcomes), now, sent)) => {
                         // Refusals poison their runs, as when the answer came (`settle`).
@@ -590,17 +605,53 @@ impl Writer {
         }
     }
 
-    /// What became of `batch`, whose session ended before its answer was read, from its runs'
-    /// rows and its signals read on a new connection (see [`fate`]); with what was read: the
-    /// rows, and the signals found by their command's place in the batch.
-    fn fate(&mut self, batch: &[Cmd]) -> Result<Told, Lost> {
+    /// What became of `batch`, whose session ended before its answer was read, from whether
+    /// its `COMMIT` went out (`commit`, with its transaction's id when read), what the server
+    /// says of that transaction, and its runs' rows and its signals read on a new connection
+    /// (see [`fate`]); with what was read: the rows, and the signals found by their command's
+    /// place in the batch.
+    fn fate(&mut self, batch: &[Cmd], commit: Option<Option<i64>>) -> Result<Told, Lost> {
         let runs = fate::runs_named(batch);
         let signals = fate::signals_tried(batch);
         let (mut now, mut sent) = (HashMap::new(), HashMap::new());
-        if runs.is_empty() && signals.is_empty() {
-            return Ok((fate::decide(batch, &now, &sent, &|_, _| None), now, sent));
+        let xact = match commit {
+            None => Xact::NotCommitted,
+            Some(None) => Xact::Unknown,
+            Some(Some(xid)) => {
+                let (conn, _) = self.connection()?;
+                let row = conn
+                    .block_on(conn.client().query_one(fate::XACT_STATUS, &[&xid]))
+                    .map_err(|e| lost(&e))?;
+                match super::read::get::<Option<String>>(&row, 0)?.as_deref() {
+                    Some("committed") => Xact::Told(true),
+                    Some("aborted") => Xact::Told(false),
+                    // The ended session's process has not finished yet: asked again.
+                    Some("in progress") => {
+                        std::thread::sleep(Duration::from_millis(10));
+                        return Err(Lost {
+                            broken: true,
+                            ..Lost::from(StoreError::Unreachable(
+                                "the ended session's transaction is still in progress".into(),
+                            ))
+                        });
+                    }
+                    _ => Xact::Unknown,
+                }
+            }
+        };
+        let shared = Arc::clone(&self.shared);
+        let decided = |now: &HashMap<String, RunNow>, sent: &HashMap<usize, u64>| {
+            fate::decide(batch, xact, now, sent, &|run, token| {
+                shared.poisoned(run, token)
+            })
+        };
+        if xact == Xact::NotCommitted
+            || xact == Xact::Told(false)
+            || runs.is_empty() && signals.is_empty()
+        {
+            return Ok((decided(&now, &sent), now, sent));
         }
-        let (conn, _) = self.connection(false)?;
+        let (conn, _) = self.connection()?;
         if !runs.is_empty() {
             let rows = conn
                 .block_on(conn.client().query(fate::RUNS_NOW, &[&runs]))
@@ -628,11 +679,7 @@ impl Writer {
                 sent.insert(at, u64::try_from(seq).unwrap_or(0));
             }
         }
-        let shared = &self.shared;
-        let fate = fate::decide(batch, &now, &sent, &|run, token| {
-            shared.poisoned(run, token)
-        });
-        Ok((fate, now, sent))
+        Ok((decided(&now, &sent), now, sent))
     }
 
     /// Writes the batch in one transaction. Its opening, its values and the appends of the
@@ -656,12 +703,11 @@ impl Writer {
         if self.conn.is_none() {
             synchronous = None;
         }
-        // A batch whose fate its runs' rows could not tell, should its session end on the way
-        // (a log line or a signal alone), is sent only on a session that answered just
-        // before: one ended since its last batch, as a restart leaves it, is found out while
-        // nothing has been sent. A round trip more, for batches off a step's path.
-        let check = !fate::told_afterwards(batch);
-        let (conn, statements) = self.connection(check)?;
+        // A batch whose fate its runs' rows could not tell, should its session end once its
+        // `COMMIT` went out (a log line or a signal alone), reads its transaction's id first
+        // and commits in a round trip of its own, so the server can tell (`fate::Xact`).
+        let told = fate::told_afterwards(batch);
+        let (conn, statements) = self.connection()?;
         // A test's fault (debug builds): the server ends this session before the batch goes
         // out, or once it is committed.
         #[cfg(debug_assertions)]
@@ -672,7 +718,7 @@ impl Writer {
         }
         let cleaning = batch.iter().any(|c| matches!(c, Cmd::Clean { .. }));
         let first = stretch_from(batch, 0, 1);
-        let guard = if one_trip {
+        let guard = if one_trip && told {
             one_trip_guard(batch, &shared)
         } else {
             None
@@ -701,8 +747,12 @@ impl Writer {
                 values: (!values.digests.is_empty()).then(|| values.params()),
                 appends: (!appends.runs.is_empty()).then_some(appends),
                 commit: commit_at_once,
+                xid: !told,
             };
-            Tx::begin(conn, statements, &trip).map_err(|e| lost(&e))?
+            Tx::begin(conn, statements, &trip).map_err(|e| match commit_at_once {
+                true => lost(&e).committing(None),
+                false => lost(&e),
+            })?
         };
         if let Some(Some(epoch)) = guard
             && removed != epoch
@@ -710,7 +760,9 @@ impl Writer {
             // A clean removed values since those the appends name were vouched for: the
             // appends did not go in (their statement's guard), the values did, harmlessly.
             // Written again in two round trips, the appends write those values again first.
-            shared_trips.fetch_add(tx.commit().map_err(|e| lost(&e))?, Ordering::Relaxed);
+            let xid = tx.xid;
+            let sent = tx.commit().map_err(|e| lost(&e).committing(xid))?;
+            shared_trips.fetch_add(sent, Ordering::Relaxed);
             self.synchronous = Some(durable);
             return self.try_write(batch, durable, results, false);
         }
@@ -743,13 +795,14 @@ impl Writer {
             if journals && run.tx.open {
                 crate::crash::reached(crate::crash::CrashPoint::BeforeCommit);
             }
-            let sent = run.tx.commit().map_err(|e| lost(&e))?;
+            let xid = run.tx.xid;
+            let sent = run.tx.commit().map_err(|e| lost(&e).committing(xid))?;
             shared_trips.fetch_add(sent, Ordering::Relaxed);
             #[cfg(debug_assertions)]
             if fault == Some(FaultKind::AnswerLost)
                 && let Some(e) = end_session(conn)
             {
-                return Err(lost(&e));
+                return Err(lost(&e).committing(xid));
             }
         }
         self.values_removed = values_removed;
@@ -817,6 +870,8 @@ pub(super) struct Tx<'t> {
     sent: u64,
     /// Whether it is still to be committed or rolled back.
     open: bool,
+    /// Its id, when its first round trip read it (see [`fate::Xact`]).
+    xid: Option<i64>,
 }
 
 /// What a batch's first round trip sends: `BEGIN`, its opening, its values, the appends of the
@@ -845,6 +900,8 @@ struct FirstTrip<'a> {
     values: Option<[&'a (dyn postgres::types::ToSql + Sync); 3]>,
     appends: Option<Appends<'a>>,
     commit: bool,
+    /// Whether the transaction's id is read (see [`fate::Xact`]); never with `commit`.
+    xid: bool,
 }
 
 impl<'t> Tx<'t> {
@@ -889,6 +946,12 @@ impl<'t> Tx<'t> {
                 false => client.execute(lock, &[]).await,
             }
         };
+        let xid = async {
+            match first.xid {
+                true => Some(client.query_one(fate::XACT_ID, &[]).await).transpose(),
+                false => Ok(None),
+            }
+        };
         let values = async {
             match &first.values {
                 Some(params) => client.execute(&st.values, params).await.map(drop),
@@ -917,26 +980,29 @@ impl<'t> Tx<'t> {
         };
         // Polled together, each request goes out before the answers to those before it come
         // back: `biased` sends them in the order written.
-        let (began, set, locked, values, counted, committed) = conn.block_on(async {
+        let (began, set, locked, xid, values, counted, committed) = conn.block_on(async {
             tokio::join!(
                 biased;
                 began,
                 durability,
                 locked,
+                xid,
                 values,
                 counted,
                 commit,
             )
         });
-        let tx = Tx {
+        let mut tx = Tx {
             conn,
             sent: 1,
             open: !first.commit,
+            xid: None,
         };
         // The first failure is the batch's; those after it only say the transaction aborted.
         began?;
         set?;
         locked?;
+        tx.xid = xid?.map(|row| row.try_get(0)).transpose()?;
         values?;
         let (removed, written) = counted?;
         committed?;

@@ -13,6 +13,12 @@
 //! lost in a crash leaves it) cannot tell, and the batch's runs are poisoned as before. A batch
 //! with nothing to tell by is written again only when every command in it may run twice (a
 //! cancel among them) or is a claim that holds nothing.
+//!
+//! Before any of that, the writer knows whether the batch's `COMMIT` went out at all: a
+//! session that ended before it did took its transaction with it ([`Xact::NotCommitted`]). A
+//! batch the rows could not tell (a log line alone) reads its transaction's id in its first
+//! round trip and commits in a later one, so when only the `COMMIT`'s answer was lost, the
+//! server says what became of it (`txid_status`, [`Xact::Told`]).
 
 use std::collections::HashMap;
 
@@ -35,6 +41,26 @@ pub(super) struct RunNow {
 /// The statement that reads [`RunNow`] of the runs `$1` names.
 pub(super) const RUNS_NOW: &str = "SELECT id, lease_token, next_seq, lease_owner, status,
     durability FROM runs WHERE id = ANY($1)";
+
+/// What the writer knows of the batch's transaction after its session ended.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) enum Xact {
+    /// Its `COMMIT` never went out: the server rolled it back as the session ended.
+    NotCommitted,
+    /// Its `COMMIT` went out and, asked by the transaction's id, the server says whether it was
+    /// made.
+    Told(bool),
+    /// Its `COMMIT` went out and its answer was lost; its rows tell, if anything does.
+    Unknown,
+}
+
+/// The statement that asks the server what became of the transaction `$1` (its id as
+/// `txid_current()` gave it): `committed`, `aborted` or `in progress` (its session not yet
+/// gone), `NULL` when too old to tell.
+pub(super) const XACT_STATUS: &str = "SELECT txid_status($1)";
+
+/// The statement by which a batch reads its transaction's id (see [`Xact::Told`]).
+pub(super) const XACT_ID: &str = "SELECT txid_current()";
 
 /// What became of the batch.
 #[derive(Debug)]
@@ -65,7 +91,7 @@ pub(super) fn runs_named(batch: &[Cmd]) -> Vec<String> {
 
 /// Whether the batch's runs' rows could tell its fate should its session end on the way: it
 /// appends to or creates a run, or every command in it may run twice or is a claim (which the
-/// row's holder tells).
+/// row's holder tells). One they could not reads its transaction's id (see [`Xact::Told`]).
 pub(super) fn told_afterwards(batch: &[Cmd]) -> bool {
     batch
         .iter()
@@ -77,17 +103,23 @@ pub(super) fn told_afterwards(batch: &[Cmd]) -> bool {
         })
 }
 
-/// The batch's fate from its runs' rows (`now`, missing when the run has no row) and the
-/// signals of its signal commands found as they were sent (`sent`: by the command's place in
-/// the batch, the signal's number; see [`SIGNAL_SENT`]), `poisoned` answering for runs
-/// poisoned before the batch.
+/// The batch's fate from what is known of its transaction (`xact`), its runs' rows (`now`,
+/// missing when the run has no row) and the signals of its signal commands found as they were
+/// sent (`sent`: by the command's place in the batch, the signal's number; see
+/// [`SIGNAL_SENT`]), `poisoned` answering for runs poisoned before the batch.
 pub(super) fn decide(
     batch: &[Cmd],
+    xact: Xact,
     now: &HashMap<String, RunNow>,
     sent: &HashMap<usize, u64>,
     poisoned: &dyn Fn(&str, u64) -> Option<StoreError>,
 ) -> Fate {
-    match written(batch, now, sent, poisoned) {
+    let written = match xact {
+        Xact::NotCommitted | Xact::Told(false) => return Fate::NotWritten,
+        Xact::Told(true) => Some(true),
+        Xact::Unknown => written(batch, now, sent, poisoned),
+    };
+    match written {
         Some(false) => Fate::NotWritten,
         Some(true) => outcomes(batch, now, sent, poisoned).map_or(Fate::Unknown, Fate::Written),
         None if batch

@@ -64,6 +64,7 @@ fn plans_of_appends(runs: &[(&str, i64)], batches: i64, marked: &str) -> (i64, i
                 data: vec![data; 3 * n],
             }),
             commit: true,
+            xid: false,
         };
         let (_, _, written) = Tx::begin(&conn, &st, &trip).unwrap();
         assert_eq!(written.len(), n, "batch {batch}'s rows went in");

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Fate, RunNow, decide, runs_named, told_afterwards};
+use super::{Fate, RunNow, Xact, decide, runs_named, told_afterwards};
 use crate::api::{Durability, NewRun, Owner, StoreError};
 use crate::writer::{Cmd, Row, Tag, Update};
 
@@ -146,11 +146,12 @@ fn command(text: &str) -> Cmd {
 /// Rows written as `a 1 3` (run `a`, token 1, `next_seq` 3, held by this process) or
 /// `a 2 3 other` (held by another), and its status after (`a 1 3 - canceled`; `-`: nobody
 /// holds it; `running` when not written); signals, as `sent a go 5 #2` (to run `a`, named `go`,
-/// sent at 5, number 2), are [`signals_found`]'s.
+/// sent at 5, number 2), are [`signals_found`]'s, and what is known of the transaction
+/// (`xact never`, `xact committed`, `xact aborted`) [`xact`]'s.
 fn rows(words: &[&str]) -> HashMap<String, RunNow> {
     words
         .iter()
-        .filter(|text| !text.starts_with("sent "))
+        .filter(|text| !text.starts_with("sent ") && !text.starts_with("xact "))
         .map(|text| {
             let w: Vec<&str> = text.split(' ').collect();
             let row = RunNow {
@@ -166,6 +167,18 @@ fn rows(words: &[&str]) -> HashMap<String, RunNow> {
             (w[0].to_string(), row)
         })
         .collect()
+}
+
+/// What `found` says of the batch's transaction: its `COMMIT` never went out (`xact never`),
+/// the server told what became of it (`xact committed`, `xact aborted`), or nothing.
+fn xact(found: &[&str]) -> Xact {
+    match found.iter().find_map(|t| t.strip_prefix("xact ")) {
+        Some("never") => Xact::NotCommitted,
+        Some("committed") => Xact::Told(true),
+        Some("aborted") => Xact::Told(false),
+        Some(other) => panic!("no transaction `{other}`"),
+        None => Xact::Unknown,
+    }
 }
 
 /// The signals of `batch` that `found` holds (`sent a go 5 #2`), by their command's place.
@@ -401,6 +414,48 @@ fn a_batch_s_fate_is_what_its_runs_rows_tell() {
             &[],
             "unknown",
         ),
+        (
+            "the session ended before the COMMIT went out: the server rolled it back",
+            &["log a 1", "sync a 1"],
+            &["a 1 4", "xact never"],
+            &[],
+            "not written",
+        ),
+        (
+            "the COMMIT went out, the server says it was made",
+            &["log a 1", "sync a 1"],
+            &["a 1 4", "xact committed"],
+            &[],
+            "written: ok, ok",
+        ),
+        (
+            "the COMMIT went out, the server says it was not",
+            &["log a 1", "sync a 1"],
+            &["a 1 4", "xact aborted"],
+            &[],
+            "not written",
+        ),
+        (
+            "made, with a run taken over since: its commands answer lease-lost",
+            &["log a 1", "log b 1"],
+            &["a 1 4", "b 2 0 other", "xact committed"],
+            &[],
+            "written: ok, store.lease-lost",
+        ),
+        (
+            "made, with a signal whose number is not found: only the lost answer held it",
+            &["signal a go 5"],
+            &["xact committed"],
+            &[],
+            "unknown",
+        ),
+        (
+            "never committed, whatever the rows say",
+            &["append a 1 3..5"],
+            &["a 1 5", "xact never"],
+            &[],
+            "not written",
+        ),
     ];
     let mut wrong = Vec::new();
     for (shows, words, found, poisoned, expected) in cases {
@@ -424,6 +479,7 @@ fn a_batch_s_fate_is_what_its_runs_rows_tell() {
         };
         let fate = shown(&decide(
             &batch,
+            xact(found),
             &now,
             &signals_found(&batch, found),
             &is_poisoned,
