@@ -40,6 +40,23 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 /// How long a connection attempt may take before it fails.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a TCP connection sits idle before the client asks whether the server is still
+/// there, unless the URL says (`keepalives_idle`, as libpq): below the idle timeouts of the
+/// NAT gateways, load balancers and firewalls between machines (about four minutes and up),
+/// which drop an idle connection silently, so a worker's listening connection, idle between
+/// notifications, stays open through them; and a server that is gone (a network cut, a
+/// machine that died) is found out within about a minute rather than libpq's two hours, by a
+/// connection idle or waiting for an answer. Data sent and not acknowledged is retransmitted
+/// for as long as the system does (a quarter of an hour on Linux), so a batch sent into a cut
+/// goes through when the network is mended, unless the URL's `tcp_user_timeout` (milliseconds,
+/// as libpq reads it) gives up sooner.
+const KEEPALIVES_IDLE: Duration = Duration::from_secs(30);
+/// Between those questions, unless the URL says (`keepalives_interval`).
+const KEEPALIVES_INTERVAL: Duration = Duration::from_secs(10);
+/// How many go unanswered before the connection is taken for gone, unless the URL says
+/// (`keepalives_retries`).
+const KEEPALIVES_RETRIES: u32 = 3;
+
 /// How long a connection is tried again while the server is away (a restart, a failover)
 /// before what needed it fails: nothing has been sent on it yet, so waiting loses nothing,
 /// and a run driven meanwhile goes on when the server is back.
@@ -180,20 +197,32 @@ fn shown(config: &Config) -> String {
     format!("postgres://{user}{}/{db}", hosts.join(","))
 }
 
-/// Splits off what the client library does not read itself (`sslrootcert`, and the
-/// `verify-ca`/`verify-full` modes, which rustls always does) and parses the rest.
+/// Splits off what the client library does not read itself (`sslrootcert`, the
+/// `verify-ca`/`verify-full` modes, which rustls always does, and `tcp_user_timeout`, which
+/// libpq reads in milliseconds and the library in seconds), parses the rest, and sets the
+/// keepalives the URL does not name (see [`KEEPALIVES_IDLE`]).
 fn parse(url: &str) -> Result<(Config, bool, Option<PathBuf>), String> {
     let (base, query) = url.split_once('?').unwrap_or((url, ""));
     let mut kept = Vec::new();
+    let mut named = Vec::new();
     let mut root_cert = None;
     let mut verify = false;
+    let mut user_timeout = None;
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        named.push(key);
         match key {
             "sslrootcert" => root_cert = Some(PathBuf::from(percent_decode(value))),
             "sslmode" if value == "verify-ca" || value == "verify-full" => {
                 verify = true;
                 kept.push("sslmode=require".to_string());
+            }
+            // As libpq: milliseconds, 0 for the system's default.
+            "tcp_user_timeout" => {
+                let ms: u64 = value
+                    .parse()
+                    .map_err(|_| "invalid value for option `tcp_user_timeout`".to_string())?;
+                user_timeout = (ms > 0).then(|| Duration::from_millis(ms));
             }
             _ => kept.push(pair.to_string()),
         }
@@ -204,7 +233,19 @@ fn parse(url: &str) -> Result<(Config, bool, Option<PathBuf>), String> {
         format!("{base}?{}", kept.join("&"))
     };
     // The library's message names the option at fault, never the URL or its password.
-    let config = Config::from_str(&url).map_err(|e| e.to_string())?;
+    let mut config = Config::from_str(&url).map_err(|e| e.to_string())?;
+    if let Some(timeout) = user_timeout {
+        config.tcp_user_timeout(timeout);
+    }
+    if !named.contains(&"keepalives_idle") {
+        config.keepalives_idle(KEEPALIVES_IDLE);
+    }
+    if !named.contains(&"keepalives_interval") {
+        config.keepalives_interval(KEEPALIVES_INTERVAL);
+    }
+    if !named.contains(&"keepalives_retries") {
+        config.keepalives_retries(KEEPALIVES_RETRIES);
+    }
     Ok((config, verify, root_cert))
 }
 
@@ -252,8 +293,7 @@ impl Connector {
         }
         config
             .application_name("reel")
-            .connect_timeout(CONNECT_TIMEOUT)
-            .keepalives(true);
+            .connect_timeout(CONNECT_TIMEOUT);
         // TLS when the URL asks for it; the server's certificate is then always verified
         // (rustls has no unverified mode), against `sslrootcert` or the system's roots.
         let wants_tls = verify || root_cert.is_some() || config.get_ssl_mode() == SslMode::Require;
@@ -566,6 +606,8 @@ pub(crate) fn ended(e: &postgres::Error) -> bool {
                     | ErrorKind::ConnectionAborted
                     | ErrorKind::BrokenPipe
                     | ErrorKind::UnexpectedEof
+                    // Keepalives or sent data unanswered (see `KEEPALIVES_IDLE`).
+                    | ErrorKind::TimedOut
             )
         })
 }
@@ -619,6 +661,37 @@ fn away(e: &postgres::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_keepalives_are_set_unless_the_url_names_them_and_a_user_timeout_is_read_as_libpq() {
+        let (config, ..) = parse("postgres://reel@db.example/runs").unwrap();
+        assert!(config.get_keepalives());
+        assert_eq!(config.get_keepalives_idle(), KEEPALIVES_IDLE);
+        assert_eq!(config.get_keepalives_interval(), Some(KEEPALIVES_INTERVAL));
+        assert_eq!(config.get_keepalives_retries(), Some(KEEPALIVES_RETRIES));
+        assert_eq!(config.get_tcp_user_timeout(), None, "the system's");
+        let (config, ..) = parse(
+            "postgres://reel@db.example/runs?keepalives=0&keepalives_idle=300\
+             &keepalives_interval=7&keepalives_retries=9&tcp_user_timeout=2500",
+        )
+        .unwrap();
+        assert!(!config.get_keepalives());
+        assert_eq!(config.get_keepalives_idle(), Duration::from_secs(300));
+        assert_eq!(
+            config.get_keepalives_interval(),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(config.get_keepalives_retries(), Some(9));
+        // Milliseconds, as libpq reads it.
+        assert_eq!(
+            config.get_tcp_user_timeout(),
+            Some(&Duration::from_millis(2500))
+        );
+        let (config, ..) = parse("postgres://reel@db.example/runs?tcp_user_timeout=0").unwrap();
+        assert_eq!(config.get_tcp_user_timeout(), None, "the system's default");
+        let err = parse("postgres://reel@db.example/runs?tcp_user_timeout=soon").unwrap_err();
+        assert!(err.contains("tcp_user_timeout"), "{err}");
+    }
 
     #[test]
     fn a_url_is_shown_without_its_password() {
