@@ -17,7 +17,8 @@ fi
 export REEL_PG_NAME=pg-restart
 source scripts/postgres-for-tests.sh
 work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
+# The server's stop too: this trap takes the place of the one postgres-for-tests.sh set.
+trap 'rm -rf "$work"; reel_pg_stop' EXIT
 # A chain of steps, each a call that logs its idempotency key and adds one.
 {
   echo "flow chain {"
