@@ -618,24 +618,24 @@ impl Writer {
             None => Xact::NotCommitted,
             Some(None) => Xact::Unknown,
             Some(Some(xid)) => {
-                let (conn, _) = self.connection()?;
-                let row = conn
-                    .block_on(conn.client().query_one(fate::XACT_STATUS, &[&xid]))
-                    .map_err(|e| lost(&e))?;
-                match super::read::get::<Option<String>>(&row, 0)?.as_deref() {
-                    Some("committed") => Xact::Told(true),
-                    Some("aborted") => Xact::Told(false),
-                    // The ended session's process has not finished yet: asked again.
-                    Some("in progress") => {
-                        std::thread::sleep(Duration::from_millis(10));
-                        return Err(Lost {
-                            broken: true,
-                            ..Lost::from(StoreError::Unreachable(
-                                "the ended session's transaction is still in progress".into(),
-                            ))
-                        });
+                // edge: the patience is I/O timing, not a decision; it reads the monotonic clock.
+                #[allow(clippy::disallowed_methods)]
+                let began = Instant::now();
+                loop {
+                    let (conn, _) = self.connection()?;
+                    let row = conn
+                        .block_on(conn.client().query_one(fate::XACT_STATUS, &[&xid]))
+                        .map_err(|e| lost(&e))?;
+                    match super::read::get::<Option<String>>(&row, 0)?.as_deref() {
+                        Some("committed") => break Xact::Told(true),
+                        Some("aborted") => break Xact::Told(false),
+                        // The ended session's process has not finished yet (or, behind a
+                        // network cut, has not heard yet): asked again on this connection.
+                        Some("in progress") if self.connector.patient_since(began) => {
+                            std::thread::sleep(IN_PROGRESS_PAUSE);
+                        }
+                        _ => break Xact::Unknown,
                     }
-                    _ => Xact::Unknown,
                 }
             }
         };
@@ -810,6 +810,10 @@ impl Writer {
         Ok(())
     }
 }
+
+/// How long the writer waits before asking again about a transaction still in progress on a
+/// session that ended (see [`Writer::fate`]).
+const IN_PROGRESS_PAUSE: Duration = Duration::from_millis(50);
 
 /// A batch's fate, with the runs' rows and the signals it was told by (see [`Writer::fate`]).
 type Told = (Fate, HashMap<String, RunNow>, HashMap<usize, u64>);
