@@ -127,16 +127,7 @@ impl SqliteStore {
     /// `Err` says what is wrong with the text; a second fault is refused.
     #[cfg(debug_assertions)]
     pub fn inject_fault(&self, text: &str) -> Result<(), String> {
-        let fault = writer::faults::WriteFault::parse(text)?;
-        if fault.kind().postgres() {
-            return Err(format!(
-                "`{text}` is a fault of the PostgreSQL store's writer; this store is SQLite's"
-            ));
-        }
-        self.shared
-            .fault
-            .set(fault)
-            .map_err(|_| "a fault is already injected".to_string())
+        self.shared.inject_fault(text, false)
     }
 
     /// Opens an existing store for reading only (the language server, `reel runs` while a run

@@ -126,16 +126,7 @@ impl PgStore {
     /// fault is refused.
     #[cfg(debug_assertions)]
     pub fn inject_fault(&self, text: &str) -> Result<(), String> {
-        let fault = crate::writer::faults::WriteFault::parse(text)?;
-        if !fault.kind().postgres() {
-            return Err(format!(
-                "`{text}` is a fault of the SQLite store's writer; this store is PostgreSQL's"
-            ));
-        }
-        self.shared
-            .fault
-            .set(fault)
-            .map_err(|_| "a fault is already injected".to_string())
+        self.shared.inject_fault(text, true)
     }
 
     /// Connects for reading only: starts no writer, changes nothing in the database, and

@@ -148,6 +148,26 @@ impl Default for Epoch {
 }
 
 impl Shared {
+    /// Hands the fault `text` (`WHAT@WHEN[*N]`, see [`faults`]) to this store's writer, the
+    /// PostgreSQL store's when `postgres`, else the SQLite store's: `Err` says what is wrong
+    /// with the text, names a fault of the other store's writer, or refuses a second fault.
+    #[cfg(debug_assertions)]
+    pub(crate) fn inject_fault(&self, text: &str, postgres: bool) -> Result<(), String> {
+        let fault = faults::WriteFault::parse(text)?;
+        if fault.kind().postgres() != postgres {
+            let (other, this) = match postgres {
+                true => ("SQLite", "PostgreSQL"),
+                false => ("PostgreSQL", "SQLite"),
+            };
+            return Err(format!(
+                "`{text}` is a fault of the {other} store's writer; this store is {this}'s"
+            ));
+        }
+        self.fault
+            .set(fault)
+            .map_err(|_| "a fault is already injected".to_string())
+    }
+
     /// Takes the count of cleans that removed values, read inside a batch's transaction:
     /// when it moved since `last`, the values `seen` remembers may be gone, so they are
     /// forgotten (and storing them again writes them again).
