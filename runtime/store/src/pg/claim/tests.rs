@@ -40,6 +40,17 @@ fn crowded_store() -> postgres::Client {
     client
 }
 
+/// The time now (ms since the epoch): a look's time is the real one, as a worker's is, since
+/// the store's rows hold leases the database judges by its own clock.
+// edge: a test's look at the real clock.
+#[allow(clippy::disallowed_methods)]
+fn real_now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
 /// The rows of `runs` this connection's open transaction has fetched so far.
 fn rows_read(client: &mut postgres::Client) -> i64 {
     rows_fetched(client, "runs")
@@ -48,12 +59,7 @@ fn rows_read(client: &mut postgres::Client) -> i64 {
 #[test]
 fn a_look_reads_what_is_due_or_held() {
     let mut client = crowded_store();
-    // edge: the look's time is the real one, as a worker's is.
-    #[allow(clippy::disallowed_methods)]
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = real_now_ms();
     let owner = Owner::this_process();
     let none = HashSet::new();
     let mut read = Vec::new();
@@ -127,12 +133,7 @@ fn a_look_reads_one_entry_a_holder_not_every_running_run() {
             started = owner.started,
         ))
         .unwrap();
-    // edge: the look's time is the real one, as a worker's is.
-    #[allow(clippy::disallowed_methods)]
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64;
+    let now = real_now_ms();
     let none = HashSet::new();
     client.batch_execute("BEGIN").unwrap();
     for mine_too in [false, true] {
