@@ -706,7 +706,7 @@ impl Writer {
         // A batch whose fate its runs' rows could not tell, should its session end once its
         // `COMMIT` went out (a log line or a signal alone), reads its transaction's id first
         // and commits in a round trip of its own, so the server can tell (`fate::Xact`).
-        let told = fate::told_afterwards(batch);
+        let told = fate::told_by_rows(batch);
         let (conn, statements) = self.connection()?;
         // A test's fault (debug builds): the server ends this session before the batch goes
         // out, or once it is committed.

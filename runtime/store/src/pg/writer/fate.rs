@@ -92,7 +92,7 @@ pub(super) fn runs_named(batch: &[Cmd]) -> Vec<String> {
 /// Whether the batch's runs' rows could tell its fate should its session end on the way: it
 /// appends to or creates a run, or every command in it may run twice or is a claim (which the
 /// row's holder tells). One they could not reads its transaction's id (see [`Xact::Told`]).
-pub(super) fn told_afterwards(batch: &[Cmd]) -> bool {
+pub(super) fn told_by_rows(batch: &[Cmd]) -> bool {
     batch
         .iter()
         .all(|cmd| runs_twice_alike(cmd) || matches!(cmd, Cmd::Claim { .. }))

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{Fate, RunNow, Xact, decide, runs_named, told_afterwards};
+use super::{Fate, RunNow, Xact, decide, runs_named, told_by_rows};
 use crate::api::{Durability, NewRun, Owner, StoreError};
 use crate::writer::{Cmd, Row, Tag, Update};
 
@@ -506,7 +506,7 @@ fn the_runs_read_are_those_the_batch_writes_or_creates() {
 }
 
 #[test]
-fn a_batch_is_told_afterwards_when_it_appends_creates_or_may_run_twice() {
+fn a_batch_is_told_by_rows_when_it_appends_creates_or_may_run_twice() {
     for (words, told) in [
         (&["value", "append a 1 0..2", "log a 1"][..], true),
         (&["create c", "cancel z"][..], true),
@@ -515,7 +515,7 @@ fn a_batch_is_told_afterwards_when_it_appends_creates_or_may_run_twice() {
         (&["cancel z", "claim x"][..], true),
         (&["signal a go 5"][..], false),
     ] {
-        assert_eq!(told_afterwards(&batch(words)), told, "{words:?}");
+        assert_eq!(told_by_rows(&batch(words)), told, "{words:?}");
     }
 }
 
