@@ -1,8 +1,9 @@
 //! `reel sql`: one read-only SQL query over the store's views, printed as a table or as JSON.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
-use reel_store::{QueryAnswer, StoreError};
+use reel_store::{QueryAnswer, QueryLimits, StoreError};
 use serde_json::Value;
 
 use super::project::Project;
@@ -13,8 +14,12 @@ use super::{Failure, Status};
 /// selected) and print its rows. The views `reel_runs`, `reel_steps`, `reel_calls` and
 /// `reel_events` are the same, and stable, on both stores; the tables under them are not.
 ///
+/// A query is stopped after `--timeout` (60s unless given; on PostgreSQL by the server, which
+/// also stops it when `reel sql` is stopped or killed) and when it answers more than
+/// `--max-rows` rows (100000 unless given); `0` lifts either limit.
+///
 /// Exit status: 0 answered, 1 the store cannot be opened, 2 a query the database refuses (its
-/// message is shown) or one that would write.
+/// message is shown), one that would write, or one stopped at a limit.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
     reel sql \"SELECT run FROM reel_steps WHERE step = 'charge' AND status = 'failed'\"\n  \
@@ -27,10 +32,42 @@ pub struct Args {
     /// Print the rows as a JSON array of objects (one key per column, in order) on stdout.
     #[arg(long)]
     json: bool,
+
+    /// Stop the query after this long: 500ms, 30s, 10m, 2h; 0 for no limit.
+    #[arg(long, value_name = "DUR", default_value = "60s")]
+    timeout: String,
+
+    /// Stop the query when it answers more than this many rows; 0 for no limit.
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    max_rows: usize,
+}
+
+impl Args {
+    /// The limits the flags set.
+    fn limits(&self) -> Result<QueryLimits, Failure> {
+        let text = self.timeout.as_str();
+        let ms = if text == "0" {
+            0
+        } else {
+            reel_flowspec::Duration::parse(text)
+                .ok_or_else(|| {
+                    Failure::usage(format!(
+                        "`--timeout {text}` is not a duration: write it as 500ms, 30s, 10m or \
+                         2h, or 0 for no limit"
+                    ))
+                })?
+                .millis()
+        };
+        Ok(QueryLimits {
+            timeout: (ms > 0).then(|| Duration::from_millis(ms)),
+            max_rows: (self.max_rows > 0).then_some(self.max_rows),
+        })
+    }
 }
 
 /// Runs `reel sql`.
 pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
+    let limits = args.limits()?;
     let project = Project::current()?;
     if !project.store_exists() {
         return Err(Failure::failed(format!(
@@ -44,8 +81,11 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         Ok(store) => store,
         Err(_) => project.open_store()?,
     };
-    let answer = store.query(&args.query).map_err(|e| match e {
-        StoreError::Query(_) | StoreError::QueryWrites(_) => Failure::usage(e.to_string()),
+    let answer = store.query(&args.query, limits).map_err(|e| match e {
+        StoreError::Query(_)
+        | StoreError::QueryWrites(_)
+        | StoreError::QueryTimeout { .. }
+        | StoreError::QueryRows { .. } => Failure::usage(e.to_string()),
         other => Failure::failed(other.to_string()),
     })?;
     if args.json {

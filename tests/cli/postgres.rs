@@ -34,7 +34,6 @@ pub(crate) fn database() -> String {
     format!("{server}/{name}")
 }
 
-/// Runs `reel ARGS` in `dir` with its store on the database at `url`.
 /// An administrator's connection to the test server, and the name of the database of `url`
 /// (a database of [`database`]).
 pub(crate) fn admin(url: &str) -> (postgres::Client, String) {
@@ -55,6 +54,7 @@ pub(crate) fn end_sessions(admin: &mut postgres::Client, name: &str) -> u64 {
         .unwrap()
 }
 
+/// Runs `reel ARGS` in `dir` with its store on the database at `url`.
 pub(crate) fn on_postgres(dir: &Path, url: &str, args: &[&str]) -> Run {
     reel_env(dir, args, &[("REEL_STORE_URL", url)])
 }
@@ -640,6 +640,101 @@ fn a_query_answers_the_same_on_both_stores_and_a_write_is_refused() {
         let count = store(&["sql", "SELECT COUNT(*) AS n FROM reel_runs"]);
         assert_eq!(count.stdout, "n\n2\n", "{count:?}");
     }
+}
+
+/// A query that counts without end, as a typo in a recursive query gives; on PostgreSQL it
+/// also fills the server's disk with temporary files while it runs.
+const ENDLESS_COUNT: &str = "WITH RECURSIVE endless_count(x) AS \
+     (SELECT 1 UNION ALL SELECT x + 1 FROM endless_count) SELECT count(*) FROM endless_count";
+
+#[test]
+// edge: the test waits, in real time, for the server to find the query's process gone.
+#[allow(clippy::disallowed_methods)]
+fn a_query_past_its_limits_is_stopped_and_a_killed_one_leaves_nothing_running() {
+    let url = database();
+    let (a, b) = (temp(), temp());
+    let sqlite = |args: &[&str]| on_sqlite(a.path(), args);
+    let pg = |args: &[&str]| on_postgres(b.path(), &url, args);
+    for dir in [a.path(), b.path()] {
+        write(dir, "shop.reel", SHOP);
+        write(dir, "pay.sh", PAY_SH);
+    }
+    for store in [&sqlite as &dyn Fn(&[&str]) -> Run, &pg] {
+        assert_eq!(store(&["run", "shop.reel"]).status, 0);
+        let stopped = store(&["sql", "--timeout", "300ms", ENDLESS_COUNT]);
+        assert_eq!(stopped.status, 2, "{stopped:?}");
+        assert!(
+            stopped
+                .stderr
+                .contains("the query was stopped after 300ms, its time limit"),
+            "{stopped:?}"
+        );
+        let endless_rows = ENDLESS_COUNT.replace("count(*)", "x");
+        let many = store(&["sql", "--max-rows", "2000", &endless_rows]);
+        assert_eq!(many.status, 2, "{many:?}");
+        assert!(
+            many.stderr.contains("answers more than 2000 rows"),
+            "{many:?}"
+        );
+        let within = store(&[
+            "sql",
+            "--max-rows",
+            "2",
+            "--timeout",
+            "0",
+            "SELECT status FROM reel_runs",
+        ]);
+        assert_eq!(within.stdout, "status\nsucceeded\n", "{within:?}");
+        let bad = store(&["sql", "--timeout", "soon", "SELECT 1"]);
+        assert_eq!(bad.status, 2, "{bad:?}");
+        assert!(bad.stderr.contains("is not a duration"), "{bad:?}");
+    }
+
+    // `reel sql` killed in the middle of a query with no limit: the server finds it gone and
+    // stops the query, rather than run it (and fill its disk) until someone notices.
+    let (mut admin, name) = admin(&url);
+    let running = |admin: &mut postgres::Client| -> i64 {
+        admin
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = $1 AND state = 'active' AND pid <> pg_backend_pid()",
+                &[&name],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let mut query = crate::support::reel(b.path(), &["sql", "--timeout", "0", ENDLESS_COUNT])
+        .env("REEL_STORE_URL", &url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let began = std::time::Instant::now();
+    while running(&mut admin) == 0 && began.elapsed() < std::time::Duration::from_secs(10) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    assert_eq!(running(&mut admin), 1, "the query never started");
+    query.kill().unwrap();
+    query.wait().unwrap();
+    let killed = std::time::Instant::now();
+    while running(&mut admin) > 0 && killed.elapsed() < std::time::Duration::from_secs(15) {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let left = running(&mut admin);
+    if left > 0 {
+        // Not left to fill the test server's disk for the tests after this one.
+        admin
+            .execute(
+                "SELECT pg_cancel_backend(pid) FROM pg_stat_activity
+                 WHERE datname = $1 AND state = 'active' AND pid <> pg_backend_pid()",
+                &[&name],
+            )
+            .unwrap();
+    }
+    assert_eq!(
+        left, 0,
+        "the query still ran 15 s after its process was killed"
+    );
 }
 
 #[test]

@@ -611,6 +611,24 @@ pub enum StoreError {
     /// A query given to `reel sql` would write: it runs read-only queries only.
     #[error("the query would change the store ({0}); `reel sql` runs read-only queries only")]
     QueryWrites(String),
+    /// A query given to `reel sql` ran past its time limit and was stopped.
+    #[error(
+        "the query was stopped after {limit}, its time limit: narrow it (WHERE, LIMIT) or give \
+         it longer with `--timeout`"
+    )]
+    QueryTimeout {
+        /// The limit, as a duration is written (`60s`).
+        limit: String,
+    },
+    /// A query given to `reel sql` answered more rows than it may.
+    #[error(
+        "the query answers more than {max} rows: narrow it (WHERE, LIMIT) or allow more with \
+         `--max-rows`"
+    )]
+    QueryRows {
+        /// The most rows it may answer.
+        max: usize,
+    },
     /// The writer thread is gone.
     #[error("the store's writer has stopped")]
     Closed,
@@ -655,6 +673,8 @@ impl StoreError {
             StoreError::ReadOnly => "store.read-only",
             StoreError::Query(_) => "store.query",
             StoreError::QueryWrites(_) => "store.query-writes",
+            StoreError::QueryTimeout { .. } => "store.query-timeout",
+            StoreError::QueryRows { .. } => "store.query-rows",
             StoreError::Closed => "store.closed",
             StoreError::Continuity { .. } => "store.continuity",
             StoreError::Io { .. } => "store.io",
@@ -907,13 +927,36 @@ pub trait StoreRead: Send + Sync {
     /// Runs one SQL statement that only reads (`reel sql`), typically over the `reel_*` views,
     /// and returns all its rows. A statement that would write is refused
     /// ([`StoreError::QueryWrites`]), a bad one gets the database's message
-    /// ([`StoreError::Query`]). A store with no database to ask says so.
-    fn query(&self, sql: &str) -> Result<QueryAnswer, StoreError> {
-        let _ = sql;
+    /// ([`StoreError::Query`]); one that runs past `limits.timeout` is stopped
+    /// ([`StoreError::QueryTimeout`]), on PostgreSQL by the server itself, which also stops it
+    /// when the process that asked is gone; one that answers more than `limits.max_rows` rows
+    /// is stopped there ([`StoreError::QueryRows`]) rather than held whole. A store with no
+    /// database to ask says so.
+    fn query(&self, sql: &str, limits: QueryLimits) -> Result<QueryAnswer, StoreError> {
+        let _ = (sql, limits);
         Err(StoreError::Query(
             "this store has no database to run SQL on".to_string(),
         ))
     }
+}
+
+/// What one `reel sql` query may cost: a query is typed by a person or a script against a
+/// store others may be writing to, and one that never ends, or answers without end, must
+/// neither hold the shared server nor fill this process's memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueryLimits {
+    /// How long the query may run; `None`: as long as it takes.
+    pub timeout: Option<std::time::Duration>,
+    /// How many rows it may answer; `None`: as many as it has.
+    pub max_rows: Option<usize>,
+}
+
+impl QueryLimits {
+    /// No limit: what a caller that knows its query uses.
+    pub const NONE: QueryLimits = QueryLimits {
+        timeout: None,
+        max_rows: None,
+    };
 }
 
 /// What a read-only query answered: its columns' names and its rows, each value as JSON (SQL

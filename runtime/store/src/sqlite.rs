@@ -457,8 +457,12 @@ impl StoreRead for SqliteStore {
         })
     }
 
-    fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
-        crate::query::sqlite(&self.dir.join("reel.db"), sql)
+    fn query(
+        &self,
+        sql: &str,
+        limits: crate::QueryLimits,
+    ) -> Result<crate::QueryAnswer, StoreError> {
+        crate::query::sqlite(&self.dir.join("reel.db"), sql, limits)
     }
 }
 

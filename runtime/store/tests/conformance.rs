@@ -14,8 +14,8 @@ use std::sync::atomic::Ordering;
 use reel_flowspec::canonical::{canonical_json, sha256_hex};
 use reel_store::{
     Claim, CleanScope, Durability, EventRow, Flow, JournalRow, Lease, LogRow, ManualClock,
-    NewEvent, NewRun, Owner, PgStore, RunFilter, RunStatus, RunUpdate, SqliteStore, Store,
-    StoreError, Ticket, UNKNOWN_OUTCOME,
+    NewEvent, NewRun, Owner, PgStore, QueryLimits, RunFilter, RunStatus, RunUpdate, SqliteStore,
+    Store, StoreError, Ticket, UNKNOWN_OUTCOME,
 };
 use serde_json::json;
 
@@ -2049,7 +2049,7 @@ fn the_sql_views_answer_alike_and_refuse_writes(b: &dyn Backend) {
         Some(failure("ship")),
     );
     let answer = |sql: &str| {
-        let a = store.query(sql).unwrap();
+        let a = store.query(sql, QueryLimits::NONE).unwrap();
         json!({ "columns": a.columns, "rows": a.rows })
     };
 
@@ -2122,20 +2122,26 @@ fn the_sql_views_answer_alike_and_refuse_writes(b: &dyn Backend) {
         "CREATE TABLE mine (x INTEGER)",
         "DROP VIEW reel_runs",
     ] {
-        let err = store.query(write).unwrap_err();
+        let err = store.query(write, QueryLimits::NONE).unwrap_err();
         assert_eq!(err.code(), "store.query-writes", "{write}: {err}");
         assert!(err.to_string().contains("read-only queries only"), "{err}");
     }
     // More than one statement is refused before any of them runs.
-    let err = store.query("SELECT 1; DELETE FROM runs").unwrap_err();
+    let err = store
+        .query("SELECT 1; DELETE FROM runs", QueryLimits::NONE)
+        .unwrap_err();
     assert_eq!(err.code(), "store.query");
     assert!(err.to_string().contains("one statement"), "{err}");
     assert_eq!(b.raw_count("SELECT COUNT(*) FROM runs"), 2);
     // A statement the database cannot read gets its own message.
-    let err = store.query("SELEC id FROM reel_runs").unwrap_err();
+    let err = store
+        .query("SELEC id FROM reel_runs", QueryLimits::NONE)
+        .unwrap_err();
     assert_eq!(err.code(), "store.query");
     assert!(err.to_string().contains("SELEC"), "{err}");
-    let err = store.query("SELECT nope FROM reel_runs").unwrap_err();
+    let err = store
+        .query("SELECT nope FROM reel_runs", QueryLimits::NONE)
+        .unwrap_err();
     assert_eq!(err.code(), "store.query");
     assert!(err.to_string().contains("nope"), "{err}");
     // A store opened read-only answers the same.
@@ -2143,10 +2149,87 @@ fn the_sql_views_answer_alike_and_refuse_writes(b: &dyn Backend) {
     let reader = b.open_read_only().unwrap();
     assert_eq!(
         reader
-            .query("SELECT run FROM reel_steps WHERE step = 'charge' AND status = 'failed'")
+            .query(
+                "SELECT run FROM reel_steps WHERE step = 'charge' AND status = 'failed'",
+                QueryLimits::NONE
+            )
             .unwrap()
             .rows,
         vec![vec![json!("r1")]]
+    );
+}
+
+/// A query that counts without end, and one that answers without end: what a typo in a
+/// recursive query gives.
+const ENDLESS_COUNT: &str = "WITH RECURSIVE endless_count(x) AS \
+     (SELECT 1 UNION ALL SELECT x + 1 FROM endless_count) SELECT count(*) FROM endless_count";
+const ENDLESS_ROWS: &str = "WITH RECURSIVE endless_rows(x) AS \
+     (SELECT 1 UNION ALL SELECT x + 1 FROM endless_rows) SELECT x FROM endless_rows";
+
+fn a_query_is_stopped_at_its_time_and_row_limits(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    recorded_run(&*store, "r1", Vec::new(), RunStatus::Succeeded, None);
+    let timeout = |ms| QueryLimits {
+        timeout: Some(std::time::Duration::from_millis(ms)),
+        max_rows: None,
+    };
+    let rows = |max| QueryLimits {
+        timeout: None,
+        max_rows: Some(max),
+    };
+
+    // Past its time: stopped, told so with the limit, and on a server, not left running.
+    let err = store.query(ENDLESS_COUNT, timeout(300)).unwrap_err();
+    assert_eq!(err.code(), "store.query-timeout", "{err}");
+    assert!(err.to_string().contains("after 300ms"), "{err}");
+    assert!(err.to_string().contains("--timeout"), "{err}");
+    if b.shared() {
+        assert_eq!(
+            b.raw_count(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND state = 'active'
+                   AND pid <> pg_backend_pid()"
+            ),
+            0
+        );
+    }
+    // Without a row limit an endless answer would fill memory; with one it stops there, with
+    // no time limit to help, however the answer is read (a cursor's second fetch included).
+    let err = store.query(ENDLESS_ROWS, rows(1_500)).unwrap_err();
+    assert_eq!(err.code(), "store.query-rows", "{err}");
+    assert!(err.to_string().contains("more than 1500 rows"), "{err}");
+    assert!(err.to_string().contains("--max-rows"), "{err}");
+    // As many rows as the limit is an answer, and a query within its time is one.
+    let limited = format!("{ENDLESS_ROWS} LIMIT 1500");
+    let answer = store.query(&limited, rows(1_500)).unwrap();
+    assert_eq!(answer.rows.len(), 1_500);
+    assert_eq!(answer.rows[1_499], vec![json!(1_500)]);
+    let answer = store
+        .query("SELECT id, status FROM reel_runs", timeout(10_000))
+        .unwrap();
+    assert_eq!(answer.rows, vec![vec![json!("r1"), json!("succeeded")]]);
+    // A statement no cursor can hold is answered under the same limits.
+    let plan = store
+        .query(
+            "EXPLAIN SELECT * FROM reel_runs",
+            QueryLimits {
+                timeout: Some(std::time::Duration::from_secs(10)),
+                max_rows: Some(1_000),
+            },
+        )
+        .unwrap();
+    assert!(!plan.rows.is_empty());
+    let err = store
+        .query("EXPLAIN SELECT * FROM reel_runs", rows(0))
+        .unwrap_err();
+    assert_eq!(err.code(), "store.query-rows", "{err}");
+    // A stopped query leaves the store answering, and writes nothing.
+    assert_eq!(
+        store
+            .query("SELECT count(*) AS n FROM reel_runs", QueryLimits::NONE)
+            .unwrap()
+            .rows,
+        vec![vec![json!(1)]]
     );
 }
 
@@ -2167,7 +2250,7 @@ fn a_store_of_the_schema_before_the_views_gets_them_when_opened(b: &dyn Backend)
     let store = b.open().unwrap();
     assert_eq!(
         store
-            .query("SELECT id, status FROM reel_runs")
+            .query("SELECT id, status FROM reel_runs", QueryLimits::NONE)
             .unwrap()
             .rows,
         vec![vec![json!("r1"), json!("succeeded")]]
@@ -2234,6 +2317,7 @@ conformance!(
     a_clean_between_storing_and_naming_leaves_nothing_named_missing,
     cleans_racing_runs_never_remove_what_a_run_names,
     the_sql_views_answer_alike_and_refuse_writes,
+    a_query_is_stopped_at_its_time_and_row_limits,
     a_store_of_the_schema_before_the_views_gets_them_when_opened,
 );
 
@@ -2295,7 +2379,13 @@ mod postgres_connections {
     fn slow_reads_at_once(store: &dyn Store) -> Result<(), StoreError> {
         std::thread::scope(|scope| {
             let reads: Vec<_> = (0..6)
-                .map(|_| scope.spawn(|| store.query("SELECT pg_sleep(0.3)").map(drop)))
+                .map(|_| {
+                    scope.spawn(|| {
+                        store
+                            .query("SELECT pg_sleep(0.3)", QueryLimits::NONE)
+                            .map(drop)
+                    })
+                })
                 .collect();
             reads.into_iter().try_for_each(|r| r.join().unwrap())
         })

@@ -488,9 +488,14 @@ impl StoreRead for PgStore {
             .with(move |c| claim::next_due(c, clock.as_deref()))
     }
 
-    fn query(&self, sql: &str) -> Result<crate::QueryAnswer, StoreError> {
+    fn query(
+        &self,
+        sql: &str,
+        limits: crate::QueryLimits,
+    ) -> Result<crate::QueryAnswer, StoreError> {
         let sql = sql.to_string();
-        self.readers.with(move |c| crate::query::postgres(c, &sql))
+        self.readers
+            .with(move |c| crate::query::postgres(c, &sql, limits))
     }
 }
 
