@@ -576,15 +576,23 @@ fn a_run_whose_row_a_frozen_holder_still_locks_is_taken_soon_after_the_lock_goes
 const SHOP: &str = "tool pay {\n  kind: \"effect\"\n  exec: [\"sh\", \"pay.sh\"]\n  input { amount: int }\n  output { paid: int }\n}\n\nflow shop {\n  step charge = pay { amount: 5 }\n  output charge.paid\n}\n";
 const PAY_SH: &str = "read input\nif [ -e broken ]; then echo 'card declined' >&2; exit 1; fi\necho '{\"paid\": 5}'\n";
 
-#[test]
-fn a_query_answers_the_same_on_both_stores_and_a_write_is_refused() {
-    let url = database();
+/// Two project directories holding the shop, one for a SQLite store and one for PostgreSQL.
+fn shops() -> (tempfile::TempDir, tempfile::TempDir) {
     let (a, b) = (temp(), temp());
-    let sqlite = |args: &[&str]| on_sqlite(a.path(), args);
-    let pg = |args: &[&str]| on_postgres(b.path(), &url, args);
     for dir in [a.path(), b.path()] {
         write(dir, "shop.reel", SHOP);
         write(dir, "pay.sh", PAY_SH);
+    }
+    (a, b)
+}
+
+#[test]
+fn a_query_answers_the_same_on_both_stores_and_a_write_is_refused() {
+    let url = database();
+    let (a, b) = shops();
+    let sqlite = |args: &[&str]| on_sqlite(a.path(), args);
+    let pg = |args: &[&str]| on_postgres(b.path(), &url, args);
+    for dir in [a.path(), b.path()] {
         write(dir, "broken", "");
     }
     for store in [&sqlite as &dyn Fn(&[&str]) -> Run, &pg] {
@@ -652,13 +660,9 @@ const ENDLESS_COUNT: &str = "WITH RECURSIVE endless_count(x) AS \
 #[allow(clippy::disallowed_methods)]
 fn a_query_past_its_limits_is_stopped_and_a_killed_one_leaves_nothing_running() {
     let url = database();
-    let (a, b) = (temp(), temp());
+    let (a, b) = shops();
     let sqlite = |args: &[&str]| on_sqlite(a.path(), args);
     let pg = |args: &[&str]| on_postgres(b.path(), &url, args);
-    for dir in [a.path(), b.path()] {
-        write(dir, "shop.reel", SHOP);
-        write(dir, "pay.sh", PAY_SH);
-    }
     for store in [&sqlite as &dyn Fn(&[&str]) -> Run, &pg] {
         assert_eq!(store(&["run", "shop.reel"]).status, 0);
         let stopped = store(&["sql", "--timeout", "300ms", ENDLESS_COUNT]);
