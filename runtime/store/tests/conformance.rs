@@ -2687,6 +2687,52 @@ mod postgres_connections {
         assert!(store.unwrap().run("r").unwrap().is_none());
     }
 
+    // edge: the test times, in real time, how soon an opening gives up.
+    #[allow(clippy::disallowed_methods)]
+    #[test]
+    fn an_opening_gives_up_on_a_server_that_accepts_and_never_answers() {
+        // What a stopped server's system does: connections are accepted into its backlog,
+        // and nothing is ever said on them. (Held open until the test ends.)
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = silent.local_addr().unwrap().port();
+        let held = std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in silent.incoming().take(4) {
+                held.push(stream);
+            }
+            held
+        });
+        let clock = Arc::new(ManualClock::at(T0));
+        for (url, within) in [
+            (
+                format!("postgres://reel@127.0.0.1:{port}/runs?connect_timeout=1"),
+                1,
+            ),
+            (
+                format!("postgres://reel:hunter2@127.0.0.1:{port}/runs?connect_timeout=2"),
+                2,
+            ),
+        ] {
+            let began = std::time::Instant::now();
+            let err = PgStore::open(&url, clock.clone()).unwrap_err();
+            let took = began.elapsed();
+            assert_eq!(err.code(), "store.open", "{err}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("did not answer within {within} s")),
+                "{text}"
+            );
+            assert!(text.contains("connect_timeout"), "{text}");
+            assert!(!text.contains("hunter2"), "{text}");
+            // Once, not once for each of the tries a server that is not there gets.
+            assert!(
+                took < std::time::Duration::from_secs(within + 2),
+                "{took:?}"
+            );
+        }
+        drop(held);
+    }
+
     // edge: the test lets the connections sit unused past the check's threshold, real time.
     #[allow(clippy::disallowed_methods)]
     #[test]

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use postgres::{Client, NoTls};
@@ -37,7 +37,9 @@ fn session_settings() -> String {
 /// How long a connection being closed may take to tell the server.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(1);
 
-/// How long a connection attempt may take before it fails.
+/// How long a connection attempt may take before it fails, unless the URL says
+/// (`connect_timeout`, seconds, as libpq): the socket's connect, and for a store's opening the
+/// whole attempt, the server's answers included (see [`Connector::connect_told_within`]).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long a TCP connection sits idle before the client asks whether the server is still
@@ -291,9 +293,10 @@ impl Connector {
                 config.password(password);
             }
         }
-        config
-            .application_name("reel")
-            .connect_timeout(CONNECT_TIMEOUT);
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(CONNECT_TIMEOUT);
+        }
+        config.application_name("reel");
         // TLS when the URL asks for it; the server's certificate is then always verified
         // (rustls has no unverified mode), against `sslrootcert` or the system's roots.
         let wants_tls = verify || root_cert.is_some() || config.get_ssl_mode() == SslMode::Require;
@@ -369,6 +372,50 @@ impl Connector {
         Ok(client)
     }
 
+    /// [`Connector::connect_told`] on a thread of its own, waited for at most the connect
+    /// timeout. The client library bounds only the socket's connect: a server that accepted
+    /// the connection and never answers (a stopped or wedged server, whose system still
+    /// accepts into its backlog; a proxy with nothing behind it; another program on the port)
+    /// would otherwise hold the opening, and a person's `reel runs`, for ever. Such a server
+    /// is there but not answering, so the opening fails at once rather than try again. The
+    /// thread is left behind; it ends when the server answers (its connection then dropped) or
+    /// with the process.
+    fn connect_told_within(&self) -> Result<Client, (StoreError, bool)> {
+        let (answer, answered) = mpsc::sync_channel(1);
+        let connector = self.clone();
+        let spawned = std::thread::Builder::new()
+            .name("reel-pg-connect".into())
+            .spawn(move || {
+                let _ = answer.send(connector.connect_told());
+            });
+        let open_error = |message: String| {
+            let error = StoreError::Open {
+                path: self.shown.clone(),
+                message,
+            };
+            (error, false)
+        };
+        if let Err(e) = spawned {
+            return Err(open_error(format!(
+                "cannot start a connection's thread: {e}"
+            )));
+        }
+        let timeout = self
+            .config
+            .get_connect_timeout()
+            .copied()
+            .unwrap_or(CONNECT_TIMEOUT);
+        match answered.recv_timeout(timeout) {
+            Ok(result) => result,
+            Err(_) => Err(open_error(format!(
+                "the server accepted the connection but did not answer within {} s: check that \
+                 the URL names a PostgreSQL server and that it is running, not stopped or \
+                 overloaded (`connect_timeout=SECONDS` in the URL waits longer)",
+                timeout.as_secs_f64()
+            ))),
+        }
+    }
+
     /// A store's first connection, on which `prepare` (the schema's check) succeeded. While
     /// nothing answers (no server listens, the socket is refused or reset) it is tried
     /// [`OPEN_TRIES`] times, [`RECONNECT_PAUSE`] apart, so a person typing `reel runs` while
@@ -385,7 +432,7 @@ impl Connector {
         let began = std::time::Instant::now();
         let mut tries = 1;
         loop {
-            let (result, answered) = match self.connect_told() {
+            let (result, answered) = match self.connect_told_within() {
                 Ok(mut client) => (prepare(&mut client).map(|()| client), true),
                 Err((e, answered)) => (Err(e), answered),
             };
