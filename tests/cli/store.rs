@@ -116,3 +116,31 @@ fn a_truncated_database_is_refused_not_taken_for_a_new_store() {
         "the truncated file is left as it was"
     );
 }
+
+/// A store whose write lock another program holds (a `sqlite3` shell left in a transaction)
+/// is waited for, then refused with a message that says who may hold it, not SQLite's bare
+/// "database is locked"; once the lock goes, the store works as before.
+#[test]
+fn a_store_locked_by_another_program_says_so_and_works_once_it_is_let_go() {
+    let dir = temp();
+    write(dir.path(), "hi.reel", FLOW);
+    assert_eq!(in_dir(dir.path(), &["run", "hi.reel"]).status, 0);
+    let shell = rusqlite::Connection::open(dir.path().join(".reel/reel.db")).unwrap();
+    shell.execute_batch("BEGIN EXCLUSIVE").unwrap();
+
+    let r = in_dir(dir.path(), &["run", "hi.reel"]);
+    assert_eq!(r.status, 1, "{r:?}");
+    assert!(
+        r.stderr.contains(
+            "database is locked: another process has held its write lock for more than 10 s"
+        ) && r.stderr.contains("end that and try again"),
+        "{}",
+        r.stderr
+    );
+
+    shell.execute_batch("ROLLBACK").unwrap();
+    let r = in_dir(dir.path(), &["run", "hi.reel"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    let runs = json(&in_dir(dir.path(), &["runs", "--json"]));
+    assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
+}

@@ -233,10 +233,20 @@ const COLUMNS: &[(usize, &str, &str, &str)] = &[(
     "INTEGER NOT NULL DEFAULT 0 CHECK (refs_kept IN (0, 1))",
 )];
 
-fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
+/// The store at `path` cannot be opened, and why; a write lock held past [`BUSY_TIMEOUT`]
+/// says who may hold it, since SQLite's own message ("database is locked") does not.
+pub(crate) fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
+    let mut message = message.to_string();
+    if message.contains("database is locked") {
+        message.push_str(&format!(
+            ": another process has held its write lock for more than {} s (a `sqlite3` shell or \
+             another program in the middle of a transaction, a backup); end that and try again",
+            BUSY_TIMEOUT.as_secs()
+        ));
+    }
     StoreError::Open {
         path: path.display().to_string(),
-        message: message.to_string(),
+        message,
     }
 }
 

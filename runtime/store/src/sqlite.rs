@@ -30,7 +30,7 @@ use crate::checkpoint::Checkpointer;
 use crate::clock::Clock;
 use crate::private;
 use crate::read::{self, Readers};
-use crate::schema;
+use crate::schema::{self, open_error};
 use crate::writer::{self, ClaimOut, Cmd, Queue, Row, Shared, Tag, Update, ValueText, lock};
 
 /// When the in-memory set of written digests grows past this, it is emptied: it only saves
@@ -72,13 +72,6 @@ pub struct WriterStats {
     /// Transactions attempted on the thread of a caller waiting for its own command, which
     /// found the writer free (SQLite only; the rest were the writer thread's).
     pub led: u64,
-}
-
-fn open_error(path: &Path, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Open {
-        path: path.display().to_string(),
-        message: e.to_string(),
-    }
 }
 
 impl SqliteStore {
