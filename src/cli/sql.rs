@@ -76,10 +76,13 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         )));
     }
     // Read-only first, so a database user that may only read can query; a store whose schema
-    // is older than this reel's (no views yet) is opened to write, which migrates it.
+    // is older than this reel's (no views yet: the read-only opening's message says "older
+    // than this reel's") is opened to write, which migrates it. Any other failure is told as
+    // it is, rather than met a second time (a server that does not answer, waited for twice).
     let store = match project.open_read_only() {
         Ok(store) => store,
-        Err(_) => project.open_store()?,
+        Err(e) if e.message().contains("older than this reel's") => project.open_store()?,
+        Err(e) => return Err(e),
     };
     let answer = store.query(&args.query, limits).map_err(|e| match e {
         StoreError::Query(_)

@@ -144,3 +144,22 @@ fn a_store_locked_by_another_program_says_so_and_works_once_it_is_let_go() {
     let runs = json(&in_dir(dir.path(), &["runs", "--json"]));
     assert_eq!(runs.as_array().unwrap().len(), 2, "{runs}");
 }
+
+/// `reel sql` on a store whose schema predates the views: the read-only opening refuses it,
+/// so the query opens it to write, which migrates it, and answers.
+#[test]
+fn a_query_on_a_store_older_than_the_views_migrates_it_and_answers() {
+    let dir = temp();
+    write(dir.path(), "hi.reel", FLOW);
+    assert_eq!(in_dir(dir.path(), &["run", "hi.reel"]).status, 0);
+    let db = rusqlite::Connection::open(dir.path().join(".reel/reel.db")).unwrap();
+    for view in ["reel_runs", "reel_steps", "reel_calls", "reel_events"] {
+        db.execute_batch(&format!("DROP VIEW {view}")).unwrap();
+    }
+    db.execute_batch("UPDATE meta SET value = 1 WHERE key = 'schema_version'")
+        .unwrap();
+    drop(db);
+    let r = in_dir(dir.path(), &["sql", "SELECT status FROM reel_runs"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(r.stdout, "status\nsucceeded\n");
+}
