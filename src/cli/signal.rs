@@ -13,7 +13,8 @@ use super::{Failure, Status};
 /// Exit status: 0 sent, 2 unknown run, ended run, or JSON that does not parse.
 #[derive(Debug, clap::Args)]
 #[command(after_help = "Examples:\n  \
-    reel signal 01jf3k approve '{\"approved\": true, \"by\": \"ada\"}'")]
+    reel signal 01jf3k approve '{\"approved\": true, \"by\": \"ada\"}'\n  \
+    curl -s https://example.com/order/7 | reel signal 01jf3k order -")]
 pub struct Args {
     /// The run's id (or a unique prefix of it).
     #[arg(value_name = "RUN")]
@@ -23,14 +24,25 @@ pub struct Args {
     #[arg(value_name = "NAME")]
     name: String,
 
-    /// The payload, as JSON (default: null).
+    /// The payload, as JSON (default: null); `-` reads it from standard input, for a payload
+    /// longer than a command line holds or made by another program.
     #[arg(value_name = "JSON")]
     payload: Option<String>,
 }
 
 /// Runs `reel signal`.
 pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
-    let payload = match &args.payload {
+    let payload = match args.payload.as_deref() {
+        Some("-") => {
+            let text = std::io::read_to_string(std::io::stdin()).map_err(|e| {
+                Failure::usage(format!(
+                    "the payload cannot be read from standard input: {e}"
+                ))
+            })?;
+            serde_json::from_str::<Value>(&text).map_err(|e| {
+                Failure::usage(format!("the payload on standard input is not JSON ({e})"))
+            })?
+        }
         Some(text) => serde_json::from_str::<Value>(text).map_err(|e| {
             Failure::usage(format!(
                 "the payload is not JSON ({e}); quote strings as JSON: '\"text\"'"

@@ -488,3 +488,42 @@ fn a_missing_secret_at_resume_leaves_the_run_as_it_was() {
     assert_eq!(runs[0]["status"], "waiting");
     let _ = Value::Null;
 }
+
+/// A payload longer than one command-line argument may be (128 KiB on Linux) comes on
+/// standard input with `-`, is kept whole, and is what the run's wait returns; a payload on
+/// standard input that is not JSON is refused, as on the command line.
+#[test]
+fn a_signal_payload_too_long_for_a_command_line_comes_on_standard_input() {
+    let dir = temp();
+    write(
+        dir.path(),
+        "f.reel",
+        "flow f {\n  step w = signal { name: \"order\" }\n  output len(w.lines)\n}\n",
+    );
+    let r = reel_at(dir.path(), &["run", "f.reel", "--json"]);
+    let id = json(&r)["run"].as_str().unwrap().to_string();
+    let lines: Vec<String> = (0..20_000).map(|i| format!("line {i:05}")).collect();
+    let payload = json!({ "lines": lines }).to_string();
+    assert!(payload.len() > 200_000);
+    let home = store_env(dir.path());
+    let mut command = reel(dir.path(), &["signal", &id, "order", "-"]);
+    command.env("REEL_HOME", &home);
+    let bad = run_with_stdin(command, "{not json");
+    assert_eq!(bad.status, 2, "{bad:?}");
+    assert!(
+        bad.stderr
+            .contains("the payload on standard input is not JSON"),
+        "{bad:?}"
+    );
+    let mut command = reel(dir.path(), &["signal", &id, "order", "-"]);
+    command.env("REEL_HOME", &home);
+    let sent = run_with_stdin(command, &payload);
+    assert_eq!(sent.status, 0, "{sent:?}");
+    let out = json(&reel_at(dir.path(), &["resume", &id, "--json"]));
+    assert_eq!(out["output"], json!(20_000), "{out}");
+    let full = reel_at(dir.path(), &["events", &id, "--full", "--json"]);
+    assert!(
+        full.stdout.contains("line 19999"),
+        "the payload is kept whole"
+    );
+}
