@@ -140,7 +140,8 @@ pub(crate) fn postgres(
     // trip; numbers of ours only, nothing of the user's.
     let mut setup = String::new();
     if let Some(limit) = limits.timeout {
-        let ms = limit.as_millis().max(1);
+        // The server takes at most i32::MAX ms (24.8 days), and 0 would mean no limit.
+        let ms = limit.as_millis().clamp(1, i32::MAX as u128);
         setup.push_str(&format!(
             "SELECT set_config('statement_timeout', '{ms}', true); "
         ));
