@@ -605,10 +605,16 @@ pub(crate) const END_OWN_SESSION: &str = "SELECT pg_terminate_backend(pg_backend
 /// A PostgreSQL error as text: the server's message (with its detail) when there is one.
 pub(crate) fn describe(e: &postgres::Error) -> String {
     match e.as_db_error() {
-        Some(db) => match db.detail() {
-            Some(detail) => format!("{} ({detail})", db.message()),
-            None => db.message().to_string(),
-        },
+        Some(db) => {
+            let mut text = match db.detail() {
+                Some(detail) => format!("{} ({detail})", db.message()),
+                None => db.message().to_string(),
+            };
+            if session_swapped(db) {
+                text.push_str(POOLED_IN_TRANSACTIONS);
+            }
+            text
+        }
         // Why a connection failed (a certificate not trusted, a refused port) is in the
         // error's causes, which never hold the URL.
         None => {
@@ -622,6 +628,51 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
             text
         }
     }
+}
+
+/// What a prepared statement found missing or already there tells: `reel` prepares its
+/// statements once per session and keeps them, so either means its statements met another
+/// session's, as behind a pooler that hands a client's transactions to any server session.
+const POOLED_IN_TRANSACTIONS: &str = ": the store's statements were prepared on another server \
+    session, which is what a connection pooler in transaction mode does (PgBouncer's \
+    `pool_mode = transaction`); reel keeps a session for each connection (its prepared \
+    statements, its settings, its wait for notifications), so point the URL at the server or \
+    at a pool in session mode";
+
+/// The store's own tables, as the server names them when a session lost its `search_path`.
+const OWN_TABLES: &[&str] = &[
+    "meta",
+    "runs",
+    "journal",
+    "vals",
+    "specs",
+    "spec_binaries",
+    "signals",
+    "logs",
+    "refs",
+];
+
+/// Whether `db` says the statement met a server session other than the one its connection
+/// set up: one of the session's prepared statements found already there, missing, or of
+/// another shape (the client library names them `s0`, `s1`, …), or one of the store's own
+/// tables not found (the session's `search_path` is not the store's; the schema was checked
+/// when the store was opened). Told by codes and names, not by the server's words, which
+/// may be in another language.
+fn session_swapped(db: &postgres::error::DbError) -> bool {
+    use postgres::error::SqlState;
+    let code = db.code();
+    let names_a_statement = || {
+        db.message().split('"').skip(1).step_by(2).any(|name| {
+            name.len() > 1 && name.starts_with('s') && name[1..].bytes().all(|b| b.is_ascii_digit())
+        })
+    };
+    *code == SqlState::DUPLICATE_PSTATEMENT
+        || *code == SqlState::INVALID_SQL_STATEMENT_NAME
+        || *code == SqlState::PROTOCOL_VIOLATION && names_a_statement()
+        || *code == SqlState::UNDEFINED_TABLE
+            && OWN_TABLES
+                .iter()
+                .any(|table| db.message().contains(&format!("\"{table}\"")))
 }
 
 /// A failed statement as a store error: the session's end (the connection closed, or the
@@ -708,6 +759,57 @@ fn away(e: &postgres::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a pooler in transaction mode makes of a session's prepared statements, made here
+    /// on one real session: the error says what to change.
+    #[test]
+    fn a_prepared_statement_met_twice_or_missing_names_a_pooler_in_transaction_mode() {
+        let (_, mut client) = crate::pg::schema_database("reel_pooled");
+        client.batch_execute("PREPARE s0 AS SELECT 1").unwrap();
+        for statement in ["PREPARE s0 AS SELECT 1", "EXECUTE s1"] {
+            let e = client.batch_execute(statement).unwrap_err();
+            let text = describe(&e);
+            assert!(
+                text.contains("pooler in transaction mode")
+                    && text.contains("pool in session mode"),
+                "{statement}: {text}"
+            );
+        }
+        // A statement of another shape under the name the client gave its own: the server's
+        // protocol error when the client binds it.
+        let mine = client.prepare("SELECT $1::int AS mine").unwrap();
+        let name: String = client
+            .query_one(
+                "SELECT name FROM pg_prepared_statements WHERE statement LIKE '%AS mine'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        client
+            .batch_execute(&format!("DEALLOCATE {name}; PREPARE {name} AS SELECT 1"))
+            .unwrap();
+        let e = client.query(&mine, &[&1i32]).unwrap_err();
+        assert!(
+            describe(&e).contains("pool in session mode"),
+            "{}",
+            describe(&e)
+        );
+        // A session whose search path is not the store's: its tables are not found.
+        client.batch_execute("SET search_path TO public").unwrap();
+        let e = client.batch_execute("SELECT value FROM meta").unwrap_err();
+        assert!(
+            describe(&e).contains("pool in session mode"),
+            "{}",
+            describe(&e)
+        );
+        for other in ["SELECT nope FROM reel.runs", "SELECT 1 FROM runz"] {
+            let e = client.batch_execute(other).unwrap_err();
+            assert!(
+                !describe(&e).contains("pooler"),
+                "{other}: other errors say nothing of it"
+            );
+        }
+    }
 
     #[test]
     fn tcp_keepalives_are_set_unless_the_url_names_them_and_a_user_timeout_is_read_as_libpq() {
