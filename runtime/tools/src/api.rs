@@ -86,6 +86,12 @@ impl ToolError {
     }
 }
 
+/// The most a tool's result may hold: a command's stdout, an HTTP response's body, a file
+/// `fs.read` reads. Past it the call fails for good, so a command that prints without end, a
+/// server that answers without end or a file that never ends (`/dev/zero`) cannot fill the
+/// memory of `reel`, and of every run a worker drives beside it, or the store.
+pub const RESULT_LIMIT: usize = 64 << 20;
+
 /// The stable codes of [`ToolError`].
 pub mod codes {
     /// An HTTP response with a status of 400 or more (retryable for 408, 429 and 5xx).
@@ -100,6 +106,8 @@ pub mod codes {
     pub const HTTP_REDIRECT: &str = "tool.http.redirect";
     /// The HTTP client could not be set up (for example no usable TLS root certificates).
     pub const HTTP_CLIENT: &str = "tool.http.client";
+    /// An HTTP response's body was longer than [`super::RESULT_LIMIT`].
+    pub const HTTP_RESPONSE: &str = "tool.http.response-too-large";
     /// A command exited with a non-zero status (retryable for 75, EX_TEMPFAIL).
     pub const EXEC_EXIT: &str = "tool.exec.exit";
     /// A command could not be started.
@@ -112,6 +120,8 @@ pub mod codes {
     pub const OUTPUT_TYPE: &str = "tool.output.type";
     /// `fs.read` or `fs.write` failed.
     pub const FS_IO: &str = "tool.fs.io";
+    /// `fs.read` found more than [`super::RESULT_LIMIT`] in its file.
+    pub const FS_TOO_LARGE: &str = "tool.fs.too-large";
     /// An argument has the wrong shape.
     pub const ARGS: &str = "tool.args";
     /// A command or file operation did not finish within the call's timeout (retryable).

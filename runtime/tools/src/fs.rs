@@ -7,8 +7,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::json;
+use tokio::io::AsyncReadExt;
 
-use crate::api::{ToolCall, ToolError, ToolOutput, codes};
+use crate::api::{RESULT_LIMIT, ToolCall, ToolError, ToolOutput, codes};
 use crate::args::Args;
 use crate::text::Secrets;
 
@@ -17,9 +18,28 @@ pub(crate) async fn read(call: &ToolCall, secrets: &Secrets) -> Result<ToolOutpu
     let args = Args::new(&call.tool, &call.args, secrets);
     let path = args.string("path")?.to_string();
     let full = resolve(call, &path)?;
-    let bytes = tokio::fs::read(&full)
+    // At most one byte past the limit is read, so a file that never ends (`/dev/zero`, a
+    // pipe) or a huge one is refused without being held.
+    let mut bytes = Vec::new();
+    let file = tokio::fs::File::open(&full)
         .await
         .map_err(|e| io_error("read", &path, &full, &e))?;
+    file.take(RESULT_LIMIT as u64 + 1)
+        .read_to_end(&mut bytes)
+        .await
+        .map_err(|e| io_error("read", &path, &full, &e))?;
+    if bytes.len() > RESULT_LIMIT {
+        return Err(ToolError::new(
+            codes::FS_TOO_LARGE,
+            format!(
+                "`{path}` ({}) holds more than {} MiB, more than a result may hold; read a \
+                 smaller file, or have a command process it and print a summary",
+                full.display(),
+                RESULT_LIMIT >> 20
+            ),
+            false,
+        ));
+    }
     let text = String::from_utf8(bytes).map_err(|e| {
         ToolError::new(
             codes::FS_IO,
@@ -261,6 +281,38 @@ mod tests {
         }
         done.store(true, Ordering::Relaxed);
         assert!(reader.join().unwrap() > 0);
+    }
+
+    /// A file that never ends, and one past the limit: refused without being held whole.
+    #[tokio::test]
+    async fn a_file_past_the_result_limit_is_refused_for_good() {
+        let dir = tempfile::tempdir().unwrap();
+        let long = dir.path().join("long.txt");
+        File::create(&long)
+            .unwrap()
+            .set_len(RESULT_LIMIT as u64 + 1)
+            .unwrap();
+        for path in ["/dev/zero", "long.txt"] {
+            let err = run(fs_call("fs.read", json!({ "path": path }), dir.path()))
+                .await
+                .unwrap_err();
+            assert_eq!(err.code, codes::FS_TOO_LARGE, "{path}: {}", err.message);
+            assert!(!err.retryable);
+            assert!(err.message.contains("more than 64 MiB"), "{}", err.message);
+        }
+        // As long as the limit is a result.
+        File::create(&long)
+            .unwrap()
+            .set_len(RESULT_LIMIT as u64)
+            .unwrap();
+        let out = run(fs_call(
+            "fs.read",
+            json!({ "path": "long.txt" }),
+            dir.path(),
+        ))
+        .await
+        .unwrap();
+        assert_eq!(out.value["text"].as_str().unwrap().len(), RESULT_LIMIT);
     }
 
     #[tokio::test]

@@ -15,7 +15,7 @@ use reqwest::{Client, Method, Url, redirect};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ToolCall, ToolError, ToolOutput, codes};
+use crate::api::{RESULT_LIMIT, ToolCall, ToolError, ToolOutput, codes};
 use crate::args::Args;
 use crate::text::{Secrets, clip, duration};
 
@@ -124,12 +124,28 @@ pub(crate) async fn call(
         request = request.body(body);
     }
     let exchange = async {
-        let response = request.send().await?;
+        let mut response = request.send().await.map_err(Failed::Transport)?;
         let status = response.status();
         let headers = response_headers(response.headers());
         let is_json = is_json(response.headers());
-        let text = response.text().await?;
-        Ok::<_, reqwest::Error>((status, headers, is_json, text))
+        let charset = charset(response.headers());
+        // Read a piece at a time, so that a body past the limit is refused when it gets there
+        // (or at once, when its length says so) rather than held whole first.
+        if response
+            .content_length()
+            .is_some_and(|n| n > RESULT_LIMIT as u64)
+        {
+            return Err(Failed::TooLarge);
+        }
+        let mut body = Vec::new();
+        while let Some(piece) = response.chunk().await.map_err(Failed::Transport)? {
+            if body.len() + piece.len() > RESULT_LIMIT {
+                return Err(Failed::TooLarge);
+            }
+            body.extend_from_slice(&piece);
+        }
+        let (text, _, _) = charset.decode(&body);
+        Ok((status, headers, is_json, text.into_owned()))
     };
     let deadline = async {
         match call.timeout {
@@ -147,7 +163,19 @@ pub(crate) async fn call(
             ));
         }
         _ = deadline => return Err(timeout_error(&shown, call.timeout)),
-        result = exchange => result.map_err(|e| transport_error(&shown, call.timeout, &e))?,
+        result = exchange => result.map_err(|failed| match failed {
+            Failed::Transport(e) => transport_error(&shown, call.timeout, &e),
+            Failed::TooLarge => ToolError::new(
+                codes::HTTP_RESPONSE,
+                format!(
+                    "{shown} answered with a body longer than {} MiB, more than a result may \
+                     hold; ask for less (a page, a filter), or have a command download it to \
+                     a file",
+                    RESULT_LIMIT >> 20
+                ),
+                false,
+            ),
+        })?,
     };
     let body = if is_json {
         serde_json::from_str(&text).unwrap_or(Value::String(text))
@@ -310,6 +338,32 @@ fn is_json(headers: &HeaderMap) -> bool {
         || (essence.starts_with("application/") && essence.ends_with("+json"))
 }
 
+/// Why an exchange gave no response to return.
+enum Failed {
+    /// Below HTTP: no connection, too many redirects, a broken exchange.
+    Transport(reqwest::Error),
+    /// The body was longer than [`RESULT_LIMIT`].
+    TooLarge,
+}
+
+/// The encoding a response's `Content-Type` names (`charset=`), UTF-8 when it names none or
+/// one unknown, as reqwest's own `text()` decodes.
+fn charset(headers: &HeaderMap) -> &'static encoding_rs::Encoding {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.split(';')
+                .skip(1)
+                .filter_map(|p| p.trim().split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("charset"))
+                .and_then(|(_, label)| {
+                    encoding_rs::Encoding::for_label(label.trim().trim_matches('"').as_bytes())
+                })
+        })
+        .unwrap_or(encoding_rs::UTF_8)
+}
+
 fn timeout_error(shown: &str, limit: Option<Duration>) -> ToolError {
     ToolError::new(
         codes::HTTP_TIMEOUT,
@@ -452,6 +506,19 @@ mod tests {
         (format!("http://127.0.0.1:{port}"), rx)
     }
 
+    /// Serves every request, each on a thread of its own, with `respond` as it is, for a
+    /// response `serve` cannot make; gives the base URL.
+    fn serve_raw(respond: fn(tiny_http::Request)) -> String {
+        let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+        let port = server.server_addr().to_ip().unwrap().port();
+        std::thread::spawn(move || {
+            for request in server.incoming_requests() {
+                std::thread::spawn(move || respond(request));
+            }
+        });
+        format!("http://127.0.0.1:{port}")
+    }
+
     fn http(tool: &str, args: Value) -> ToolCall {
         ToolCall {
             tool: tool.to_string(),
@@ -519,6 +586,56 @@ mod tests {
         let (base, _seen) = serve(broken_json);
         let out = run(http("http.get", json!({"url": base}))).await.unwrap();
         assert_eq!(out.value["body"], "not json");
+    }
+
+    /// A body that never ends (sent in chunks, with no length), and one whose length says it
+    /// is past the limit: the call fails for good, without the body being held whole.
+    #[tokio::test]
+    async fn a_body_past_the_result_limit_fails_the_call_for_good() {
+        use std::io::Read;
+        let base = serve_raw(|request| {
+            let (body, length): (Box<dyn Read + Send>, _) = match request.url() {
+                "/endless" => (Box::new(std::io::repeat(b'a')), None),
+                _ => (
+                    Box::new(std::io::repeat(b'a').take(RESULT_LIMIT as u64 + 1)),
+                    Some(RESULT_LIMIT + 1),
+                ),
+            };
+            let _ = request.respond(tiny_http::Response::new(
+                200.into(),
+                vec![],
+                body,
+                length,
+                None,
+            ));
+        });
+        for path in ["endless", "long"] {
+            let url = format!("{base}/{path}");
+            let err = run(http("http.get", json!({ "url": url })))
+                .await
+                .unwrap_err();
+            assert_eq!(err.code, codes::HTTP_RESPONSE, "{path}: {}", err.message);
+            assert!(!err.retryable);
+            assert!(
+                err.message.contains("longer than 64 MiB"),
+                "{}",
+                err.message
+            );
+        }
+    }
+
+    /// A body in the encoding its `Content-Type` names is read in that encoding.
+    #[tokio::test]
+    async fn a_body_is_decoded_by_its_charset() {
+        let base = serve_raw(|request| {
+            let header =
+                tiny_http::Header::from_bytes("Content-Type", "text/plain; charset=\"ISO-8859-1\"")
+                    .unwrap();
+            let latin1 = vec![b'c', b'a', b'f', 0xE9];
+            let _ = request.respond(tiny_http::Response::from_data(latin1).with_header(header));
+        });
+        let out = run(http("http.get", json!({ "url": base }))).await.unwrap();
+        assert_eq!(out.value["body"], "café");
     }
 
     #[tokio::test]

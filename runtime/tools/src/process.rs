@@ -11,7 +11,7 @@ use tokio::process::{ChildStdin, Command};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::api::{ToolError, codes};
+use crate::api::{RESULT_LIMIT, ToolError, codes};
 use crate::text::duration;
 
 /// How long output pipes may stay open after the command exited before whatever still holds
@@ -193,7 +193,7 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
     let ending = {
         let io = async {
             tokio::join!(
-                drain(stdout, &mut out, Keep::Head(STDOUT_LIMIT), &too_much),
+                drain(stdout, &mut out, Keep::Head(RESULT_LIMIT), &too_much),
                 drain(stderr, &mut err, Keep::Tail(STDERR_KEPT), &too_much),
                 feed(stdin, spawn.stdin.as_deref())
             )
@@ -260,7 +260,7 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
                 "{} printed more than {} MiB on stdout and was killed; write a large result to \
                  a file and print its path, or a smaller summary",
                 spawn.label,
-                STDOUT_LIMIT >> 20
+                RESULT_LIMIT >> 20
             ),
         )),
         Ending::Canceled => Err(stopped(
@@ -286,7 +286,7 @@ enum Ending {
     Exited(std::io::Result<ExitStatus>),
     Canceled,
     TimedOut,
-    /// It printed more than [`STDOUT_LIMIT`] on stdout.
+    /// It printed more than [`RESULT_LIMIT`] on stdout.
     TooMuchOutput,
 }
 
@@ -347,10 +347,6 @@ impl Drop for Group {
         self.kill();
     }
 }
-
-/// The most a command may print on stdout (its result): past it, it is killed, so a command
-/// that prints without end cannot fill the memory of `reel` or the store.
-pub const STDOUT_LIMIT: usize = 64 << 20;
 
 /// How much of the end of a command's stderr is kept (its log): what came before is dropped.
 pub const STDERR_KEPT: usize = 1 << 20;
