@@ -381,7 +381,7 @@ impl Connector {
     /// thread is left behind; it ends when the server answers (its connection then dropped) or
     /// with the process.
     fn connect_told_within(&self) -> Result<Client, (StoreError, bool)> {
-        let (answer, answered) = mpsc::sync_channel(1);
+        let (answer, told) = mpsc::sync_channel(1);
         let connector = self.clone();
         let spawned = std::thread::Builder::new()
             .name("reel-pg-connect".into())
@@ -405,7 +405,7 @@ impl Connector {
             .get_connect_timeout()
             .copied()
             .unwrap_or(CONNECT_TIMEOUT);
-        match answered.recv_timeout(timeout) {
+        match told.recv_timeout(timeout) {
             Ok(result) => result,
             Err(_) => Err(open_error(format!(
                 "the server accepted the connection but did not answer within {} s: check that \
@@ -630,14 +630,14 @@ pub(crate) fn describe(e: &postgres::Error) -> String {
     }
 }
 
-/// What a prepared statement found missing or already there tells: `reel` prepares its
-/// statements once per session and keeps them, so either means its statements met another
-/// session's, as behind a pooler that hands a client's transactions to any server session.
-const POOLED_IN_TRANSACTIONS: &str = ": the store's statements were prepared on another server \
-    session, which is what a connection pooler in transaction mode does (PgBouncer's \
-    `pool_mode = transaction`); reel keeps a session for each connection (its prepared \
-    statements, its settings, its wait for notifications), so point the URL at the server or \
-    at a pool in session mode";
+/// What an error [`session_swapped`] tells adds: `reel` sets up each connection's server
+/// session once (its prepared statements, its `search_path`) and keeps it, so a statement that
+/// meets another session is behind a pooler that hands a client's transactions to any one.
+const POOLED_IN_TRANSACTIONS: &str = ": the statement met another server session than the one \
+    its connection set up, which is what a connection pooler in transaction mode does \
+    (PgBouncer's `pool_mode = transaction`); reel keeps a session for each connection (its \
+    prepared statements, its settings, its wait for notifications), so point the URL at the \
+    server or at a pool in session mode";
 
 /// The store's own tables, as the server names them when a session lost its `search_path`.
 const OWN_TABLES: &[&str] = &[
