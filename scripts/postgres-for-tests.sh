@@ -58,7 +58,7 @@ reel_pg_start() {
   REEL_PG_DIR="$(cd "$target" && pwd)/${REEL_PG_NAME:-pg-test}"
   # A socket path must stay under ~100 bytes; a deep target folder falls back to /tmp.
   if [ ${#REEL_PG_DIR} -gt 80 ]; then
-    REEL_PG_DIR=$(mktemp -d -p /tmp)
+    REEL_PG_DIR=$(mktemp -d -p /tmp reel-pg-test.XXXXXX)
   fi
   # A server left running by an interrupted earlier run is stopped before its folder goes.
   if [ -f "$REEL_PG_DIR/data/postmaster.pid" ]; then
@@ -73,7 +73,7 @@ reel_pg_start() {
     # in /tmp instead.
     if ! runuser -u postgres -- test -w "$REEL_PG_DIR"; then
       rm -rf "$REEL_PG_DIR"
-      REEL_PG_DIR=$(mktemp -d -p /tmp)
+      REEL_PG_DIR=$(mktemp -d -p /tmp reel-pg-test.XXXXXX)
       chown postgres "$REEL_PG_DIR"
     fi
   fi
