@@ -505,19 +505,19 @@ fn a_signal_payload_too_long_for_a_command_line_comes_on_standard_input() {
     let lines: Vec<String> = (0..20_000).map(|i| format!("line {i:05}")).collect();
     let payload = json!({ "lines": lines }).to_string();
     assert!(payload.len() > 200_000);
-    let home = store_env(dir.path());
-    let mut command = reel(dir.path(), &["signal", &id, "order", "-"]);
-    command.env("REEL_HOME", &home);
-    let bad = run_with_stdin(command, "{not json");
+    let signal = |stdin: &str| {
+        let mut command = reel(dir.path(), &["signal", &id, "order", "-"]);
+        command.env("REEL_HOME", store_env(dir.path()));
+        run_with_stdin(command, stdin)
+    };
+    let bad = signal("{not json");
     assert_eq!(bad.status, 2, "{bad:?}");
     assert!(
         bad.stderr
             .contains("the payload on standard input is not JSON"),
         "{bad:?}"
     );
-    let mut command = reel(dir.path(), &["signal", &id, "order", "-"]);
-    command.env("REEL_HOME", &home);
-    let sent = run_with_stdin(command, &payload);
+    let sent = signal(&payload);
     assert_eq!(sent.status, 0, "{sent:?}");
     let out = json(&reel_at(dir.path(), &["resume", &id, "--json"]));
     assert_eq!(out["output"], json!(20_000), "{out}");

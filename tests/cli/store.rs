@@ -117,15 +117,21 @@ fn a_truncated_database_is_refused_not_taken_for_a_new_store() {
     );
 }
 
+/// A project whose store holds one run, and a connection of another program to its database.
+fn a_store_with_a_run() -> (tempfile::TempDir, rusqlite::Connection) {
+    let dir = temp();
+    write(dir.path(), "hi.reel", FLOW);
+    assert_eq!(in_dir(dir.path(), &["run", "hi.reel"]).status, 0);
+    let db = rusqlite::Connection::open(dir.path().join(".reel/reel.db")).unwrap();
+    (dir, db)
+}
+
 /// A store whose write lock another program holds (a `sqlite3` shell left in a transaction)
 /// is waited for, then refused with a message that says who may hold it, not SQLite's bare
 /// "database is locked"; once the lock goes, the store works as before.
 #[test]
 fn a_store_locked_by_another_program_says_so_and_works_once_it_is_let_go() {
-    let dir = temp();
-    write(dir.path(), "hi.reel", FLOW);
-    assert_eq!(in_dir(dir.path(), &["run", "hi.reel"]).status, 0);
-    let shell = rusqlite::Connection::open(dir.path().join(".reel/reel.db")).unwrap();
+    let (dir, shell) = a_store_with_a_run();
     shell.execute_batch("BEGIN EXCLUSIVE").unwrap();
 
     let r = in_dir(dir.path(), &["run", "hi.reel"]);
@@ -149,10 +155,7 @@ fn a_store_locked_by_another_program_says_so_and_works_once_it_is_let_go() {
 /// so the query opens it to write, which migrates it, and answers.
 #[test]
 fn a_query_on_a_store_older_than_the_views_migrates_it_and_answers() {
-    let dir = temp();
-    write(dir.path(), "hi.reel", FLOW);
-    assert_eq!(in_dir(dir.path(), &["run", "hi.reel"]).status, 0);
-    let db = rusqlite::Connection::open(dir.path().join(".reel/reel.db")).unwrap();
+    let (dir, db) = a_store_with_a_run();
     for view in ["reel_runs", "reel_steps", "reel_calls", "reel_events"] {
         db.execute_batch(&format!("DROP VIEW {view}")).unwrap();
     }
