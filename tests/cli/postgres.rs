@@ -5,33 +5,15 @@
 //! `REEL_TEST_POSTGRES_URL`); without it they fail, saying so.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::support::{Run, json, reel_env, temp, write};
 
+#[path = "../../runtime/store/tests/test_server/mod.rs"]
+mod test_server;
+
 /// A fresh database on the test server, as a store URL.
-// edge: the test server's address is the environment the test script set up.
-#[allow(clippy::disallowed_methods)]
 pub(crate) fn database() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "REEL_TEST_POSTGRES_URL is not set: the PostgreSQL tests need a server. Run the \
-             tests with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
-        )
-    });
-    let name = format!(
-        "reel_cli_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    );
-    let mut admin = postgres::Client::connect(&base, postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    let (server, _) = base.rsplit_once('/').expect("a database in the URL");
-    format!("{server}/{name}")
+    test_server::fresh_database("reel_cli")
 }
 
 /// An administrator's connection to the test server, and the name of the database of `url`

@@ -6,7 +6,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const PG_URL: &str = "REEL_TEST_POSTGRES_URL";
 
 /// Creates a fresh database named after `prefix`, this process and a counter on the test
-/// server, and returns its URL (the server's query parameters kept).
+/// server, and returns its URL (the server's query parameters kept). Process ids come round
+/// again within one test run (a system whose `pid_max` is 32768 wraps them after as many
+/// processes, and the suite starts more), so a name an earlier process with the same id took
+/// is passed over for the next count rather than failing the test.
 // edge: the test server's address is the environment the test script set up.
 #[allow(clippy::disallowed_methods)]
 pub fn fresh_database(prefix: &str) -> String {
@@ -17,16 +20,20 @@ pub fn fresh_database(prefix: &str) -> String {
              with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
         )
     });
-    let name = format!(
-        "{prefix}_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    );
     let mut admin = ::postgres::Client::connect(&base, ::postgres::NoTls)
         .unwrap_or_else(|e| panic!("cannot reach the test server at {PG_URL}: {e}"));
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
+    let name = loop {
+        let name = format!(
+            "{prefix}_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::SeqCst)
+        );
+        match admin.batch_execute(&format!("CREATE DATABASE {name}")) {
+            Ok(()) => break name,
+            Err(e) if e.code() == Some(&::postgres::error::SqlState::DUPLICATE_DATABASE) => {}
+            Err(e) => panic!("cannot create the test database {name}: {e}"),
+        }
+    };
     let (server, _db) = base
         .split_once('?')
         .map_or(base.as_str(), |(b, _)| b)
