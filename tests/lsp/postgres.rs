@@ -5,34 +5,16 @@
 //! Needs the private server `scripts/test.sh` starts (`REEL_TEST_POSTGRES_URL`); fails without.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::runs::{hints, reel};
 use crate::support::{Client, uri};
 
+#[path = "../../runtime/store/tests/test_server/mod.rs"]
+mod test_server;
+
 /// A fresh database on the test server, as a store URL.
-// edge: the test server's address is the environment the test script set up.
-#[allow(clippy::disallowed_methods)]
 fn database() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let base = std::env::var("REEL_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "REEL_TEST_POSTGRES_URL is not set: this test needs a PostgreSQL server. Run the \
-             tests with scripts/test.sh, or `source scripts/postgres-for-tests.sh` first"
-        )
-    });
-    let name = format!(
-        "reel_lsp_{}_{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::SeqCst)
-    );
-    let mut admin = postgres::Client::connect(&base, postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach the test server: {e}"));
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .unwrap();
-    let (server, _) = base.rsplit_once('/').expect("a database in the URL");
-    format!("{server}/{name}")
+    test_server::fresh_database("reel_lsp")
 }
 
 const FLOW: &str = r#"flow pipeline {
