@@ -271,23 +271,31 @@ fn durable_against_the_disk(args: &Args, rt: &tokio::runtime::Runtime, root: &Pa
         "\n== Durable sequential steps against the disk, in pairs ({pairs} pairs: an overwrite probe, then a 1,000-step durable run)"
     );
     println!(
-        "{:>5} {:>12} {:>12} {:>8}",
-        "pair", "probe/s", "steps/s", "ratio"
+        "{:>5} {:>12} {:>12} {:>8} {:>14} {:>8} {:>10} {:>8}",
+        "pair", "probe/s", "steps/s", "ratio", "SQLite rows/s", "ratio", "shaped/s", "ratio"
     );
     let mut ratios = Vec::new();
     let mut probes = Vec::new();
     let mut steps = Vec::new();
+    let (mut rows, mut shapes, mut of_shaped) = (Vec::new(), Vec::new(), Vec::new());
     for pair in 1..=pairs {
         let probe = sync_rate(root, false, Duration::from_millis(300));
         let took = rt.block_on(run_once(&store, &spec, Durability::Durable, root));
         let rate = 1000.0 / took.as_secs_f64();
+        let sqlite = sqlite_commit_rate(root, false, Duration::from_millis(300));
+        let shaped = sqlite_commit_rate(root, true, Duration::from_millis(300));
         println!(
-            "{pair:>5} {probe:>12.0} {rate:>12.0} {:>7.0}%",
-            100.0 * rate / probe
+            "{pair:>5} {probe:>12.0} {rate:>12.0} {:>7.0}% {sqlite:>14.0} {:>7.0}% {shaped:>10.0} {:>7.0}%",
+            100.0 * rate / probe,
+            100.0 * sqlite / probe,
+            100.0 * shaped / probe
         );
         ratios.push(rate / probe);
         probes.push(probe);
         steps.push(rate);
+        rows.push(sqlite / probe);
+        shapes.push(shaped / probe);
+        of_shaped.push(rate / shaped);
     }
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
@@ -298,6 +306,14 @@ fn durable_against_the_disk(args: &Args, rt: &tokio::runtime::Runtime, root: &Pa
         median(&mut steps),
         median(&mut probes),
         100.0 * median(&mut ratios)
+    );
+    println!(
+        "SQLite alone, no engine (its own database beside the store): one row per commit, median {:.0}% \
+         of the probe; a durable step's writes per commit (\"shaped\"), median {:.0}% of the probe; \
+         durable steps median {:.0}% of the shaped commits (the engine's share is the rest)",
+        100.0 * median(&mut rows),
+        100.0 * median(&mut shapes),
+        100.0 * median(&mut of_shaped)
     );
 }
 
@@ -943,6 +959,94 @@ fn wal_like_probe(dir: &Path, region: u64) -> f64 {
     }
     let rate = n as f64 / began.elapsed().as_secs_f64();
     let _ = std::fs::remove_file(&path);
+    rate
+}
+
+/// Commits per second of SQLite alone: a database of its own in `dir` (WAL,
+/// `synchronous=FULL`, as the store's durable commits; checkpointed every 256 commits, as the
+/// store restarts its WAL), one commit after another for about `time` (at least 50). With
+/// `step_shaped`, each commit writes what a durable sequential `echo` step's commit writes
+/// (the run's row moved on under its fence, and three journal rows of the store's columns and
+/// sizes: the call's result, the step's end and the next step's start, as
+/// `writer::statements` does); without, one 200-byte row, the least any durable record can
+/// be. No engine: the rate of such commits is the ceiling of durable sequential steps on this
+/// disk for an engine whose store is SQLite.
+fn sqlite_commit_rate(dir: &Path, step_shaped: bool, time: Duration) -> f64 {
+    let path = dir.join("sqlite-commit-probe.db");
+    let db = rusqlite::Connection::open(&path).expect("a probe database");
+    db.execute_batch(&format!(
+        "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA wal_autocheckpoint={};
+         CREATE TABLE t (seq INTEGER PRIMARY KEY, body BLOB NOT NULL);
+         CREATE TABLE runs (id TEXT PRIMARY KEY NOT NULL, next_seq INTEGER NOT NULL,
+                            lease_token INTEGER NOT NULL) STRICT;
+         CREATE TABLE journal (run TEXT NOT NULL, seq INTEGER NOT NULL, at INTEGER NOT NULL,
+                               kind TEXT NOT NULL, step TEXT, idx INTEGER, attempt INTEGER,
+                               data TEXT NOT NULL, PRIMARY KEY (run, seq)) STRICT, WITHOUT ROWID;
+         INSERT INTO runs VALUES ('run-01JDXYZABCDEFGHJKMNPQRSTVW', 0, 7);",
+        if step_shaped { 512 } else { 256 }
+    ))
+    .expect("the probe's tables");
+    let body = [0x5au8; 200];
+    let run = "run-01JDXYZABCDEFGHJKMNPQRSTVW";
+    // A sequential `echo` step's events, by kind and length of their data (`reel sql "SELECT
+    // kind, length(data) FROM reel_events"` of such a run).
+    let events = [
+        ("effect_recorded", "x".repeat(92)),
+        ("step_succeeded", "x".repeat(32)),
+        ("step_started", "x".repeat(104)),
+    ];
+    let mut seq = 0i64;
+    let mut commit = |db: &rusqlite::Connection| {
+        if step_shaped {
+            db.execute_batch("BEGIN").expect("the probe begins");
+            let moved = db
+                .prepare_cached(
+                    "UPDATE runs SET next_seq = ?1 WHERE id = ?2 AND lease_token = 7 AND next_seq = ?3",
+                )
+                .and_then(|mut u| u.execute(rusqlite::params![seq + 3, run, seq]))
+                .expect("the probe moves the run's end");
+            assert_eq!(moved, 1, "the probe's fence holds");
+            let mut insert = db
+                .prepare_cached(
+                    "INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+                     VALUES (?1, ?2, ?3, ?4, ?5, NULL, 1, ?6)",
+                )
+                .expect("the probe's insert");
+            for (kind, data) in &events {
+                insert
+                    .execute(rusqlite::params![
+                        run,
+                        seq,
+                        1_764_892_800_000i64 + seq,
+                        kind,
+                        format!("s{}", seq / 3),
+                        data
+                    ])
+                    .expect("the probe appends");
+                seq += 1;
+            }
+            db.execute_batch("COMMIT").expect("the probe commits");
+        } else {
+            db.prepare_cached("INSERT INTO t (body) VALUES (?1)")
+                .and_then(|mut i| i.execute([&body[..]]))
+                .expect("the probe inserts");
+        }
+    };
+    // The first commits grow the WAL; a run's store has its WAL already.
+    for _ in 0..600 {
+        commit(&db);
+    }
+    let began = Instant::now();
+    let mut n = 0u64;
+    while began.elapsed() < time || n < 50 {
+        commit(&db);
+        n += 1;
+    }
+    let rate = n as f64 / began.elapsed().as_secs_f64();
+    drop(db);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(dir.join(format!("sqlite-commit-probe.db{suffix}")));
+    }
     rate
 }
 
