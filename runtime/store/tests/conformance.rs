@@ -2193,6 +2193,28 @@ fn a_query_is_stopped_at_its_time_and_row_limits(b: &dyn Backend) {
             0
         );
     }
+    // A query canceled by somebody else before its time (an administrator's
+    // `pg_cancel_backend`) is not told it ran out of time: the server's words say what
+    // happened.
+    if b.shared() {
+        let query = std::thread::scope(|scope| {
+            let asked = scope.spawn(|| store.query("SELECT pg_sleep(30)", timeout(60_000)));
+            let canceled = (0..500).any(|_| {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+                b.raw_count(
+                    "SELECT count(pg_cancel_backend(pid)) FROM pg_stat_activity
+                     WHERE datname = current_database() AND state = 'active'
+                       AND wait_event = 'PgSleep' AND pid <> pg_backend_pid()",
+                ) == 1
+            });
+            assert!(canceled, "the query was never seen running");
+            asked.join().unwrap()
+        });
+        let err = query.unwrap_err();
+        assert_eq!(err.code(), "store.query", "{err}");
+        assert!(err.to_string().contains("user request"), "{err}");
+        assert!(!err.to_string().contains("time limit"), "{err}");
+    }
     // Without a row limit an endless answer would fill memory; with one it stops there, with
     // no time limit to help, however the answer is read (a cursor's second fetch included).
     let err = store.query(ENDLESS_ROWS, rows(1_500)).unwrap_err();
