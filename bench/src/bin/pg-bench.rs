@@ -33,7 +33,7 @@ use capabilities::SystemClock;
 #[command(about = "Reel (1, 2, 4 workers) and DBOS Transact for Python on one PostgreSQL server")]
 struct Args {
     /// The server, as a store URL naming any database (`postgres://user@host/postgres`);
-    /// each side gets fresh databases on it.
+    /// each side gets fresh databases on it, dropped when the benchmark ends.
     #[arg(long, env = "REEL_BENCH_POSTGRES_URL")]
     url: String,
     /// The `reel` binary (default: the one beside this benchmark).
@@ -111,6 +111,12 @@ struct Figures {
 
 fn main() {
     let args = Args::parse();
+    bench(&args);
+    drop_databases(&args.url);
+}
+
+/// Every part of the benchmark `args` asks for.
+fn bench(args: &Args) {
     let reel = reel_binary(args.reel.as_deref()).unwrap_or_else(|e| {
         eprintln!("pg-bench: {e}");
         std::process::exit(2);
@@ -148,7 +154,7 @@ fn main() {
     let dbos = saved.or_else(|| {
         args.python.as_ref().and_then(|python| {
             let url = dbos_url(&args.url, &database(&args.url, "dbos"));
-            match run_dbos(python, &url, &args) {
+            match run_dbos(python, &url, args) {
                 Ok(v) => Some(v),
                 Err(e) => {
                     eprintln!("DBOS could not run: {e}");
@@ -160,7 +166,7 @@ fn main() {
     let mut rows = Vec::new();
     for mode in &args.modes {
         for &n in &args.workers {
-            let figures = reel_side(&reel, work.path(), &args, n, mode);
+            let figures = reel_side(&reel, work.path(), args, n, mode);
             rows.push((
                 format!("Reel, {n} worker{}, {mode}", if n == 1 { "" } else { "s" }),
                 figures,
@@ -184,7 +190,7 @@ fn main() {
             },
         ));
     }
-    print_table(&rows, dbos.is_some(), &args);
+    print_table(&rows, dbos.is_some(), args);
     if args.modes.iter().any(|m| m == "durable") {
         let ceiling = commit_ceiling(&args.url, args.steps, args.reps);
         println!(
@@ -781,9 +787,16 @@ fn fanout_flow(n: usize) -> String {
     )
 }
 
-/// Creates a fresh database named after `what` on the server of `url`; its URL.
+/// The databases this benchmark made, dropped at its end (see [`drop_databases`]).
+static MADE: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Creates a fresh database named after `what` on the server of `url`; its URL. It is
+/// dropped when the benchmark ends.
 fn database(url: &str, what: &str) -> String {
     let name = format!("bench_{what}_{}", std::process::id());
+    MADE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(name.clone());
     let mut admin = postgres::Client::connect(url, postgres::NoTls)
         .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
     // Two statements: CREATE DATABASE cannot run inside the transaction a batch is.
@@ -888,4 +901,28 @@ fn print_table(rows: &[(String, Figures)], with_dbos: bool, args: &Args) {
 fn now_ms() -> i64 {
     use reel_store::Clock;
     SystemClock.now_ms()
+}
+
+/// Drops the databases the benchmark made, so that a server given by `--url` (a team's own,
+/// not only the private one `bench/run.sh` starts and removes) is left as it was found. A
+/// database still held by a process the benchmark could not end is dropped anyway
+/// (`WITH (FORCE)`, PostgreSQL 13 and later); one that cannot be is named, not fatal.
+fn drop_databases(url: &str) {
+    let made = std::mem::take(&mut *MADE.lock().unwrap_or_else(|e| e.into_inner()));
+    if made.is_empty() {
+        return;
+    }
+    let mut admin = match postgres::Client::connect(url, postgres::NoTls) {
+        Ok(admin) => admin,
+        Err(e) => {
+            eprintln!("pg-bench: the databases it made are left on the server: {e}");
+            return;
+        }
+    };
+    for name in made {
+        if let Err(e) = admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        {
+            eprintln!("pg-bench: database {name} is left on the server: {e}");
+        }
+    }
 }
