@@ -90,14 +90,10 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         seed: 0,
         parent: Some(parent.clone()),
     };
-    ui.line(&format!(
-        "run {} of `{name}`, a fork of run {parent}",
-        request.run_id
-    ));
-    let progress = Arc::new(StderrProgress::new(
-        ui.colored(),
-        Some(request.spec.steps.len()),
-    ));
+    let header = format!("run {} of `{name}`, a fork of run {parent}", request.run_id);
+    let progress = Arc::new(
+        StderrProgress::new(ui.colored(), Some(request.spec.steps.len())).announcing(header),
+    );
     let rt = tokio_runtime()?;
     let outcome = rt.block_on(async {
         let deps = run_deps(store, Some(progress.clone()));

@@ -168,6 +168,9 @@ pub struct StderrProgress {
     live: Option<Live>,
     /// Where lines go when nothing is drawn live.
     plain: Option<Arc<Plain>>,
+    /// The line that names a new run, printed when the run is recorded
+    /// ([`Progress::RunCreated`]): a run refused before (a bad input) is never named.
+    header: Option<String>,
     state: Mutex<State>,
 }
 
@@ -207,6 +210,7 @@ impl StderrProgress {
             total,
             live,
             plain,
+            header: None,
             state: Mutex::new(State {
                 running: HashMap::new(),
                 finished: 0,
@@ -216,6 +220,12 @@ impl StderrProgress {
             progress.summarize(&state);
         }
         progress
+    }
+
+    /// Prints `header` once the run it names is recorded (see [`Progress::RunCreated`]).
+    pub fn announcing(mut self, header: String) -> Self {
+        self.header = Some(header);
+        self
     }
 
     fn mark(&self, state: &str) -> String {
@@ -312,6 +322,11 @@ impl ProgressSink for StderrProgress {
             return;
         };
         match progress {
+            Progress::RunCreated { .. } => {
+                if let Some(header) = &self.header {
+                    self.print(header);
+                }
+            }
             Progress::StepRunning { step, calls } => {
                 if let Some(old) = state.running.remove(&step).and_then(|r| r.bar) {
                     old.finish_and_clear();

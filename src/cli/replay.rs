@@ -197,11 +197,11 @@ fn rerun_run(project: &Project, given: &str, json: bool, ui: &Ui) -> Result<Stat
         keep_for_ms: Some(project.keep_for(None)?),
         durability: project.durability(None)?,
     };
-    ui.line(&format!(
+    let header = format!(
         "run {} of `{}`, a rerun of run {parent}",
         request.run_id, row.flow
-    ));
-    let progress = Arc::new(StderrProgress::new(ui.colored(), steps));
+    );
+    let progress = Arc::new(StderrProgress::new(ui.colored(), steps).announcing(header));
     let rt = tokio_runtime()?;
     let outcome = rt.block_on(async {
         let deps = run_deps(store, Some(progress.clone()));

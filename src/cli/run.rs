@@ -239,8 +239,8 @@ pub fn run(args: Args, ui: &Ui) -> Result<Status, Failure> {
         seed,
         parent: None,
     };
-    ui.line(&format!("run {} of `{name}`", request.run_id));
-    match start_live(store, request, ui)? {
+    let header = format!("run {} of `{name}`", request.run_id);
+    match start_live(store, request, Some(header), ui)? {
         Ok(outcome) => report(ui, &outcome, args.json, began.elapsed()),
         Err(refusal) => Err(refused(refusal)),
     }
@@ -285,17 +285,20 @@ impl Opening {
 }
 
 /// Starts the run `request` asks for and follows it, progress on stderr, to its end or until
-/// it parks: what `reel run` and `reel test --update` do.
+/// it parks: what `reel run` and `reel test --update` do. `header`, if any, names the run
+/// once it is recorded.
 pub fn start_live(
     store: Arc<dyn reel_store::Store>,
     request: StartRequest,
+    header: Option<String>,
     ui: &Ui,
 ) -> Result<Result<RunOutcome, Refusal>, Failure> {
     let rt = tokio_runtime()?;
-    let progress = Arc::new(StderrProgress::new(
-        ui.colored(),
-        Some(request.spec.steps.len()),
-    ));
+    let mut progress = StderrProgress::new(ui.colored(), Some(request.spec.steps.len()));
+    if let Some(header) = header {
+        progress = progress.announcing(header);
+    }
+    let progress = Arc::new(progress);
     let outcome = rt.block_on(async {
         let deps = run_deps(store, Some(progress.clone()));
         stop_on_ctrl_c(&deps);

@@ -279,7 +279,7 @@ fn record(
         seed: old.seed,
         parent: None,
     };
-    let outcome = super::run::start_live(store.clone(), request, ui)
+    let outcome = super::run::start_live(store.clone(), request, None, ui)
         .map_err(|e| e.message())?
         .map_err(|r| super::runtime::refused(r).message())?;
     if outcome.status == RunStatus::Waiting {

@@ -238,9 +238,23 @@ fn bad_input_is_refused_before_anything_runs() {
         let r = reel_at(dir.path(), args);
         assert_eq!(r.status, 2, "{args:?}: {r:?}");
         assert!(r.stderr.contains(says), "{args:?}: {}", r.stderr);
+        // No run is named that was never recorded.
+        assert!(!r.stderr.contains("of `f`"), "{args:?}: {}", r.stderr);
     }
     let runs = json(&reel_at(dir.path(), &["runs", "--json"]));
     assert_eq!(runs, json!([]), "nothing was recorded");
+    // A run that is recorded is named first, before its steps, even when it then fails.
+    let r = reel_env(
+        dir.path(),
+        &["run", "f.reel", "--input", "n=1"],
+        &[("REEL_SECRET_KEY", "k")],
+    );
+    assert_eq!(r.status, 1, "{r:?}");
+    let runs = json(&reel_at(dir.path(), &["runs", "--json"]));
+    let id = runs[0]["run"].as_str().unwrap();
+    let named = r.stderr.find(&format!("run {id} of `f`\n"));
+    let step = r.stderr.find("✗ s");
+    assert!(named.is_some() && named < step, "{}", r.stderr);
 }
 
 #[test]

@@ -89,6 +89,13 @@ impl Tools for ToolHost {
 /// What the engine reports as a run progresses, for the CLI's live display.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Progress {
+    /// A new run is recorded (its beginning committed): from here it can be listed, followed
+    /// and resumed. Never reported for a run refused before that (a bad input, a missing
+    /// secret), so a display that names the run on this names no run that does not exist.
+    RunCreated {
+        /// The run.
+        run: String,
+    },
     /// A step began (or began again after a resume).
     StepRunning {
         /// The step.

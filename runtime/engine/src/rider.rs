@@ -17,7 +17,7 @@ use reel_store::{
 use serde_json::{Map, Value, json};
 
 use crate::core::{Decided, Input, Machine, Setup, check_decisions};
-use crate::deps::RunDeps;
+use crate::deps::{Progress, RunDeps};
 use crate::drive::drive;
 use crate::error::RunError;
 use crate::fold::{Folded, fold_journal, fold_rows};
@@ -211,6 +211,9 @@ pub(crate) async fn begin(
     let owner = deps.owner.clone();
     let lease_ms = cfg.lease_ms;
     let lease = blocking(store.clone(), move |s| s.create_run(new, &owner, lease_ms)).await?;
+    deps.progress.report(Progress::RunCreated {
+        run: lease.run.clone(),
+    });
     let machine = Machine::new(Setup {
         run_id: lease.run.clone(),
         spec,
