@@ -26,6 +26,8 @@ pub mod codes {
     pub const DEPTH: &str = "eval.depth";
     /// A `range` that is too long or has a zero step.
     pub const RANGE: &str = "eval.range";
+    /// An expression made more values than one evaluation may (see `eval::MAX_MADE`).
+    pub const LIMIT: &str = "eval.limit";
 }
 
 /// Why an expression could not be evaluated.

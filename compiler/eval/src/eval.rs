@@ -30,7 +30,8 @@
 //!
 //! Every operator checks its operands' values, since `json` is only checked here, and fails
 //! with `eval.type` naming what it expects and the values it found.
-//! An expression nested deeper than [`MAX_DEPTH`] is refused with `eval.depth`.
+//! An expression nested deeper than [`MAX_DEPTH`] is refused with `eval.depth`, and one that
+//! makes more than [`MAX_MADE`] bytes of values in all with `eval.limit`.
 
 use reel_flowspec::canonical::canonical_json;
 use reel_flowspec::{BinaryOp, Duration, Expr, Node, RecordEntry, UnaryOp};
@@ -49,6 +50,7 @@ pub fn eval(expr: &Expr, scope: &mut dyn Scope) -> Result<Value, EvalError> {
         depth: 0,
         constant: false,
         locals: Vec::new(),
+        made: 0,
     }
     .eval(expr)
 }
@@ -63,6 +65,7 @@ pub fn eval_const(expr: &Expr) -> Result<Value, EvalError> {
         depth: 0,
         constant: true,
         locals: Vec::new(),
+        made: 0,
     }
     .eval(expr)
 }
@@ -86,6 +89,41 @@ pub fn is_constant(expr: &Expr) -> bool {
 /// The deepest nesting evaluated; deeper trees are refused instead of exhausting the stack.
 pub const MAX_DEPTH: usize = 256;
 
+/// The most one evaluation may make, in bytes as [`weight`] counts them: every value an
+/// expression's parts produce, summed. A `for` inside a `for` (`range` is bounded alone, a
+/// million by a million is not), or a long value repeated in a `for`, would otherwise take
+/// the time and memory of the machine the run is on (found in session 47: a nested `range`
+/// took a worker to 24 GB and the kernel's OOM killer); such an expression is refused with
+/// `eval.limit` within seconds instead. An expression a flow means to write makes a small part
+/// of this, however long the step values it reads.
+pub const MAX_MADE: u64 = 1 << 30;
+
+/// About how many bytes `value` holds: a value's own 32 (what `serde_json::Value` takes), a
+/// string's text, a list's and an object's members (and keys). Computed without recursion,
+/// since values nest as deep as JSON lets them.
+pub fn weight(value: &Value) -> u64 {
+    const ONE: u64 = 32;
+    let mut total = 0u64;
+    let mut stack: Vec<&Value> = Vec::new();
+    let mut next = Some(value);
+    while let Some(v) = next {
+        total = total.saturating_add(ONE);
+        match v {
+            Value::String(s) => total = total.saturating_add(s.len() as u64),
+            Value::Array(items) => stack.extend(items),
+            Value::Object(members) => {
+                for (key, member) in members {
+                    total = total.saturating_add(ONE + key.len() as u64);
+                    stack.push(member);
+                }
+            }
+            _ => {}
+        }
+        next = stack.pop();
+    }
+    total
+}
+
 struct Evaluator<'s> {
     scope: &'s mut dyn Scope,
     /// How many expressions enclose the one being evaluated.
@@ -94,6 +132,8 @@ struct Evaluator<'s> {
     constant: bool,
     /// Comprehension variables, innermost last.
     locals: Vec<(String, Value)>,
+    /// What this evaluation has made so far, by [`weight`]; at most [`MAX_MADE`].
+    made: u64,
 }
 
 fn unknown(message: String) -> EvalError {
@@ -130,7 +170,20 @@ impl Evaluator<'_> {
         self.depth += 1;
         let result = self.eval_node(expr);
         self.depth -= 1;
-        result
+        let value = result?;
+        self.made = self.made.saturating_add(weight(&value));
+        if self.made > MAX_MADE {
+            return Err(EvalError::new(
+                codes::LIMIT,
+                format!(
+                    "the expression makes more than {} MiB of values, the most one evaluation \
+                     may: a `for` inside a `for`, or a long value repeated in a `for`, grows \
+                     without bound; narrow it, or do the work in a tool",
+                    MAX_MADE >> 20
+                ),
+            ));
+        }
+        Ok(value)
     }
 
     // Each form has its own function so that the recursive path keeps small stack frames.
@@ -955,5 +1008,51 @@ mod tests {
         assert_eq!(value(&nested(MAX_DEPTH - 1)), json!(MAX_DEPTH - 1));
         assert_eq!(value(&nested(MAX_DEPTH)), json!({ "error": codes::DEPTH }));
         assert_eq!(value(&nested(2_000)), json!({ "error": codes::DEPTH }));
+    }
+
+    #[test]
+    fn an_expression_that_makes_without_bound_is_refused_and_one_over_long_values_is_not() {
+        let million = || call("range", vec![int(1_000_000)]);
+        // A million lists of a million: 10^12 elements (24 GB and the OOM killer before).
+        let nested = comp("x", million(), None, comp("y", million(), None, var("y")));
+        // A `for` that makes nothing still iterates: 10^12 rounds of a filter.
+        let empty = comp(
+            "x",
+            million(),
+            None,
+            call(
+                "len",
+                vec![comp("y", million(), Some(boolean(false)), var("y"))],
+            ),
+        );
+        // A long value repeated: a million copies of a 2 MB string.
+        let long = "x".repeat(2 << 20);
+        let repeated = comp("x", million(), None, input("long"));
+        for e in [&nested, &empty, &repeated] {
+            let err = eval(e, &mut scope().with_input("long", json!(long))).unwrap_err();
+            assert_eq!(err.code, codes::LIMIT, "{}", to_source(e));
+            assert!(err.message.contains("1024 MiB"), "{err}");
+        }
+        // Long step values read whole, and a `for` over a million of their members, are what
+        // flows do: within the budget.
+        let items: Vec<Value> = (0..1_000_000)
+            .map(|i| json!({ "id": i, "name": format!("item-{i}") }))
+            .collect();
+        let mut big = scope().with_step("items", Value::Array(items));
+        let ids = comp("x", step("items"), None, member(var("x"), "id"));
+        let made = eval(&ids, &mut big).unwrap();
+        assert_eq!(made.as_array().map(Vec::len), Some(1_000_000));
+        assert_eq!(
+            eval(&call("len", vec![step("items")]), &mut big).unwrap(),
+            json!(1_000_000)
+        );
+    }
+
+    #[test]
+    fn a_value_weighs_its_members_and_text() {
+        assert_eq!(weight(&json!(1)), 32);
+        assert_eq!(weight(&json!("abcd")), 36);
+        assert_eq!(weight(&json!([1, "ab"])), 32 + 32 + 34);
+        assert_eq!(weight(&json!({ "k": [true] })), 32 + 33 + 32 + 32);
     }
 }
