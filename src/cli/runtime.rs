@@ -106,9 +106,16 @@ pub fn report(
 /// Whether a run's error is the flow's own doing (an expression, an argument, the output's
 /// type): running it again cannot help, a corrected flow can.
 fn flow_at_fault(e: &RunError) -> bool {
-    ["eval.", "output.", "spec.", "tool.args", "tool.sleep."]
-        .iter()
-        .any(|p| e.code.starts_with(p))
+    [
+        "eval.",
+        "output.",
+        "spec.",
+        "tool.args",
+        "tool.sleep.",
+        "tool.exec.too-long",
+    ]
+    .iter()
+    .any(|p| e.code.starts_with(p))
 }
 
 /// As [`report`]; with `json`, the printed object also holds these fields.

@@ -112,6 +112,9 @@ pub mod codes {
     pub const EXEC_EXIT: &str = "tool.exec.exit";
     /// A command could not be started.
     pub const EXEC_SPAWN: &str = "tool.exec.spawn";
+    /// A command's arguments and environment are longer than the system lets one process
+    /// have (`E2BIG`): the flow must hand the data over another way (`stdin`).
+    pub const EXEC_TOO_LONG: &str = "tool.exec.too-long";
     /// A command printed more than its limit on stdout and was killed.
     pub const EXEC_OUTPUT: &str = "tool.exec.output-too-large";
     /// A user tool printed something that is not one JSON value.

@@ -172,6 +172,27 @@ pub(crate) async fn run(spawn: Spawn, cancel: &CancellationToken) -> Result<Fini
 
     let deadline = spawn.timeout.map(|t| Instant::now() + t);
     let mut child = command.spawn().map_err(|e| {
+        if e.raw_os_error() == Some(libc::E2BIG) {
+            // Not the program's absence, and not the machine's to fix: the same call fails
+            // again however often it is tried.
+            let bytes: usize = spawn.argv.iter().map(|a| a.len() + 1).sum::<usize>()
+                + (spawn.base.0.iter())
+                    .map(|(k, v)| k.len() + v.len() + 2)
+                    .sum::<usize>()
+                + (spawn.env.iter())
+                    .map(|(k, v)| k.len() + v.len() + 2)
+                    .sum::<usize>();
+            return ToolError::new(
+                codes::EXEC_TOO_LONG,
+                format!(
+                    "{} cannot start `{argv0}`: its arguments and environment ({bytes} bytes) \
+                     are longer than this system lets one process have; give the data on \
+                     `stdin` rather than in `cmd` or `env`",
+                    spawn.label
+                ),
+                false,
+            );
+        }
         ToolError::new(
             codes::EXEC_SPAWN,
             format!(
@@ -606,6 +627,26 @@ mod tests {
         for pid in pids.lines() {
             assert!(!alive(pid), "{pid} still runs");
         }
+    }
+
+    #[tokio::test]
+    async fn a_command_line_past_the_system_limit_says_so_and_where_data_goes_instead() {
+        // Four MiB of arguments: past Linux's limit of a quarter of the stack limit (and of
+        // 128 KiB for one argument).
+        let long = "a".repeat(100_000);
+        let args: Vec<&str> = std::iter::once("true")
+            .chain(std::iter::repeat_n(long.as_str(), 40))
+            .collect();
+        let s = spawn(&args, Path::new("/"));
+        let err = run(s, &CancellationToken::new()).await.err().unwrap();
+        assert_eq!(err.code, codes::EXEC_TOO_LONG, "{}", err.message);
+        assert!(!err.retryable);
+        assert!(
+            err.message.contains(" bytes) are longer than"),
+            "{}",
+            err.message
+        );
+        assert!(err.message.contains("`stdin`"), "{}", err.message);
     }
 
     #[tokio::test]
