@@ -108,7 +108,12 @@ fn format_file(source: &Source, check: bool, ui: &Ui) -> Outcome {
         ui.line(&format!("would reformat {}", source.display));
         return Outcome::Changed;
     }
-    match write_atomically(&source.path, formatted.as_bytes(), true) {
+    let written = if source.bom {
+        format!("{}{formatted}", sources::BOM)
+    } else {
+        formatted
+    };
+    match write_atomically(&source.path, written.as_bytes(), true) {
         Ok(()) => Outcome::Changed,
         Err(e) => {
             ui.error(&format!(
@@ -138,7 +143,8 @@ fn run_stdin(check: bool, ui: &Ui) -> Result<Status, Failure> {
             }
         }
         Ok(formatted) => {
-            print_stdout(&formatted)?;
+            let bom = if source.bom { sources::BOM } else { "" };
+            print_stdout(&format!("{bom}{formatted}"))?;
             Ok(Status::Success)
         }
     }

@@ -20,8 +20,12 @@ pub struct Source {
     pub path: PathBuf,
     /// The path as diagnostics and FlowSpec spans show it.
     pub display: String,
-    /// The UTF-8 text.
+    /// The UTF-8 text, without the byte order mark it may begin with.
     pub text: String,
+    /// Whether the file began with a UTF-8 byte order mark (as some Windows editors save):
+    /// it is no part of the text the compiler reads (columns are counted as editors count
+    /// them, without it), and `reel fmt` writes it back.
+    pub bom: bool,
 }
 
 impl Source {
@@ -170,11 +174,12 @@ pub fn read_all(paths: &[PathBuf]) -> Result<Vec<Source>, Failure> {
 fn read(path: &Path) -> Result<Source, String> {
     let bytes = fs::read(path).map_err(|e| cannot_read(path, &e))?;
     let display = path.display().to_string();
-    let text = utf8(bytes, &display)?;
+    let (text, bom) = utf8(bytes, &display)?;
     Ok(Source {
         path: path.to_path_buf(),
         display,
         text,
+        bom,
     })
 }
 
@@ -186,21 +191,31 @@ pub fn read_stdin() -> Result<Source, Failure> {
         .read_to_end(&mut bytes)
         .map_err(|e| Failure::usage(format!("cannot read standard input: {e}")))?;
     let display = "<stdin>".to_string();
-    let text = utf8(bytes, &display).map_err(Failure::usage)?;
+    let (text, bom) = utf8(bytes, &display).map_err(Failure::usage)?;
     Ok(Source {
         path: PathBuf::from("-"),
         display,
         text,
+        bom,
     })
 }
 
-fn utf8(bytes: Vec<u8>, display: &str) -> Result<String, String> {
-    String::from_utf8(bytes).map_err(|e| {
+/// The byte order mark some editors begin a UTF-8 file with.
+pub const BOM: &str = "\u{feff}";
+
+/// The text of `bytes`, without a leading byte order mark, and whether there was one.
+fn utf8(bytes: Vec<u8>, display: &str) -> Result<(String, bool), String> {
+    let mut text = String::from_utf8(bytes).map_err(|e| {
         format!(
             "`{display}` is not UTF-8 text (invalid byte at offset {}); save Reel files as UTF-8",
             e.utf8_error().valid_up_to()
         )
-    })
+    })?;
+    let bom = text.starts_with(BOM);
+    if bom {
+        text.drain(..BOM.len());
+    }
+    Ok((text, bom))
 }
 
 /// `cannot read `path`: reason`, with the reason in words rather than an OS error number.

@@ -135,3 +135,41 @@ fn directories_are_formatted_recursively() {
     assert_ne!(fs::read_to_string(a).unwrap(), UNFORMATTED);
     assert_ne!(fs::read_to_string(b).unwrap(), UNFORMATTED);
 }
+
+#[test]
+fn a_file_saved_with_a_byte_order_mark_checks_runs_and_keeps_its_mark_through_fmt() {
+    let dir = temp();
+    let bom = "\u{feff}";
+    // As Windows editors may save it: a byte order mark and CRLF line ends.
+    let path = write(
+        dir.path(),
+        "hello.reel",
+        &format!("{bom}{}", UNFORMATTED.replace('\n', "\r\n")),
+    );
+    let check = reel_in(dir.path(), &["check", "hello.reel"]);
+    assert_eq!(check.status, 0, "{}", check.stderr);
+    let run = reel_in(dir.path(), &["run", "hello.reel"]);
+    assert_eq!(run.status, 0, "{}", run.stderr);
+    assert_eq!(run.stdout, "\"hello, world\"\n");
+
+    let fmt = reel_in(dir.path(), &["fmt", "hello.reel"]);
+    assert_eq!(fmt.status, 0, "{}", fmt.stderr);
+    let formatted = fs::read_to_string(&path).unwrap();
+    assert!(formatted.starts_with(bom), "{formatted:?}");
+    assert!(
+        !formatted[bom.len()..].contains('\u{feff}'),
+        "{formatted:?}"
+    );
+    let again = reel_in(dir.path(), &["fmt", "--check", "hello.reel"]);
+    assert_eq!(again.status, 0, "{}", again.stderr);
+
+    // A diagnostic's columns are an editor's, which does not show the mark.
+    write(
+        dir.path(),
+        "bad.reel",
+        &format!("{bom}flow f {{\n  output nope\n}}\n"),
+    );
+    let bad = reel_in(dir.path(), &["check", "bad.reel"]);
+    assert_eq!(bad.status, 1, "{}", bad.stderr);
+    assert!(bad.stderr.contains("bad.reel:2:10"), "{}", bad.stderr);
+}
