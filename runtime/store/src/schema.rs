@@ -243,6 +243,14 @@ pub(crate) fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreE
              another program in the middle of a transaction, a backup); end that and try again",
             BUSY_TIMEOUT.as_secs()
         ));
+    } else if ["permission denied", "readonly"]
+        .iter()
+        .any(|words| message.to_lowercase().contains(words))
+    {
+        message.push_str(
+            ": this user cannot write there; make the folder writable, or put the store \
+             elsewhere with REEL_HOME=DIR (or a PostgreSQL store with REEL_STORE_URL)",
+        );
     }
     StoreError::Open {
         path: path.display().to_string(),
@@ -519,6 +527,25 @@ fn migrate(conn: &mut Connection) -> Result<(), Migrate> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_this_user_cannot_write_says_where_else_it_can_go() {
+        // Tests run as root, whom permissions do not stop: the errors are made, as the
+        // directory's creation and SQLite give them to a user who may not write there.
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let readonly = "attempt to write a readonly database";
+        for err in [
+            open_error(Path::new("/srv/.reel"), denied),
+            open_error(Path::new("/srv/.reel/reel.db"), readonly),
+        ] {
+            assert_eq!(err.code(), "store.open");
+            let text = err.to_string();
+            assert!(text.contains("make the folder writable"), "{text}");
+            assert!(text.contains("REEL_HOME=DIR"), "{text}");
+        }
+        let other = open_error(Path::new("/srv/.reel"), "disk I/O error").to_string();
+        assert!(!other.contains("REEL_HOME"), "{other}");
+    }
 
     #[test]
     fn migrating_twice_is_idempotent() {
