@@ -98,11 +98,31 @@ pub const MAX_DEPTH: usize = 256;
 /// of this, however long the step values it reads.
 pub const MAX_MADE: u64 = 1 << 30;
 
+/// What one value weighs by itself, before its text or members (what `serde_json::Value`
+/// takes).
+const ONE: u64 = 32;
+
+/// What `value`, just made by `expr`, adds to an evaluation's weight. A list, a record or a
+/// `for` holds values already weighed as its parts made them, and an `if` hands one of them
+/// on: only their own slots count, so a large value is not walked again at every level that
+/// encloses it.
+fn made_by(expr: &Expr, value: &Value) -> u64 {
+    match (&expr.node, value) {
+        (Node::If { .. }, _) => 0,
+        (Node::List { .. } | Node::For { .. }, Value::Array(items)) => {
+            ONE.saturating_mul(1 + items.len() as u64)
+        }
+        (Node::Record { .. }, Value::Object(members)) => members.keys().fold(ONE, |total, key| {
+            total.saturating_add(ONE + key.len() as u64)
+        }),
+        _ => weight(value),
+    }
+}
+
 /// About how many bytes `value` holds: a value's own 32 (what `serde_json::Value` takes), a
 /// string's text, a list's and an object's members (and keys). Computed without recursion,
 /// since values nest as deep as JSON lets them.
 pub fn weight(value: &Value) -> u64 {
-    const ONE: u64 = 32;
     let mut total = 0u64;
     let mut stack: Vec<&Value> = Vec::new();
     let mut next = Some(value);
@@ -171,7 +191,7 @@ impl Evaluator<'_> {
         let result = self.eval_node(expr);
         self.depth -= 1;
         let value = result?;
-        self.made = self.made.saturating_add(weight(&value));
+        self.made = self.made.saturating_add(made_by(expr, &value));
         if self.made > MAX_MADE {
             return Err(EvalError::new(
                 codes::LIMIT,
@@ -1054,5 +1074,9 @@ mod tests {
         assert_eq!(weight(&json!("abcd")), 36);
         assert_eq!(weight(&json!([1, "ab"])), 32 + 32 + 34);
         assert_eq!(weight(&json!({ "k": [true] })), 32 + 33 + 32 + 32);
+        // A list literal's members were weighed as they were made: only its slots count.
+        let pair = list(vec![s("ab"), int(1)]);
+        assert_eq!(made_by(&pair, &json!(["ab", 1])), 32 * 3);
+        assert_eq!(made_by(&s("ab"), &json!("ab")), 34);
     }
 }

@@ -234,9 +234,12 @@ const COLUMNS: &[(usize, &str, &str, &str)] = &[(
 )];
 
 /// The store at `path` cannot be opened, and why; a write lock held past [`BUSY_TIMEOUT`]
-/// says who may hold it, since SQLite's own message ("database is locked") does not.
+/// says who may hold it, since SQLite's own message ("database is locked") does not, and a
+/// store this user may not write says where else a store can go.
 pub(crate) fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreError {
     let mut message = message.to_string();
+    // io::Error's own words are lower case, the OS's capitalized.
+    let lower = message.to_lowercase();
     if message.contains("database is locked") {
         message.push_str(&format!(
             ": another process has held its write lock for more than {} s (a `sqlite3` shell or \
@@ -245,7 +248,7 @@ pub(crate) fn open_error(path: &Path, message: impl std::fmt::Display) -> StoreE
         ));
     } else if ["permission denied", "readonly"]
         .iter()
-        .any(|words| message.to_lowercase().contains(words))
+        .any(|words| lower.contains(words))
     {
         message.push_str(
             ": this user cannot write there; make the folder writable, or put the store \
