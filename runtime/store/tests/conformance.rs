@@ -1161,6 +1161,77 @@ fn signals_from_many_senders_are_numbered_without_gaps(b: &dyn Backend) {
     assert_eq!(seqs, (0..30).collect::<Vec<_>>());
 }
 
+/// Many threads of one process sending through one store, as a service signalling runs does:
+/// the store writes the signals that wait together in one transaction (on PostgreSQL, in one
+/// round trip), and each is numbered and answered as though sent alone; one to a run that
+/// does not exist fails alone.
+fn signals_from_many_threads_of_one_store_are_numbered_and_answered_each(b: &dyn Backend) {
+    let store = b.open().unwrap();
+    let runs = ["a", "b", "c", "d"];
+    for run in runs {
+        store.create_run(new_run(run), &me(), 60_000).unwrap();
+    }
+    type Answer = (String, serde_json::Value, Result<u64, String>);
+    let answers: Vec<Vec<Answer>> = std::thread::scope(|s| {
+        let senders: Vec<_> = (0..8)
+            .map(|t| {
+                let store = &store;
+                s.spawn(move || {
+                    (0..10)
+                        .map(|n| {
+                            // Every fifth signal of every other thread goes to no run.
+                            let run = if t % 2 == 1 && n % 5 == 0 {
+                                "nobody"
+                            } else {
+                                runs[(t + n) % runs.len()]
+                            };
+                            let payload = json!({"t": t, "n": n});
+                            let sent = store.send_signal(run, "poke", &payload);
+                            (
+                                run.to_string(),
+                                payload,
+                                sent.map_err(|e| e.code().to_string()),
+                            )
+                        })
+                        .collect()
+                })
+            })
+            .collect();
+        senders.into_iter().map(|t| t.join().unwrap()).collect()
+    });
+    // Each run's signals by the number their senders were told.
+    let mut told: std::collections::BTreeMap<String, Vec<(u64, serde_json::Value)>> =
+        Default::default();
+    for (run, payload, answer) in answers.into_iter().flatten() {
+        match (run.as_str(), answer) {
+            ("nobody", answer) => assert_eq!(answer, Err("store.not-found".to_string())),
+            (_, Ok(seq)) => told.entry(run).or_default().push((seq, payload)),
+            (_, Err(code)) => panic!("a signal to {run} failed: {code}"),
+        }
+    }
+    for run in runs {
+        let mut told = told.remove(run).unwrap_or_default();
+        told.sort_by_key(|(seq, _)| *seq);
+        let stored: Vec<(u64, serde_json::Value)> = store
+            .pending_signals_with_payloads(run, &["poke".to_string()])
+            .unwrap()
+            .into_iter()
+            .map(|(row, payload)| (row.seq, payload.unwrap()))
+            .collect();
+        assert_eq!(
+            stored.iter().map(|s| s.0).collect::<Vec<_>>(),
+            (0..told.len() as u64).collect::<Vec<_>>(),
+            "{run}: numbered without gaps"
+        );
+        assert_eq!(
+            told, stored,
+            "{run}: each sender told its own signal's number"
+        );
+        assert!(store.run(run).unwrap().unwrap().signal_pending, "{run}");
+    }
+    assert!(store.pending_signals("nobody").unwrap().is_empty());
+}
+
 fn holes_and_gaps_are_reported(b: &dyn Backend) {
     let store = b.open().unwrap();
     let lease = store.create_run(new_run("r"), &me(), 60_000).unwrap();
@@ -2332,6 +2403,7 @@ conformance!(
     a_reader_sees_committed_data_and_refuses_writes,
     signals_sent_before_the_wait_are_kept,
     signals_from_many_senders_are_numbered_without_gaps,
+    signals_from_many_threads_of_one_store_are_numbered_and_answered_each,
     holes_and_gaps_are_reported,
     opening_again_keeps_the_runs_and_a_newer_schema_is_refused,
     two_stores_on_one_database_do_not_corrupt_each_other,

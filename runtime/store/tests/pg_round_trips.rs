@@ -214,19 +214,49 @@ fn a_look_is_one_statement_and_two_more_when_it_claims_short_runs() {
     );
 }
 
+/// Returns once a session of `watch`'s database waits for a lock (the store's signal, for a
+/// row another session holds); fails after 30 s.
+fn wait_for_a_lock(watch: &mut postgres::Client) {
+    for _ in 0..3_000 {
+        let waiting: i64 = watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity
+                 WHERE datname = current_database() AND wait_event_type = 'Lock'",
+                &[],
+            )
+            .unwrap()
+            .get(0);
+        if waiting > 0 {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("the store's signal never waited for the lock");
+}
+
+/// A store on `url` with the runs `ids`, the first of them sent two signals `go` (payload
+/// `1`, which every later signal of the tests sends too, so they cost only their signal); and
+/// the round trips of its second signal, sent alone.
+fn runs_to_signal(url: &str, ids: &[impl AsRef<str>]) -> (PgStore, u64) {
+    let store = open_at(url);
+    for id in ids {
+        let lease = store
+            .create_run(new_run(id.as_ref()), &Owner::this_process(), 60_000)
+            .unwrap();
+        store.sync(&lease).0.blocking_recv().unwrap().unwrap();
+    }
+    let first = ids[0].as_ref();
+    store.send_signal(first, "go", &json!(1)).unwrap();
+    let start = store.round_trips();
+    assert_eq!(store.send_signal(first, "go", &json!(1)).unwrap(), 1);
+    let alone = store.round_trips() - start;
+    (store, alone)
+}
+
 #[test]
 fn a_signal_is_one_statement_and_one_more_when_another_sender_took_its_number() {
     let url = test_server::fresh_database("reel_trips");
-    let store = open_at(&url);
-    let lease = store
-        .create_run(new_run("r"), &Owner::this_process(), 60_000)
-        .unwrap();
-    store.sync(&lease).0.blocking_recv().unwrap().unwrap();
-    // The payload is stored first, so both sends below cost the same but for the signal.
-    store.send_signal("r", "go", &json!(1)).unwrap();
-    let start = store.round_trips();
-    assert_eq!(store.send_signal("r", "go", &json!(1)).unwrap(), 1);
-    let alone = store.round_trips() - start;
+    let (store, alone) = runs_to_signal(&url, &["r"]);
 
     // Another sender holds the run's row, with signal 2 written, while this one sends: the
     // store's statement waits for it, finds 2 taken when it commits, and asks again.
@@ -245,25 +275,7 @@ fn a_signal_is_one_statement_and_one_more_when_another_sender_took_its_number() 
     std::thread::scope(|s| {
         let sent = s.spawn(|| store.send_signal("r", "go", &json!(1)));
         // The other sender commits once the store's statement waits for its lock.
-        let mut waiting = || -> i64 {
-            watch
-                .query_one(
-                    "SELECT count(*) FROM pg_stat_activity
-                     WHERE datname = current_database() AND wait_event_type = 'Lock'",
-                    &[],
-                )
-                .unwrap()
-                .get(0)
-        };
-        let mut tries = 0;
-        while waiting() == 0 {
-            tries += 1;
-            assert!(
-                tries < 3_000,
-                "the store's signal never waited for the lock"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
+        wait_for_a_lock(&mut watch);
         other.batch_execute("COMMIT").unwrap();
         assert_eq!(sent.join().unwrap().unwrap(), 3);
     });
@@ -276,6 +288,56 @@ fn a_signal_is_one_statement_and_one_more_when_another_sender_took_its_number() 
         .map(|s| s.seq)
         .collect();
     assert_eq!(seqs, [0, 1, 2, 3]);
+}
+
+#[test]
+fn signals_that_wait_together_go_out_in_one_round_trip() {
+    let url = test_server::fresh_database("reel_trips");
+    let runs: Vec<String> = (0..10).map(|i| format!("r{i}")).collect();
+    let (store, alone) = runs_to_signal(&url, &runs);
+
+    // Another session holds r0's row, so the writer's batch with r0's signal waits for it
+    // while nine more senders queue theirs; they are the writer's next batch.
+    let mut other = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    other
+        .batch_execute("BEGIN; UPDATE reel.runs SET signal_pending = TRUE WHERE id = 'r0'")
+        .unwrap();
+    let mut watch = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let queued = std::sync::atomic::AtomicUsize::new(0);
+    let start = store.round_trips();
+    std::thread::scope(|s| {
+        let first = s.spawn(|| store.send_signal("r0", "go", &json!(1)));
+        wait_for_a_lock(&mut watch);
+        let senders: Vec<_> = (1..10)
+            .map(|i| {
+                let (store, queued) = (&store, &queued);
+                s.spawn(move || {
+                    queued.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    store.send_signal(&format!("r{i}"), "go", &json!(1))
+                })
+            })
+            .collect();
+        while queued.load(std::sync::atomic::Ordering::SeqCst) < 9 {
+            std::thread::yield_now();
+        }
+        // From counting itself to its command in the writer's queue a sender only encodes
+        // the payload, which is named by itself.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        other.batch_execute("COMMIT").unwrap();
+        assert_eq!(first.join().unwrap().unwrap(), 2);
+        for sender in senders {
+            assert_eq!(sender.join().unwrap().unwrap(), 0);
+        }
+    });
+    let together = store.round_trips() - start;
+    assert_eq!(
+        together,
+        2 * alone,
+        "one signal alone took {alone} round trips; one, then nine together, {together}"
+    );
+    for i in 0..10 {
+        assert!(store.run(&format!("r{i}")).unwrap().unwrap().signal_pending);
+    }
 }
 
 /// A store on a fresh database with 20 `fast` runs r0…r19 leased to this process, whose lease

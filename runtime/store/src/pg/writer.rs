@@ -1048,6 +1048,21 @@ impl<'t> Tx<'t> {
             .block_on(self.conn.client().query_one(statement, params))
     }
 
+    /// [`tokio_postgres::Client::query_one`] of `statement` with each of `params`, all sent
+    /// in one round trip: the server runs them in order, each seeing what those before it
+    /// wrote, and one that fails aborts those after it, as one at a time. Answers in order.
+    pub(super) fn query_one_each(
+        &mut self,
+        statement: &Statement,
+        params: &[Vec<&(dyn postgres::types::ToSql + Sync)>],
+    ) -> Vec<Result<postgres::Row, postgres::Error>> {
+        self.sent += 1;
+        let client = self.conn.client();
+        self.conn.block_on(futures_util::future::join_all(
+            params.iter().map(|p| client.query_one(statement, p)),
+        ))
+    }
+
     /// [`tokio_postgres::Client::query_opt`] in the transaction, counted.
     pub(super) fn query_opt<T: ?Sized + postgres::ToStatement>(
         &mut self,
@@ -1374,6 +1389,14 @@ impl Batch<'_, '_> {
         cmds: &mut [Cmd],
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<usize, Lost> {
+        let signals = cmds
+            .iter()
+            .take_while(|c| matches!(c, Cmd::Signal { .. }))
+            .count();
+        if signals >= 2 {
+            self.signal_together(&mut cmds[..signals], results)?;
+            return Ok(signals);
+        }
         if let [
             Cmd::Consume { tag, seq, by },
             Cmd::Update {
@@ -1914,6 +1937,82 @@ impl Batch<'_, '_> {
         Err(Fail::Command(StoreError::Postgres(format!(
             "run {run}: no number left for a signal after {SIGNAL_TRIES} tries"
         ))))
+    }
+
+    /// Sends the signals of `cmds` (each a [`Cmd::Signal`]) in one round trip, each numbered
+    /// and answered as [`Self::signal`] would one by one: many senders' signals that wait
+    /// together (a service signalling runs from many threads through one store) cost the
+    /// batch one round trip rather than one each. A signal whose number another sender's took
+    /// meanwhile is numbered again alone, after the others.
+    fn signal_together(
+        &mut self,
+        cmds: &mut [Cmd],
+        results: &mut Vec<Result<(), StoreError>>,
+    ) -> Result<(), Lost> {
+        let mut sent = Vec::with_capacity(cmds.len());
+        for cmd in cmds.iter_mut() {
+            if let Cmd::Signal { sent_at, .. } = cmd {
+                sent.push(*sent_at.get_or_insert_with(|| self.clock.now_ms()));
+            }
+        }
+        let answers = {
+            let params: Vec<Vec<&(dyn postgres::types::ToSql + Sync)>> = cmds
+                .iter()
+                .zip(&sent)
+                .filter_map(|(cmd, at)| match cmd {
+                    Cmd::Signal {
+                        run, name, payload, ..
+                    } => Some(vec![
+                        run as &(dyn postgres::types::ToSql + Sync),
+                        name,
+                        &payload.digest,
+                        at,
+                    ]),
+                    _ => None,
+                })
+                .collect();
+            self.tx.query_one_each(&self.st.signal, &params)
+        };
+        // The first failure is the batch's; those after it only say the transaction aborted.
+        let mut numbered = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let row = answer.map_err(|e| lost(&e))?;
+            let marked: i64 = row.get(0);
+            numbered.push((marked, row.get::<_, Option<i64>>(1)));
+        }
+        for (cmd, (marked, number)) in cmds.iter_mut().zip(numbered) {
+            let Cmd::Signal {
+                run,
+                name,
+                payload,
+                seq,
+                sent_at,
+                ..
+            } = cmd
+            else {
+                continue;
+            };
+            let outcome = match (marked, number) {
+                (0, _) => Err(Fail::Command(StoreError::NotFound(run.clone()))),
+                (_, Some(n)) => {
+                    *seq = u64::try_from(n).unwrap_or(0);
+                    self.keep(std::slice::from_ref(payload))
+                }
+                (_, None) => {
+                    let at = sent_at.unwrap_or_default();
+                    self.signal(run, name, &payload.digest, at).and_then(|n| {
+                        *seq = n;
+                        self.keep(std::slice::from_ref(payload))
+                    })
+                }
+            };
+            results.push(match outcome {
+                Ok(()) => Ok(()),
+                Err(Fail::Batch(e)) => return Err(e),
+                Err(Fail::Command(e)) => Err(e),
+            });
+        }
+        Ok(())
     }
 
     /// Tells listening workers that `run` may be due; delivered when the batch commits.
