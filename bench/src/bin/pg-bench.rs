@@ -192,22 +192,27 @@ fn bench(args: &Args) {
     }
     print_table(&rows, dbos.is_some(), args);
     if args.modes.iter().any(|m| m == "durable") {
-        let ceiling = commit_ceiling(&args.url, args.steps, args.reps);
+        let ceiling = commit_ceiling(&args.url, args.steps, args.reps, false);
+        let shaped = commit_ceiling(&args.url, args.steps, args.reps, true);
         println!(
             "ceiling: one client's durable commits one after the other, each one statement in \
-             one round trip (a row of about a journal event's size): {ceiling:.0}/s"
+             one round trip (a row of about a journal event's size): {ceiling:.0}/s; each a \
+             durable step's writes (its run's row moved on under its fence, three journal \
+             rows): {shaped:.0}/s"
         );
         for (name, f) in rows.iter().filter(|(name, _)| name.ends_with("durable")) {
             println!(
-                "{name}: {n} sequential steps at {:.0} % of the ceiling",
+                "{name}: {n} sequential steps at {:.0} % of the ceiling, {:.0} % of a step's",
                 100.0 * f.sequential / ceiling,
+                100.0 * f.sequential / shaped,
                 n = args.steps
             );
         }
         if let Some((name, d)) = rows.last().filter(|_| dbos.is_some()) {
             println!(
-                "{name}: 20× its sequential rate is {:.0} % of the ceiling",
-                100.0 * 20.0 * d.sequential / ceiling
+                "{name}: 20× its sequential rate is {:.0} % of the ceiling, {:.0} % of a step's",
+                100.0 * 20.0 * d.sequential / ceiling,
+                100.0 * 20.0 * d.sequential / shaped
             );
         }
     }
@@ -368,29 +373,91 @@ fn whole_commands(reel: &Path, work: &Path, url: &str, reps: usize) {
 /// of its log): the ceiling of a sequential run's durable steps, whatever the engine, as the
 /// SQLite bench's fsync probe is for its disk. The median of `reps` passes of `n` commits, on
 /// a fresh database.
-fn commit_ceiling(url: &str, n: usize, reps: usize) -> f64 {
-    let url = database(url, "ceiling");
+///
+/// With `step_shaped`, each commit is instead what a durable sequential `echo` step must
+/// commit, in the store's own tables (its schema, made by opening a store): the run's row
+/// moved on under its fence and three journal rows of the sizes such a step writes (the call's
+/// result, the step's end, the next step's start), one statement in one round trip, planned
+/// once for any parameters as the store's writer's session has it. No engine and no `reel`:
+/// the ceiling of durable sequential steps for an engine that journals what Reel's does on
+/// this server. (`pgbench` running the same statement, its arrays built from literals, on a
+/// fresh store's tables commits about as many a second.)
+fn commit_ceiling(url: &str, n: usize, reps: usize, step_shaped: bool) -> f64 {
+    let url = database(url, if step_shaped { "shaped" } else { "ceiling" });
+    if step_shaped {
+        drop(PgStore::open(&url, Arc::new(SystemClock)).expect("the probe's store opens"));
+    }
     let mut client = postgres::Client::connect(&url, postgres::NoTls)
         .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
     client
-        .batch_execute(
+        .batch_execute(if step_shaped {
+            "SET synchronous_commit = on; SET search_path TO reel;
+             SET plan_cache_mode = force_generic_plan;
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, durability,
+                lease_token, next_seq)
+             VALUES ('run-01JDXYZABCDEFGHJKMNPQRSTVW', 'f', 'd', '/', 'running', 0, 'durable',
+                7, 0)"
+        } else {
             "SET synchronous_commit = on;
-             CREATE TABLE probe (id BIGINT PRIMARY KEY, data TEXT NOT NULL)",
-        )
+             CREATE TABLE probe (id BIGINT PRIMARY KEY, data TEXT NOT NULL)"
+        })
         .expect("the probe's table");
     let insert = client
-        .prepare("INSERT INTO probe (id, data) VALUES ($1, $2)")
+        .prepare(if step_shaped {
+            // The store's statement for one run's rows (`append_one`), its guard aside.
+            "WITH fenced AS (
+                UPDATE runs SET next_seq = $2 WHERE id = $1 AND lease_token = 7
+                    AND next_seq = $3 RETURNING id)
+             INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+             SELECT fenced.id, u.* FROM fenced, unnest($4::bigint[], $5::bigint[],
+                $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[])
+                AS u(seq, at, kind, step, idx, attempt, data)"
+        } else {
+            "INSERT INTO probe (id, data) VALUES ($1, $2)"
+        })
         .expect("the probe's statement");
     let data = "x".repeat(300);
+    // A sequential `echo` step's events, by kind and length of their data (as `run-bench`'s
+    // SQLite probe writes them).
+    let kinds = vec!["effect_recorded", "step_succeeded", "step_started"];
+    let datas = vec!["x".repeat(92), "x".repeat(32), "x".repeat(104)];
+    let run = "run-01JDXYZABCDEFGHJKMNPQRSTVW";
     let mut id = 0i64;
     let mut rates: Vec<f64> = (0..reps)
         .map(|_| {
             let began = Instant::now();
             for _ in 0..n {
-                id += 1;
-                client
-                    .execute(&insert, &[&id, &data])
-                    .expect("a probe's commit");
+                if step_shaped {
+                    let seqs = vec![id, id + 1, id + 2];
+                    let at = vec![1_764_892_800_000i64 + id; 3];
+                    let step = vec![Some(format!("s{}", id / 3)); 3];
+                    let idx: Vec<Option<i64>> = vec![None; 3];
+                    let attempt = vec![Some(1i64); 3];
+                    let wrote = client
+                        .execute(
+                            &insert,
+                            &[
+                                &run,
+                                &(id + 3),
+                                &id,
+                                &seqs,
+                                &at,
+                                &kinds,
+                                &step,
+                                &idx,
+                                &attempt,
+                                &datas,
+                            ],
+                        )
+                        .expect("a probe's commit");
+                    assert_eq!(wrote, 3, "the probe's fence holds");
+                    id += 3;
+                } else {
+                    id += 1;
+                    client
+                        .execute(&insert, &[&id, &data])
+                        .expect("a probe's commit");
+                }
             }
             n as f64 / began.elapsed().as_secs_f64()
         })
