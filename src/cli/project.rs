@@ -176,9 +176,16 @@ impl Project {
         reel_flowspec::Duration::parse(text)
             .map(|d| d.millis())
             .ok_or_else(|| {
-                Failure::usage(format!(
-                    "`{text}` is not a duration for keeping runs: write it as 30m, 2h or 30d"
-                ))
+                Failure::usage(if reel_flowspec::Duration::is_too_long(text) {
+                    format!(
+                        "`{text}` is longer than Reel can count to keep runs for: write a \
+                         shorter duration, such as 3650d"
+                    )
+                } else {
+                    format!(
+                        "`{text}` is not a duration for keeping runs: write it as 30m, 2h or 30d"
+                    )
+                })
             })
     }
 }

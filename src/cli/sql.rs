@@ -51,10 +51,17 @@ impl Args {
         } else {
             reel_flowspec::Duration::parse(text)
                 .ok_or_else(|| {
-                    Failure::usage(format!(
-                        "`--timeout {text}` is not a duration: write it as 500ms, 30s, 10m or \
-                         2h, or 0 for no limit"
-                    ))
+                    Failure::usage(if reel_flowspec::Duration::is_too_long(text) {
+                        format!(
+                            "`--timeout {text}` is longer than Reel can count: write a shorter \
+                             duration, or 0 for no limit"
+                        )
+                    } else {
+                        format!(
+                            "`--timeout {text}` is not a duration: write it as 500ms, 30s, 10m \
+                             or 2h, or 0 for no limit"
+                        )
+                    })
                 })?
                 .millis()
         };

@@ -674,6 +674,12 @@ fn a_query_past_its_limits_is_stopped_and_a_killed_one_leaves_nothing_running() 
         let bad = store(&["sql", "--timeout", "soon", "SELECT 1"]);
         assert_eq!(bad.status, 2, "{bad:?}");
         assert!(bad.stderr.contains("is not a duration"), "{bad:?}");
+        let long = store(&["sql", "--timeout", "213503982335d", "SELECT 1"]);
+        assert_eq!(long.status, 2, "{long:?}");
+        assert!(
+            long.stderr.contains("is longer than Reel can count"),
+            "{long:?}"
+        );
     }
 
     // `reel sql` killed in the middle of a query with no limit: the server finds it gone and

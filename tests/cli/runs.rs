@@ -211,6 +211,58 @@ fn a_sleep_parks_the_run_and_the_worker_finishes_it() {
     assert_eq!(runs[0]["status"], "succeeded");
 }
 
+/// A wait that would end after the year 9999 wrapped around to a time long past: a sleep of
+/// 106751991167d woke at once, "at 1970-01-01", and a signal with such a timeout timed out at
+/// once. The sleep now fails saying so; the signal waits without a deadline, which is what a
+/// deadline no clock reaches means. A long sleep within the year 9999 parks as any.
+#[test]
+fn a_wait_that_ends_after_the_year_9999_is_refused_or_has_no_deadline() {
+    let dir = temp();
+    write(
+        dir.path(),
+        "long.reel",
+        "flow long {\n  input d: duration = 1s\n  step z = sleep { for: input.d }\n  output z.woke_at\n}\n",
+    );
+    for d in ["3000000d", "106751991167d", "200000000000d"] {
+        let r = reel_at(
+            dir.path(),
+            &["run", "long.reel", "--input", &format!("d={d}")],
+        );
+        assert_eq!(r.status, 1, "{d}: {r:?}");
+        assert!(
+            r.stderr.contains("[tool.sleep.for] `for` is")
+                && r.stderr.contains("later than any time Reel can keep"),
+            "{d}: {}",
+            r.stderr
+        );
+    }
+    let r = reel_at(
+        dir.path(),
+        &["run", "long.reel", "--input", "d=2000000d", "--json"],
+    );
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(json(&r)["status"], "waiting");
+
+    // In a store of its own: the sleeping run above waits for 5,476 years, and a worker
+    // `--until-idle` would wait with it.
+    let dir = temp();
+    write(
+        dir.path(),
+        "sig.reel",
+        "flow sig {\n  step go = signal {\n    name: \"go\"\n    timeout: 106751991100d\n  }\n  output go\n}\n",
+    );
+    let r = reel_at(dir.path(), &["run", "sig.reel", "--json"]);
+    assert_eq!(r.status, 0, "{r:?}");
+    assert_eq!(json(&r)["status"], "waiting", "{r:?}");
+    let id = json(&r)["run"].as_str().unwrap().to_string();
+    let s = reel_at(dir.path(), &["signal", &id, "go"]);
+    assert_eq!(s.status, 0, "{s:?}");
+    let w = reel_at(dir.path(), &["worker", "--until-idle", "--poll-ms", "50"]);
+    assert_eq!(w.status, 0, "{w:?}");
+    let runs = json(&reel_at(dir.path(), &["runs", "--json"]));
+    assert_eq!(runs[0]["status"], "succeeded", "{runs}");
+}
+
 #[test]
 fn bad_input_is_refused_before_anything_runs() {
     let dir = temp();
@@ -229,6 +281,21 @@ fn bad_input_is_refused_before_anything_runs() {
             "no input `m`",
         ),
         (&["run", "f.reel"], "is required"),
+        (
+            &["run", "f.reel", "--input", "n=1", "--keep-for", "a week"],
+            "`a week` is not a duration for keeping runs",
+        ),
+        (
+            &[
+                "run",
+                "f.reel",
+                "--input",
+                "n=1",
+                "--keep-for",
+                "213503982335d",
+            ],
+            "`213503982335d` is longer than Reel can count to keep runs for",
+        ),
         (&["run", "f.reel", "--input", "n=1"], "REEL_SECRET_KEY"),
         (&["resume", "nosuchrun"], "no run"),
         (&["events", "nosuchrun"], "no run"),

@@ -299,9 +299,25 @@ pub struct Duration(pub u64);
 impl Duration {
     /// Parses `250ms`, `10s`, `5m`, `2h`, `7d`: digits then a unit, nothing around them.
     pub fn parse(text: &str) -> Option<Duration> {
+        let (digits, factor) = Self::parts(text)?;
+        digits
+            .parse::<u64>()
+            .ok()?
+            .checked_mul(factor)
+            .map(Duration)
+    }
+
+    /// Whether `text` is written as a duration (digits then a unit) whose milliseconds are
+    /// more than a `u64` holds, which [`Duration::parse`] refuses too: its caller can then say
+    /// "too long" rather than "not a duration".
+    pub fn is_too_long(text: &str) -> bool {
+        Self::parts(text).is_some() && Self::parse(text).is_none()
+    }
+
+    /// The digits of `text` and its unit's milliseconds, when it is digits then a unit.
+    fn parts(text: &str) -> Option<(&str, u64)> {
         let split = text.find(|c: char| !c.is_ascii_digit())?;
         let (digits, unit) = text.split_at(split);
-        let n: u64 = digits.parse().ok()?;
         let factor = match unit {
             "ms" => 1,
             "s" => 1_000,
@@ -310,7 +326,7 @@ impl Duration {
             "d" => 86_400_000,
             _ => return None,
         };
-        n.checked_mul(factor).map(Duration)
+        (!digits.is_empty()).then_some((digits, factor))
     }
 
     /// The milliseconds.
@@ -807,7 +823,14 @@ mod tests {
             "99999999999999999999d",
         ] {
             assert_eq!(Duration::parse(bad), None, "{bad:?}");
+            assert_eq!(
+                Duration::is_too_long(bad),
+                bad == "99999999999999999999d",
+                "{bad:?}"
+            );
         }
+        assert!(Duration::is_too_long("213503982335d"));
+        assert!(!Duration::is_too_long("213503982334d"));
     }
 
     #[test]

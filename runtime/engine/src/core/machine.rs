@@ -1578,7 +1578,8 @@ impl Machine {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
-                let deadline = spec.timeout.map(|d| now + d.millis() as i64);
+                // A deadline later than any time Reel can keep never comes: no deadline.
+                let deadline = spec.timeout.and_then(|d| later_by(now, d));
                 self.steps[i].calls[c].attempt = 1;
                 self.steps[i].calls[c].tries = 1;
                 self.call_waits(i, c, name.clone(), deadline);
@@ -2111,6 +2112,17 @@ fn backoff_ms(seed: u64, spec: &StepSpec, index: Option<u32>, attempt: u32) -> i
     delay as i64
 }
 
+/// The time `d` after `now` (ms since the epoch), unless it is later than the latest time
+/// Reel can keep and show, the end of the year 9999 (as RFC 3339 times, and `sleep`'s `until`,
+/// go no further): a sum past it wrapped around to a time long past, so a wait meant to last
+/// ages ended at once.
+fn later_by(now: i64, d: reel_flowspec::Duration) -> Option<i64> {
+    i64::try_from(d.millis())
+        .ok()
+        .and_then(|ms| now.checked_add(ms))
+        .filter(|&t| t <= jiff::Timestamp::MAX.as_millisecond())
+}
+
 /// When a `sleep` call is due.
 fn sleep_until(args: &Map<String, Value>, now: i64) -> Result<i64, RunError> {
     if let Some(d) = args.get("for").filter(|v| !v.is_null()) {
@@ -2121,7 +2133,17 @@ fn sleep_until(args: &Map<String, Value>, now: i64) -> Result<i64, RunError> {
                 format!("`for` must be a duration such as 10s, found {d}"),
             )
         })?;
-        return Ok(now + dur.millis() as i64);
+        return later_by(now, dur).ok_or_else(|| {
+            RunError::new(
+                "tool.sleep.for",
+                format!(
+                    "`for` is {dur}, which ends after {}, later than any time Reel can keep: \
+                     sleep for less, or wait for a signal",
+                    jiff::Timestamp::from_second(jiff::Timestamp::MAX.as_second())
+                        .unwrap_or(jiff::Timestamp::MAX)
+                ),
+            )
+        });
     }
     if let Some(u) = args.get("until").filter(|v| !v.is_null()) {
         let text = u.as_str().unwrap_or_default();
