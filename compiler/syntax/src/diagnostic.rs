@@ -22,6 +22,33 @@ impl Severity {
     }
 }
 
+/// The longest text of a diagnostic (its message, a label, its help or note) kept whole, in
+/// bytes: past it, its start and end are kept and the middle left out.
+const TEXT_MAX: usize = 1024;
+
+/// `text` within [`TEXT_MAX`]. A message quotes the source (a name, a number) and a name of a
+/// megabyte (a file that is not a flow) was quoted whole, in every report, JSON diagnostic and
+/// editor hover that showed it.
+fn bounded(text: String) -> String {
+    if text.len() <= TEXT_MAX {
+        return text;
+    }
+    let mut head = TEXT_MAX / 2 - 32;
+    while !text.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = text.len() - (TEXT_MAX / 2 - 32);
+    while !text.is_char_boundary(tail) {
+        tail += 1;
+    }
+    let left_out = text[head..tail].chars().count();
+    format!(
+        "{}…[{left_out} characters left out]…{}",
+        &text[..head],
+        &text[tail..]
+    )
+}
+
 /// A place in the source with what it says about the diagnostic.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Label {
@@ -36,7 +63,7 @@ impl Label {
     pub fn new(span: Span, message: impl Into<String>) -> Self {
         Label {
             span,
-            message: message.into(),
+            message: bounded(message.into()),
         }
     }
 }
@@ -94,7 +121,7 @@ impl Diagnostic {
         Diagnostic {
             code,
             severity,
-            message: message.into(),
+            message: bounded(message.into()),
             primary: Label::new(span, ""),
             secondary: Vec::new(),
             help: None,
@@ -105,7 +132,7 @@ impl Diagnostic {
 
     /// Sets the text of the primary label.
     pub fn with_label(mut self, message: impl Into<String>) -> Self {
-        self.primary.message = message.into();
+        self.primary.message = bounded(message.into());
         self
     }
 
@@ -117,13 +144,13 @@ impl Diagnostic {
 
     /// Sets the help line.
     pub fn with_help(mut self, help: impl Into<String>) -> Self {
-        self.help = Some(help.into());
+        self.help = Some(bounded(help.into()));
         self
     }
 
     /// Sets the note.
     pub fn with_note(mut self, note: impl Into<String>) -> Self {
-        self.note = Some(note.into());
+        self.note = Some(bounded(note.into()));
         self
     }
 
@@ -155,5 +182,39 @@ impl Diagnostic {
     /// Whether this is an error (as opposed to a warning).
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_past_its_bound_keeps_its_start_and_end() {
+        let short = "nothing called `greting`";
+        let d = Diagnostic::error(Code::NameUnknown, Span::new(0, 1), short);
+        assert_eq!(d.message, short);
+        let name = "é".repeat(100_000);
+        let d = Diagnostic::error(
+            Code::NameUnknown,
+            Span::new(0, 1),
+            format!("nothing called `{name}`"),
+        )
+        .with_label(format!("`{name}` is not declared"))
+        .with_help(name.clone())
+        .with_note(name.clone())
+        .with_secondary(Span::new(0, 1), name.clone());
+        for text in [
+            &d.message,
+            &d.primary.message,
+            d.help.as_ref().unwrap(),
+            d.note.as_ref().unwrap(),
+            &d.secondary[0].message,
+        ] {
+            assert!(text.len() <= TEXT_MAX, "{} bytes", text.len());
+            assert!(text.contains("characters left out]…"), "{text}");
+        }
+        assert!(d.message.starts_with("nothing called `éé"));
+        assert!(d.message.ends_with("éé`"));
     }
 }

@@ -178,15 +178,28 @@ impl Token {
     }
 }
 
+/// Text of the source in backticks, as messages quote it; past 64 characters, its first 32
+/// and how long it is: a message about a token of a megabyte (a file that is not a flow) quoted
+/// it whole, in every diagnostic and editor that showed it.
+pub(crate) fn quoted(text: &str) -> String {
+    const SHOWN_WHOLE: usize = 64;
+    let chars = text.chars().count();
+    if chars <= SHOWN_WHOLE {
+        return format!("`{text}`");
+    }
+    let head: String = text.chars().take(SHOWN_WHOLE / 2).collect();
+    format!("`{head}…` ({chars} characters)")
+}
+
 impl fmt::Display for Token {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let s = match self {
-            Token::Ident(name) => return write!(f, "`{name}`"),
+            Token::Ident(name) => return f.write_str(&quoted(name)),
             Token::Kw(k) => return write!(f, "`{}`", k.as_str()),
             Token::Int(n) => return write!(f, "`{n}`"),
             // An invalid duration has no text (see the lexer).
             Token::Duration(t) if t.is_empty() => "a duration",
-            Token::Float(t) | Token::Duration(t) => return write!(f, "`{t}`"),
+            Token::Float(t) | Token::Duration(t) => return f.write_str(&quoted(t)),
             Token::StrStart => "a string",
             Token::StrText(_) => "text",
             Token::InterpOpen => "`${`",

@@ -13,6 +13,15 @@ pub fn render_terminal(path: &str, text: &str, diags: &[Diagnostic], color: bool
     let source = Source::from(text);
     let mut out = Vec::new();
     for diag in diags {
+        if let Some(long) = longest_excerpt_line(text, diag).filter(|&n| n > EXCERPT_LINE_MAX) {
+            out.extend_from_slice(plain(path, text, diag).as_bytes());
+            out.extend_from_slice(
+                format!("  = note: the line is {long} bytes long; its excerpt is left out\n")
+                    .as_bytes(),
+            );
+            out.push(b'\n');
+            continue;
+        }
         let mut one = Vec::new();
         match report(path, text, diag, color).write((path, &source), &mut one) {
             Ok(()) => out.extend_from_slice(&one),
@@ -87,18 +96,45 @@ fn report<'a>(
     builder.finish()
 }
 
-/// `path:line:column: severity[code]: message`, for when an excerpt cannot be drawn.
+/// The longest line an excerpt of `diag` would show, in bytes: a line of a megabyte (a
+/// generated or minified file, or a file that is not a flow at all) was drawn whole, with an
+/// underline as long, several times its size on stderr and in memory.
+fn longest_excerpt_line(text: &str, diag: &Diagnostic) -> Option<usize> {
+    std::iter::once(diag.primary.span)
+        .chain(diag.secondary.iter().map(|l| l.span))
+        .map(|span| {
+            let range = clamp(text, span);
+            let start = text[..range.start].rfind('\n').map_or(0, |i| i + 1);
+            let end = text[range.end..]
+                .find('\n')
+                .map_or(text.len(), |i| range.end + i);
+            end - start
+        })
+        .max()
+}
+
+/// The longest source line a report shows whole; past it the report is [`plain`].
+const EXCERPT_LINE_MAX: usize = 4096;
+
+/// `path:line:column: severity[code]: message`, and its help and note, for when an excerpt
+/// cannot be drawn or would be too long to read.
 fn plain(path: &str, text: &str, diag: &Diagnostic) -> String {
     let index = reel_syntax::LineIndex::new(text);
     let at = index.line_col(text, clamp(text, diag.primary.span).start);
-    format!(
+    let mut out = format!(
         "{path}:{}:{}: {}[{}]: {}\n",
         at.line,
         at.column,
         diag.severity.as_str(),
         diag.code,
         diag.message
-    )
+    );
+    for (what, text) in [("help", &diag.help), ("note", &diag.note)] {
+        if let Some(text) = text {
+            out.push_str(&format!("  = {what}: {text}\n"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -156,6 +192,20 @@ mod tests {
         )
         .with_label("expected `}`");
         insta::assert_snapshot!(render_terminal("a.reel", text, &[diag], false));
+    }
+
+    #[test]
+    fn a_line_too_long_to_show_is_named_not_drawn() {
+        let text = format!("flow a {{\n  step x = {}\n}}\n", "b".repeat(100_000));
+        let at = text.find('b').unwrap();
+        let diag = Diagnostic::error(
+            Code::NameUnknown,
+            Span::new(at, at + 100_000),
+            "unknown name `bbbb…` (100000 characters)",
+        )
+        .with_help("declare it, or correct the name");
+        let out = render_terminal("a.reel", &text, &[diag], false);
+        insta::assert_snapshot!(out);
     }
 
     #[test]
