@@ -129,9 +129,9 @@ fn plain(path: &str, text: &str, diag: &Diagnostic) -> String {
         diag.code,
         diag.message
     );
-    for (what, text) in [("help", &diag.help), ("note", &diag.note)] {
-        if let Some(text) = text {
-            out.push_str(&format!("  = {what}: {text}\n"));
+    for (what, said) in [("help", &diag.help), ("note", &diag.note)] {
+        if let Some(said) = said {
+            out.push_str(&format!("  = {what}: {said}\n"));
         }
     }
     out
