@@ -1926,12 +1926,8 @@ impl Batch<'_, '_> {
                 .tx
                 .query_one(&self.st.signal, &[&run, &name, &digest, &at])
                 .map_err(batch)?;
-            let marked: i64 = row.get(0);
-            if marked == 0 {
-                return Err(Fail::Command(StoreError::NotFound(run.to_string())));
-            }
-            if let Some(seq) = row.get::<_, Option<i64>>(1) {
-                return Ok(u64::try_from(seq).unwrap_or(0));
+            if let Some(seq) = signal_numbered(run, &row)? {
+                return Ok(seq);
             }
         }
         Err(Fail::Command(StoreError::Postgres(format!(
@@ -1949,68 +1945,61 @@ impl Batch<'_, '_> {
         cmds: &mut [Cmd],
         results: &mut Vec<Result<(), StoreError>>,
     ) -> Result<(), Lost> {
-        let mut sent = Vec::with_capacity(cmds.len());
+        let mut sent: Vec<(&str, &str, &Kept, i64)> = Vec::with_capacity(cmds.len());
         for cmd in cmds.iter_mut() {
-            if let Cmd::Signal { sent_at, .. } = cmd {
-                sent.push(*sent_at.get_or_insert_with(|| self.clock.now_ms()));
-            }
-        }
-        let answers = {
-            let params: Vec<Vec<&(dyn postgres::types::ToSql + Sync)>> = cmds
-                .iter()
-                .zip(&sent)
-                .filter_map(|(cmd, at)| match cmd {
-                    Cmd::Signal {
-                        run, name, payload, ..
-                    } => Some(vec![
-                        run as &(dyn postgres::types::ToSql + Sync),
-                        name,
-                        &payload.digest,
-                        at,
-                    ]),
-                    _ => None,
-                })
-                .collect();
-            self.tx.query_one_each(&self.st.signal, &params)
-        };
-        // The first failure is the batch's; those after it only say the transaction aborted.
-        let mut numbered = Vec::with_capacity(answers.len());
-        for answer in answers {
-            let row = answer.map_err(|e| lost(&e))?;
-            let marked: i64 = row.get(0);
-            numbered.push((marked, row.get::<_, Option<i64>>(1)));
-        }
-        for (cmd, (marked, number)) in cmds.iter_mut().zip(numbered) {
-            let Cmd::Signal {
+            if let Cmd::Signal {
                 run,
                 name,
                 payload,
-                seq,
                 sent_at,
                 ..
             } = cmd
-            else {
-                continue;
-            };
-            let outcome = match (marked, number) {
-                (0, _) => Err(Fail::Command(StoreError::NotFound(run.clone()))),
-                (_, Some(n)) => {
-                    *seq = u64::try_from(n).unwrap_or(0);
-                    self.keep(std::slice::from_ref(payload))
+            {
+                let at = *sent_at.get_or_insert_with(|| self.clock.now_ms());
+                sent.push((run.as_str(), name.as_str(), payload, at));
+            }
+        }
+        let params: Vec<Vec<&(dyn postgres::types::ToSql + Sync)>> = sent
+            .iter()
+            .map(|(run, name, payload, at)| {
+                vec![
+                    run as &(dyn postgres::types::ToSql + Sync),
+                    name,
+                    &payload.digest,
+                    at,
+                ]
+            })
+            .collect();
+        let answers = self.tx.query_one_each(&self.st.signal, &params);
+        // The first failure is the batch's; those after it only say the transaction aborted.
+        let mut numbered = Vec::with_capacity(answers.len());
+        for ((run, ..), answer) in sent.iter().zip(answers) {
+            numbered.push(signal_numbered(run, &answer.map_err(|e| lost(&e))?));
+        }
+        let mut seqs = Vec::with_capacity(sent.len());
+        for ((run, name, payload, at), number) in sent.into_iter().zip(numbered) {
+            let outcome = number
+                .and_then(|number| match number {
+                    Some(seq) => Ok(seq),
+                    None => self.signal(run, name, &payload.digest, at),
+                })
+                .and_then(|seq| self.keep(std::slice::from_ref(payload)).map(|()| seq));
+            match outcome {
+                Ok(seq) => {
+                    seqs.push(seq);
+                    results.push(Ok(()));
                 }
-                (_, None) => {
-                    let at = sent_at.unwrap_or_default();
-                    self.signal(run, name, &payload.digest, at).and_then(|n| {
-                        *seq = n;
-                        self.keep(std::slice::from_ref(payload))
-                    })
-                }
-            };
-            results.push(match outcome {
-                Ok(()) => Ok(()),
                 Err(Fail::Batch(e)) => return Err(e),
-                Err(Fail::Command(e)) => Err(e),
-            });
+                Err(Fail::Command(e)) => {
+                    seqs.push(0);
+                    results.push(Err(e));
+                }
+            }
+        }
+        for (cmd, number) in cmds.iter_mut().zip(seqs) {
+            if let Cmd::Signal { seq, .. } = cmd {
+                *seq = number;
+            }
         }
         Ok(())
     }
@@ -2022,6 +2011,18 @@ impl Batch<'_, '_> {
             .map_err(batch)?;
         Ok(())
     }
+}
+
+/// What the signal statement answered for `run`: its number, `None` when another sender took
+/// the number meanwhile (it is asked again), or the run's absence.
+fn signal_numbered(run: &str, row: &postgres::Row) -> Result<Option<u64>, Fail> {
+    let marked: i64 = row.get(0);
+    if marked == 0 {
+        return Err(Fail::Command(StoreError::NotFound(run.to_string())));
+    }
+    Ok(row
+        .get::<_, Option<i64>>(1)
+        .map(|seq| u64::try_from(seq).unwrap_or(0)))
 }
 
 /// How many times a signal is numbered before its sender gives up (see [`Batch::signal`]).
