@@ -369,101 +369,125 @@ fn whole_commands(reel: &Path, work: &Path, url: &str, reps: usize) {
 }
 
 /// What one client can commit durably one transaction after another on the server of `url`,
-/// each the least a durable step can be (one row inserted, one round trip, the server's flush
-/// of its log): the ceiling of a sequential run's durable steps, whatever the engine, as the
-/// SQLite bench's fsync probe is for its disk. The median of `reps` passes of `n` commits, on
-/// a fresh database.
-///
-/// With `step_shaped`, each commit is instead what a durable sequential `echo` step must
-/// commit, in the store's own tables (its schema, made by opening a store): the run's row
-/// moved on under its fence and three journal rows of the sizes such a step writes (the call's
-/// result, the step's end, the next step's start), one statement in one round trip, planned
-/// once for any parameters as the store's writer's session has it. No engine and no `reel`:
-/// the ceiling of durable sequential steps for an engine that journals what Reel's does on
-/// this server. (`pgbench` running the same statement, its arrays built from literals, on a
-/// fresh store's tables commits about as many a second.)
+/// each one statement in one round trip followed by the server's flush of its log: the median
+/// of `reps` passes of `n` commits, on a fresh database. Each commit is the least a durable
+/// step can be, one row ([`row_commits`]): the ceiling of a sequential run's durable steps,
+/// whatever the engine, as the SQLite bench's fsync probe is for its disk; or, with
+/// `step_shaped`, what a durable step of Reel's journal must commit ([`step_commits`]).
 fn commit_ceiling(url: &str, n: usize, reps: usize, step_shaped: bool) -> f64 {
     let url = database(url, if step_shaped { "shaped" } else { "ceiling" });
-    if step_shaped {
-        drop(PgStore::open(&url, Arc::new(SystemClock)).expect("the probe's store opens"));
-    }
-    let mut client = postgres::Client::connect(&url, postgres::NoTls)
-        .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
-    client
-        .batch_execute(if step_shaped {
-            "SET synchronous_commit = on; SET search_path TO reel;
-             SET plan_cache_mode = force_generic_plan;
-             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, durability,
-                lease_token, next_seq)
-             VALUES ('run-01JDXYZABCDEFGHJKMNPQRSTVW', 'f', 'd', '/', 'running', 0, 'durable',
-                7, 0)"
-        } else {
-            "SET synchronous_commit = on;
-             CREATE TABLE probe (id BIGINT PRIMARY KEY, data TEXT NOT NULL)"
-        })
-        .expect("the probe's table");
-    let insert = client
-        .prepare(if step_shaped {
-            // The store's statement for one run's rows (`append_one`), its guard aside.
-            "WITH fenced AS (
-                UPDATE runs SET next_seq = $2 WHERE id = $1 AND lease_token = 7
-                    AND next_seq = $3 RETURNING id)
-             INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
-             SELECT fenced.id, u.* FROM fenced, unnest($4::bigint[], $5::bigint[],
-                $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[])
-                AS u(seq, at, kind, step, idx, attempt, data)"
-        } else {
-            "INSERT INTO probe (id, data) VALUES ($1, $2)"
-        })
-        .expect("the probe's statement");
-    let data = "x".repeat(300);
-    // A sequential `echo` step's events, by kind and length of their data (as `run-bench`'s
-    // SQLite probe writes them).
-    let kinds = vec!["effect_recorded", "step_succeeded", "step_started"];
-    let datas = vec!["x".repeat(92), "x".repeat(32), "x".repeat(104)];
-    let run = "run-01JDXYZABCDEFGHJKMNPQRSTVW";
-    let mut id = 0i64;
+    let mut commit = if step_shaped {
+        step_commits(&url)
+    } else {
+        row_commits(&url)
+    };
     let mut rates: Vec<f64> = (0..reps)
         .map(|_| {
             let began = Instant::now();
             for _ in 0..n {
-                if step_shaped {
-                    let seqs = vec![id, id + 1, id + 2];
-                    let at = vec![1_764_892_800_000i64 + id; 3];
-                    let step = vec![Some(format!("s{}", id / 3)); 3];
-                    let idx: Vec<Option<i64>> = vec![None; 3];
-                    let attempt = vec![Some(1i64); 3];
-                    let wrote = client
-                        .execute(
-                            &insert,
-                            &[
-                                &run,
-                                &(id + 3),
-                                &id,
-                                &seqs,
-                                &at,
-                                &kinds,
-                                &step,
-                                &idx,
-                                &attempt,
-                                &datas,
-                            ],
-                        )
-                        .expect("a probe's commit");
-                    assert_eq!(wrote, 3, "the probe's fence holds");
-                    id += 3;
-                } else {
-                    id += 1;
-                    client
-                        .execute(&insert, &[&id, &data])
-                        .expect("a probe's commit");
-                }
+                commit();
             }
             n as f64 / began.elapsed().as_secs_f64()
         })
         .collect();
     rates.sort_by(f64::total_cmp);
     rates[rates.len() / 2]
+}
+
+/// A client of the database `url` committing durably.
+fn durable_client(url: &str) -> postgres::Client {
+    let mut client = postgres::Client::connect(url, postgres::NoTls)
+        .unwrap_or_else(|e| panic!("cannot reach the server: {e}"));
+    client
+        .batch_execute("SET synchronous_commit = on")
+        .expect("the probe's session");
+    client
+}
+
+/// Commits of one row of about a journal event's size, each its own transaction, in a table
+/// of their own.
+fn row_commits(url: &str) -> Box<dyn FnMut()> {
+    let mut client = durable_client(url);
+    client
+        .batch_execute("CREATE TABLE probe (id BIGINT PRIMARY KEY, data TEXT NOT NULL)")
+        .expect("the probe's table");
+    let insert = client
+        .prepare("INSERT INTO probe (id, data) VALUES ($1, $2)")
+        .expect("the probe's statement");
+    let data = "x".repeat(300);
+    let mut id = 0i64;
+    Box::new(move || {
+        id += 1;
+        client
+            .execute(&insert, &[&id, &data])
+            .expect("a probe's commit");
+    })
+}
+
+/// Commits of what a durable sequential `echo` step writes, in the store's own tables (its
+/// schema, made by opening a store): the run's row moved on under its fence and three journal
+/// rows of the sizes such a step writes (the call's result, the step's end, the next step's
+/// start), the store's own statement, planned once for any parameters as the store's writer's
+/// session has it. No engine and no `reel`: the ceiling of durable sequential steps for an
+/// engine that journals what Reel's does on this server. (`pgbench` running the same
+/// statement, its arrays built from literals, on a fresh store's tables commits about as many
+/// a second.)
+fn step_commits(url: &str) -> Box<dyn FnMut()> {
+    drop(PgStore::open(url, Arc::new(SystemClock)).expect("the probe's store opens"));
+    let mut client = durable_client(url);
+    client
+        .batch_execute(
+            "SET search_path TO reel; SET plan_cache_mode = force_generic_plan;
+             INSERT INTO runs (id, flow, flow_digest, cwd, status, created_at, durability,
+                lease_token, next_seq)
+             VALUES ('run-01JDXYZABCDEFGHJKMNPQRSTVW', 'f', 'd', '/', 'running', 0, 'durable',
+                7, 0)",
+        )
+        .expect("the probe's run");
+    // The store's statement for one run's rows (`append_one`), its guard aside.
+    let insert = client
+        .prepare(
+            "WITH fenced AS (
+                UPDATE runs SET next_seq = $2 WHERE id = $1 AND lease_token = 7
+                    AND next_seq = $3 RETURNING id)
+             INSERT INTO journal (run, seq, at, kind, step, idx, attempt, data)
+             SELECT fenced.id, u.* FROM fenced, unnest($4::bigint[], $5::bigint[],
+                $6::text[], $7::text[], $8::bigint[], $9::bigint[], $10::text[])
+                AS u(seq, at, kind, step, idx, attempt, data)",
+        )
+        .expect("the probe's statement");
+    // A sequential `echo` step's events, by kind and length of their data (as `run-bench`'s
+    // SQLite probe writes them).
+    let kinds = vec!["effect_recorded", "step_succeeded", "step_started"];
+    let datas = vec!["x".repeat(92), "x".repeat(32), "x".repeat(104)];
+    let run = "run-01JDXYZABCDEFGHJKMNPQRSTVW";
+    let mut seq = 0i64;
+    Box::new(move || {
+        let seqs = vec![seq, seq + 1, seq + 2];
+        let at = vec![1_764_892_800_000i64 + seq; 3];
+        let step = vec![Some(format!("s{}", seq / 3)); 3];
+        let idx: Vec<Option<i64>> = vec![None; 3];
+        let attempt = vec![Some(1i64); 3];
+        let wrote = client
+            .execute(
+                &insert,
+                &[
+                    &run,
+                    &(seq + 3),
+                    &seq,
+                    &seqs,
+                    &at,
+                    &kinds,
+                    &step,
+                    &idx,
+                    &attempt,
+                    &datas,
+                ],
+            )
+            .expect("a probe's commit");
+        assert_eq!(wrote, 3, "the probe's fence holds");
+        seq += 3;
+    })
 }
 
 /// Reel with `n` workers, runs in `mode`: the three workloads and the signal's latency.
